@@ -1,0 +1,1 @@
+"""lineage_assets: a Kafka -> Spark -> Iceberg lakehouse as Dagster assets with OpenLineage lineage."""

@@ -1,0 +1,62 @@
+"""The `lineage-assets` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from lineage_assets.settings import Settings
+from lineage_assets.stack.services import StackError
+from lineage_assets.stack.supervisor import Supervisor
+
+
+def _stack(args: argparse.Namespace, settings: Settings) -> int:
+    supervisor = Supervisor(settings, progress=lambda line: print(line, flush=True))
+    if args.action == "up":
+        supervisor.up(args.services)
+    elif args.action == "down":
+        supervisor.down(args.services)
+        return 0
+    statuses = supervisor.status(args.services)
+    if getattr(args, "json", False):
+        print(json.dumps([status.as_dict() for status in statuses], indent=2))
+    else:
+        for status in statuses:
+            state = "healthy" if status.healthy else ("UNHEALTHY" if status.running else "stopped")
+            print(f"{status.name:<9} {state:<9} {status.address:<40} pid={status.pid or '-'}  log={status.log}")
+    return 0 if all(status.healthy for status in statuses) else 1
+
+
+def _settings(args: argparse.Namespace, settings: Settings) -> int:
+    for variable, default, meaning in Settings.documentation():
+        print(f"{variable:<40} {default:<28} {meaning}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lineage-assets", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    stack = commands.add_parser("stack", help="start, stop or check the local stack of servers")
+    stack.add_argument("action", choices=["up", "down", "status"])
+    stack.add_argument("services", nargs="*", help="only these services (default: all)")
+    stack.add_argument("--json", action="store_true", help="status as JSON, for scripts")
+    stack.set_defaults(handler=_stack)
+
+    settings = commands.add_parser("settings", help="list every setting, its variable and default")
+    settings.set_defaults(handler=_settings)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args, Settings.from_env())
+    except (StackError, ValueError) as error:
+        print(f"lineage-assets: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

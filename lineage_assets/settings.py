@@ -1,0 +1,117 @@
+"""The one settings object: addresses, ports, names and folders, each overridable from the environment.
+
+Every field reads ``LINEAGE_ASSETS_<FIELD NAME IN CAPITALS>`` (for example ``LINEAGE_ASSETS_KAFKA_PORT``).
+Everything else (the local stack, Spark configuration, Dagster resources, dataset identity, the
+OpenLineage transport) derives from an instance of :class:`Settings`, never from its own constants.
+The defaults describe the embedded local stack on 127.0.0.1; pointing the project at real services
+means overriding the address fields (``kafka_bootstrap``, ``s3_endpoint``, ...).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ENV_PREFIX = "LINEAGE_ASSETS_"
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _setting(default, help: str):
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str = _setting("127.0.0.1", "interface every local service binds to")
+    state_dir: Path = _setting(PROJECT_ROOT / ".state", "pid files, logs and data of the local stack")
+    cache_dir: Path = _setting(PROJECT_ROOT / ".cache", "downloaded jars (filled by `make setup`)")
+
+    kafka_port: int = _setting(19092, "Kafka broker listener")
+    kafka_controller_port: int = _setting(19093, "Kafka KRaft controller listener")
+    s3_port: int = _setting(19000, "s3proxy (S3 API)")
+    registry_port: int = _setting(18081, "schema registry (Confluent-compatible API)")
+    postgres_port: int = _setting(15432, "PostgreSQL (Marquez and the Iceberg catalog)")
+    marquez_port: int = _setting(15000, "Marquez API")
+    marquez_admin_port: int = _setting(15001, "Marquez admin (health checks)")
+
+    kafka_bootstrap: str = _setting("", "Kafka bootstrap servers; empty = the local broker")
+    s3_endpoint: str = _setting("", "S3 endpoint URL; empty = the local s3proxy")
+    s3_access_key: str = _setting("local-access-key", "S3 access key")
+    s3_secret_key: str = _setting("local-secret-key", "S3 secret key")
+    s3_region: str = _setting("us-east-1", "S3 region")
+    registry_url: str = _setting("", "schema registry URL (Confluent API); empty = the local one")
+    marquez_url: str = _setting("", "Marquez base URL; empty = the local one")
+    postgres_user: str = _setting("postgres", "PostgreSQL user for the Iceberg catalog and Marquez")
+    postgres_password: str = _setting("", "PostgreSQL password (the local stack trusts loopback)")
+
+    orders_topic: str = _setting("orders", "the source topic")
+    supplier_stats_topic: str = _setting("supplier-stats", "per-supplier window statistics topic")
+    dead_letter_topic: str = _setting("orders-dlq", "records that could not be decoded or cast")
+    archive_bucket: str = _setting("archive", "bucket of the raw archive")
+    archive_prefix: str = _setting("orders", "key prefix of the raw archive inside its bucket")
+    warehouse_bucket: str = _setting("warehouse", "bucket of the Iceberg warehouse")
+    catalog_name: str = _setting("lakehouse", "Spark catalog name of the Iceberg catalog")
+    catalog_database: str = _setting("iceberg", "PostgreSQL database of the Iceberg JDBC catalog")
+    iceberg_namespace: str = _setting("default", "Iceberg namespace of the tables")
+    marquez_database: str = _setting("marquez", "PostgreSQL database of Marquez")
+
+    spark_master: str = _setting("local[2]", "Spark master URL for the jobs")
+    spark_driver_memory: str = _setting("2g", "driver memory of local Spark jobs")
+    lineage_namespace: str = _setting("lineage_assets", "OpenLineage namespace of the project's jobs")
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
+        """Settings with every ``LINEAGE_ASSETS_*`` variable applied; a malformed value names itself."""
+        environ = os.environ if environ is None else environ
+        values = {}
+        for f in dataclasses.fields(cls):
+            name = ENV_PREFIX + f.name.upper()
+            if name not in environ:
+                continue
+            raw = environ[name]
+            kind = type(f.default)
+            try:
+                values[f.name] = kind(raw)
+            except ValueError:
+                raise ValueError(f"{name}={raw!r} is not a valid {kind.__name__} ({f.metadata['help']})") from None
+        return cls(**values)
+
+    @classmethod
+    def documentation(cls) -> list[tuple[str, str, str]]:
+        """(variable, default, meaning) for each setting, for the README and `--help`."""
+        return [(ENV_PREFIX + f.name.upper(), str(f.default), f.metadata["help"]) for f in dataclasses.fields(cls)]
+
+    # Derived addresses: an explicit override wins over the local stack's address.
+    @property
+    def kafka_servers(self) -> str:
+        return self.kafka_bootstrap or f"{self.host}:{self.kafka_port}"
+
+    @property
+    def s3_url(self) -> str:
+        return self.s3_endpoint or f"http://{self.host}:{self.s3_port}"
+
+    @property
+    def schema_registry_url(self) -> str:
+        return self.registry_url or f"http://{self.host}:{self.registry_port}/apis/ccompat/v7"
+
+    @property
+    def marquez_api_url(self) -> str:
+        return self.marquez_url or f"http://{self.host}:{self.marquez_port}"
+
+    @property
+    def catalog_jdbc_url(self) -> str:
+        return f"jdbc:postgresql://{self.host}:{self.postgres_port}/{self.catalog_database}"
+
+    @property
+    def warehouse_url(self) -> str:
+        return f"s3://{self.warehouse_bucket}/"
+
+    @property
+    def jars_dir(self) -> Path:
+        return self.cache_dir / "jars"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.state_dir / "logs"

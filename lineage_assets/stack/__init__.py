@@ -1,0 +1,1 @@
+"""The local stack of real servers, run as plain processes: descriptions and one supervisor."""

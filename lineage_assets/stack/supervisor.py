@@ -1,0 +1,220 @@
+"""Starts, checks and stops the local stack's services as plain processes.
+
+Each running service has ``<state>/run/<name>.json`` (its pid and command line) and a log at
+``<state>/logs/<name>.log``. ``up`` is idempotent: a service whose recorded process is alive is
+left alone. ``down`` signals only processes it recorded, and only while their command line is still
+the recorded one (a recycled pid is never signalled).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from lineage_assets.settings import Settings
+from lineage_assets.stack.services import SERVICES, Service, StackError
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    name: str
+    address: str
+    pid: int | None
+    running: bool
+    healthy: bool
+    log: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _log_tail(path: Path, lines: int = 15) -> str:
+    if not path.exists():
+        return "(no log yet)"
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+class Supervisor:
+    def __init__(self, settings: Settings, services: Iterable[Service] = SERVICES,
+                 progress: Callable[[str], None] = lambda line: None):
+        self.settings = settings
+        self.services = {service.name: service for service in services}
+        self.progress = progress
+
+    # --- records of what this supervisor started --------------------------------------------
+    def _record_path(self, service: Service) -> Path:
+        return self.settings.state_dir / "run" / f"{service.name}.json"
+
+    def _recorded_pid(self, service: Service) -> int | None:
+        """The recorded pid if that process is alive and still runs the recorded command."""
+        record = self._record_path(service)
+        if not record.exists():
+            return None
+        entry = json.loads(record.read_text())
+        try:
+            cmdline = Path(f"/proc/{entry['pid']}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return None
+        if [part.decode() for part in cmdline if part] != entry["command"]:
+            return None
+        return entry["pid"]
+
+    # --- queries --------------------------------------------------------------------------------
+    def _select(self, names: Iterable[str] | None) -> list[Service]:
+        if not names:
+            return list(self.services.values())
+        unknown = [name for name in names if name not in self.services]
+        if unknown:
+            raise StackError(f"unknown service {', '.join(unknown)}; known: {', '.join(self.services)}")
+        return [self.services[name] for name in names]
+
+    def status(self, names: Iterable[str] | None = None) -> list[ServiceStatus]:
+        statuses = []
+        for service in self._select(names):
+            pid = self._recorded_pid(service)
+            statuses.append(ServiceStatus(
+                name=service.name, address=service.address(self.settings), pid=pid, running=pid is not None,
+                healthy=pid is not None and service.healthy(self.settings), log=str(service.log_file(self.settings)),
+            ))
+        return statuses
+
+    # --- up -------------------------------------------------------------------------------------
+    def up(self, names: Iterable[str] | None = None) -> list[ServiceStatus]:
+        wanted = self._with_requirements(self._select(names))
+        healthy: set[str] = set()
+        pending = list(wanted)
+        while pending:
+            # Start every service whose requirements are healthy, then wait for that wave.
+            wave = [service for service in pending if set(service.requires) <= healthy]
+            if not wave:
+                raise StackError(f"cannot order services {[s.name for s in pending]}: circular requirements")
+            launched = {service.name: (self._start(service), time.monotonic()) for service in wave}
+            for service in wave:
+                self._await_healthy(service, *launched[service.name])
+                healthy.add(service.name)
+                pending.remove(service)
+        return self.status([s.name for s in wanted])
+
+    def _with_requirements(self, services: list[Service]) -> list[Service]:
+        ordered: list[Service] = []
+        def visit(service: Service) -> None:
+            for requirement in service.requires:
+                visit(self.services[requirement])
+            if service not in ordered:
+                ordered.append(service)
+        for service in services:
+            visit(service)
+        return ordered
+
+    def _start(self, service: Service) -> subprocess.Popen | None:
+        settings = self.settings
+        if self._recorded_pid(service) is not None:
+            self.progress(f"{service.name:<9} already running at {service.address(settings)}")
+            return None
+        for port in service.ports(settings):
+            if _port_taken(settings.host, port):
+                raise StackError(
+                    f"{service.name}: port {port} on {settings.host} is already in use by another process; "
+                    f"stop it or choose another port (see `lineage-assets settings`); log: {service.log_file(settings)}"
+                )
+        log_path = service.log_file(settings)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            service.prepare(settings)
+            command = service.command(settings)
+        except subprocess.CalledProcessError as error:
+            raise StackError(f"{service.name}: preparation failed ({' '.join(map(str, error.cmd[:3]))} ...): "
+                             f"{(error.stderr or '').strip()[-500:]}") from error
+        self.progress(f"{service.name:<9} starting at {service.address(settings)}")
+        with log_path.open("ab") as log:
+            log.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(command)}\n".encode())
+            log.flush()
+            process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,  # outlives the CLI that started it
+                user=service.run_as(), env={**os.environ, **service.env(settings)}, cwd=service.data_dir(settings),
+            )
+        record = self._record_path(service)
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps({"pid": process.pid, "command": command}))
+        return process
+
+    def _await_healthy(self, service: Service, process: subprocess.Popen | None, since: float) -> None:
+        settings = self.settings
+        deadline = since + service.start_timeout
+        while True:
+            if service.healthy(settings):
+                break
+            if process is not None and process.poll() is not None:
+                self._record_path(service).unlink(missing_ok=True)
+                raise StackError(
+                    f"{service.name}: exited with code {process.returncode} during start; "
+                    f"log: {service.log_file(settings)}\n{_log_tail(service.log_file(settings))}"
+                )
+            if time.monotonic() > deadline:
+                raise StackError(
+                    f"{service.name}: not healthy after {service.start_timeout:.0f}s at {service.address(settings)}; "
+                    f"log: {service.log_file(settings)}\n{_log_tail(service.log_file(settings))}"
+                )
+            time.sleep(0.5)
+        service.after_start(settings)
+        if process is not None:
+            self.progress(f"{service.name:<9} healthy after {time.monotonic() - since:.1f}s")
+
+    # --- down -----------------------------------------------------------------------------------
+    def down(self, names: Iterable[str] | None = None, timeout: float = 30.0) -> list[str]:
+        stopped = []
+        # Reverse start order: dependants stop before what they depend on.
+        for service in reversed(self._with_requirements(self._select(names))):
+            pid = self._recorded_pid(service)
+            if pid is not None:
+                self.progress(f"{service.name:<9} stopping (pid {pid})")
+                _terminate(pid, service.stop_signal, timeout)
+                stopped.append(service.name)
+            self._record_path(service).unlink(missing_ok=True)
+        return stopped
+
+
+def _port_taken(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def _terminate(pid: int, first_signal: int, timeout: float) -> None:
+    try:
+        os.kill(pid, first_signal)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return
+        time.sleep(0.2)
+    os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        # A child of ours that exited stays a zombie until reaped; reap it when it is ours.
+        finished, _ = os.waitpid(pid, os.WNOHANG)
+        if finished == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
