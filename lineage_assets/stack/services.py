@@ -236,7 +236,10 @@ def s3_client(settings: Settings):
     return boto3.client(
         "s3", endpoint_url=settings.s3_url, aws_access_key_id=settings.s3_access_key,
         aws_secret_access_key=settings.s3_secret_key, region_name=settings.s3_region,
-        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 2}, connect_timeout=2, read_timeout=10),
+        # Checksums only where an operation requires them: S3-compatible stores (s3proxy among them)
+        # reject the flexible-checksum headers boto3 sends by default.
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 2}, connect_timeout=2, read_timeout=10,
+                      request_checksum_calculation="when_required", response_checksum_validation="when_required"),
     )
 
 

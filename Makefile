@@ -1,0 +1,57 @@
+# Two commands do everything on a fresh machine: `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+CACHE := .cache
+MVN := mvn -q -B -f infra/pom.xml -Dmaven.repo.local=$(CURDIR)/$(CACHE)/m2
+
+.PHONY: setup system-packages jars venv demo test test-unit dev stack-up stack-down stack-status bench clean
+
+setup: system-packages $(BIN)/lineage-assets jars
+
+# PostgreSQL comes from Debian; everything else from PyPI and Maven Central.
+system-packages:
+	@if [ ! -x /usr/lib/postgresql/15/bin/postgres ]; then \
+	  echo "installing PostgreSQL 15 from Debian"; \
+	  $$( [ $$(id -u) -eq 0 ] || echo sudo ) apt-get update -qq && \
+	  $$( [ $$(id -u) -eq 0 ] || echo sudo ) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 >/dev/null; \
+	fi
+	@command -v java >/dev/null || { echo "setup: java not found; install a Java 17 runtime"; exit 1; }
+	@command -v mvn >/dev/null || { echo "setup: mvn not found; install Maven"; exit 1; }
+
+$(BIN)/lineage-assets: pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	@touch $@
+
+# Resolved once into the project-local cache; later runs find the stamp and stay offline.
+jars: $(CACHE)/jars/.resolved
+$(CACHE)/jars/.resolved: infra/pom.xml
+	$(MVN) package -Djars.dir=$(CURDIR)/$(CACHE)/jars
+	@touch $@
+
+demo: setup
+	$(BIN)/lineage-assets demo
+
+test: setup
+	$(BIN)/pytest -q -ra
+
+test-unit: setup
+	$(BIN)/pytest -q -ra tests/unit
+
+dev: setup stack-up
+	$(BIN)/dagster dev -w workspace.yaml
+
+stack-up: setup
+	$(BIN)/lineage-assets stack up
+
+stack-down:
+	@test -x $(BIN)/lineage-assets && $(BIN)/lineage-assets stack down || true
+
+stack-status:
+	$(BIN)/lineage-assets stack status
+
+clean: stack-down
+	rm -rf .state

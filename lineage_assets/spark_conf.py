@@ -1,0 +1,75 @@
+"""Spark configuration derived from the settings: jars, the Iceberg catalog, S3, and how to submit a job.
+
+Both the Dagster resources (which ``spark-submit`` the scripts under ``spark/``) and the tests (which
+build an in-process session) ask this module, so a job and its test never see different catalogs.
+
+Storage: the Iceberg catalog keeps table metadata pointers in PostgreSQL (a JDBC catalog) and files
+under ``s3://warehouse/``. Both buckets are read and written through Hadoop's S3A filesystem, which
+is mapped onto the ``s3://`` scheme: one S3 client configuration serves the archive and the
+warehouse, and locations carry the scheme OpenLineage's naming spec uses for S3 (``s3://bucket``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from lineage_assets.settings import Settings
+
+
+def spark_jars(settings: Settings) -> list[Path]:
+    jars = sorted((settings.jars_dir / "spark").glob("*.jar"))
+    if not jars:
+        raise FileNotFoundError(f"no Spark connector jars in {settings.jars_dir / 'spark'}: run `make setup`")
+    return jars
+
+
+def spark_conf(settings: Settings) -> dict[str, str]:
+    catalog = f"spark.sql.catalog.{settings.catalog_name}"
+    s3a = "spark.hadoop.fs.s3a"
+    return {
+        "spark.master": settings.spark_master,
+        "spark.driver.memory": settings.spark_driver_memory,
+        "spark.jars": ",".join(str(jar) for jar in spark_jars(settings)),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.ui.enabled": "false",
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        catalog: "org.apache.iceberg.spark.SparkCatalog",
+        f"{catalog}.type": "jdbc",
+        f"{catalog}.uri": settings.catalog_jdbc_url,
+        f"{catalog}.jdbc.user": settings.postgres_user,
+        f"{catalog}.jdbc.password": settings.postgres_password,
+        f"{catalog}.jdbc.schema-version": "V1",
+        f"{catalog}.warehouse": settings.warehouse_url,
+        f"{catalog}.io-impl": "org.apache.iceberg.hadoop.HadoopFileIO",
+        "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        f"{s3a}.endpoint": settings.s3_url,
+        f"{s3a}.endpoint.region": settings.s3_region,
+        f"{s3a}.access.key": settings.s3_access_key,
+        f"{s3a}.secret.key": settings.s3_secret_key,
+        f"{s3a}.path.style.access": "true",
+        f"{s3a}.connection.ssl.enabled": str(settings.s3_url.startswith("https")).lower(),
+        # s3proxy's filesystem backend does not implement the SDK's newer integrity headers.
+        f"{s3a}.checksum.validation": "false",
+    }
+
+
+def local_session(settings: Settings, app_name: str, extra_conf: dict[str, str] | None = None):
+    """An in-process SparkSession with the project's configuration (tests and small jobs)."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in {**spark_conf(settings), **(extra_conf or {})}.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def spark_submit_command(settings: Settings, script: Path, arguments: list[str],
+                         extra_conf: dict[str, str] | None = None) -> list[str]:
+    """The ``spark-submit`` command line for one of the scripts under ``spark/``."""
+    submit = Path(sys.executable).with_name("spark-submit")
+    command = [str(submit)]
+    for key, value in {**spark_conf(settings), **(extra_conf or {})}.items():
+        command += ["--conf", f"{key}={value}"]
+    return [*command, str(script), *arguments]

@@ -1,0 +1,48 @@
+"""Test-session fixtures: one local stack of real servers for the whole session.
+
+Tests run their own stack (own state folder, ports shifted by TEST_PORT_OFFSET) so a developer's
+running stack is never touched; it is started once per session and stopped at the end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+
+import pytest
+
+from lineage_assets.settings import Settings
+from lineage_assets.stack.supervisor import Supervisor
+
+TEST_PORT_OFFSET = 10000
+PORT_FIELDS = [f.name for f in dataclasses.fields(Settings) if f.name.endswith("_port")]
+
+
+def isolated_settings(name: str, offset: int = TEST_PORT_OFFSET, **overrides) -> Settings:
+    base = Settings.from_env()
+    ports = {field: getattr(base, field) + offset for field in PORT_FIELDS}
+    return dataclasses.replace(base, **{"state_dir": base.state_dir / name, **ports, **overrides})
+
+
+@pytest.fixture(scope="session")
+def settings() -> Settings:
+    return isolated_settings("test-stack")
+
+
+@pytest.fixture(scope="session")
+def stack(settings: Settings):
+    supervisor = Supervisor(settings, progress=print)
+    supervisor.down()  # whatever an interrupted earlier session left behind
+    shutil.rmtree(settings.state_dir, ignore_errors=True)
+    supervisor.up()
+    yield supervisor
+    supervisor.down()
+
+
+@pytest.fixture(scope="session")
+def spark(stack, settings: Settings):
+    from lineage_assets.spark_conf import local_session
+
+    session = local_session(settings, "lineage-assets-tests")
+    yield session
+    session.stop()

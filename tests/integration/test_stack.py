@@ -1,0 +1,117 @@
+"""The local stack: each real server does its job, and the supervisor is idempotent and clear."""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from lineage_assets.stack.services import StackError, s3_client
+from lineage_assets.stack.supervisor import Supervisor
+from tests.conftest import isolated_settings
+
+
+def _processes_using(state_dir: Path) -> list[int]:
+    """Pids whose command line mentions the stack's state folder (one per service)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if str(state_dir) + "/" in cmdline:
+                pids.append(int(proc.name))
+    return pids
+
+
+def test_kafka_topic_keyed_record_round_trip(stack, settings):
+    topic = f"probe-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": settings.kafka_servers})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(timeout=30)
+
+    producer = Producer({"bootstrap.servers": settings.kafka_servers})
+    producer.produce(topic, key=b"order-1", value=b'{"price": 12.5}')
+    assert producer.flush(10) == 0
+
+    consumer = Consumer({"bootstrap.servers": settings.kafka_servers, "group.id": topic, "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    try:
+        message = None
+        for _ in range(30):
+            message = consumer.poll(1.0)
+            if message is not None and not message.error():
+                break
+        assert message is not None and message.error() is None
+        assert (message.key(), message.value()) == (b"order-1", b'{"price": 12.5}')
+    finally:
+        consumer.close()
+
+
+def test_s3_buckets_put_list_get(stack, settings):
+    client = s3_client(settings)
+    buckets = {bucket["Name"] for bucket in client.list_buckets()["Buckets"]}
+    assert {settings.archive_bucket, settings.warehouse_bucket} <= buckets
+
+    key = f"probe/{uuid.uuid4().hex}.json"
+    client.put_object(Bucket=settings.archive_bucket, Key=key, Body=b'{"ok": true}')
+    listed = [item["Key"] for item in client.list_objects_v2(Bucket=settings.archive_bucket, Prefix="probe/")["Contents"]]
+    assert key in listed
+    assert client.get_object(Bucket=settings.archive_bucket, Key=key)["Body"].read() == b'{"ok": true}'
+
+
+def test_iceberg_table_in_lakehouse_catalog_writes_to_warehouse(spark, settings):
+    table = f"{settings.catalog_name}.`{settings.iceberg_namespace}`.probe_{uuid.uuid4().hex[:8]}"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {settings.catalog_name}.`{settings.iceberg_namespace}`")
+    spark.sql(f"CREATE TABLE {table} (id BIGINT, name STRING) USING iceberg")
+    spark.sql(f"INSERT INTO {table} VALUES (1, 'a'), (2, 'b')")
+
+    assert sorted(tuple(row) for row in spark.table(table).collect()) == [(1, "a"), (2, "b")]
+    metadata_files = [row.file for row in spark.sql(f"SELECT file FROM {table}.metadata_log_entries").collect()]
+    assert metadata_files and all(f.startswith(f"s3://{settings.warehouse_bucket}/") for f in metadata_files)
+
+    # The files are really in the bucket, seen through the S3 API rather than through Spark.
+    keys = [item["Key"] for item in s3_client(settings).list_objects_v2(
+        Bucket=settings.warehouse_bucket, Prefix=f"{settings.iceberg_namespace}/")["Contents"]]
+    assert any(key.endswith(".metadata.json") for key in keys)
+    assert any(key.endswith(".parquet") for key in keys)
+
+
+def test_up_twice_keeps_one_process_per_service_and_down_leaves_none(stack, settings):
+    before = sorted(_processes_using(settings.state_dir))
+    assert len(before) == len(stack.services)
+    again = Supervisor(settings).up()
+    assert all(status.healthy for status in again)
+    assert sorted(_processes_using(settings.state_dir)) == before
+
+    # Stopping one service stops exactly its process, then it comes back.
+    s3_pid = next(status.pid for status in stack.status(["s3"]))
+    assert stack.down(["s3"]) == ["s3"]
+    assert sorted(_processes_using(settings.state_dir)) == sorted(set(before) - {s3_pid})
+    assert stack.up(["s3"])[0].healthy
+
+
+def test_down_stops_every_service_it_started(tmp_path):
+    settings = isolated_settings("down-probe", offset=11000, state_dir=tmp_path / "state")
+    supervisor = Supervisor(settings)
+    supervisor.up(["s3"])
+    assert _processes_using(settings.state_dir)
+    assert supervisor.down() == ["s3"]
+    assert _processes_using(settings.state_dir) == []
+    assert [status.running for status in supervisor.status()] == [False] * len(supervisor.services)
+
+
+def test_port_in_use_is_a_clear_error_naming_the_service(tmp_path):
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        settings = isolated_settings("port-probe", offset=12000, state_dir=tmp_path / "state", s3_port=port)
+        with pytest.raises(StackError) as error:
+            Supervisor(settings).up(["s3"])
+    message = str(error.value)
+    assert message.startswith("s3:") and f"port {port}" in message and "s3.log" in message
