@@ -28,8 +28,12 @@ $(BIN)/lineage-assets: pyproject.toml
 
 # Resolved once into the project-local cache; later runs find the stamp and stay offline.
 jars: $(CACHE)/jars/.resolved
+JAR_PROFILES := spark kafka iceberg-rest servers
 $(CACHE)/jars/.resolved: infra/pom.xml
-	$(MVN) package -Djars.dir=$(CURDIR)/$(CACHE)/jars
+	@for profile in $(JAR_PROFILES); do \
+	  echo "resolving jars: $$profile"; \
+	  $(MVN) package -P $$profile -Djars.dir=$(CURDIR)/$(CACHE)/jars || exit 1; \
+	done
 	@touch $@
 
 demo: setup

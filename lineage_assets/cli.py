@@ -24,7 +24,7 @@ def _stack(args: argparse.Namespace, settings: Settings) -> int:
     else:
         for status in statuses:
             state = "healthy" if status.healthy else ("UNHEALTHY" if status.running else "stopped")
-            print(f"{status.name:<9} {state:<9} {status.address:<40} pid={status.pid or '-'}  log={status.log}")
+            print(f"{status.name:<12} {state:<9} {status.address:<40} pid={status.pid or '-'}  log={status.log}")
     return 0 if all(status.healthy for status in statuses) else 1
 
 

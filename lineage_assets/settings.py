@@ -32,9 +32,8 @@ class Settings:
     kafka_controller_port: int = _setting(19093, "Kafka KRaft controller listener")
     s3_port: int = _setting(19000, "s3proxy (S3 API)")
     registry_port: int = _setting(18081, "schema registry (Confluent-compatible API)")
-    postgres_port: int = _setting(15432, "PostgreSQL (Marquez and the Iceberg catalog)")
-    marquez_port: int = _setting(15000, "Marquez API")
-    marquez_admin_port: int = _setting(15001, "Marquez admin (health checks)")
+    postgres_port: int = _setting(15432, "PostgreSQL (the Iceberg catalog's store)")
+    iceberg_rest_port: int = _setting(18181, "Iceberg REST catalog server")
 
     kafka_bootstrap: str = _setting("", "Kafka bootstrap servers; empty = the local broker")
     s3_endpoint: str = _setting("", "S3 endpoint URL; empty = the local s3proxy")
@@ -42,8 +41,9 @@ class Settings:
     s3_secret_key: str = _setting("local-secret-key", "S3 secret key")
     s3_region: str = _setting("us-east-1", "S3 region")
     registry_url: str = _setting("", "schema registry URL (Confluent API); empty = the local one")
-    marquez_url: str = _setting("", "Marquez base URL; empty = the local one")
-    postgres_user: str = _setting("postgres", "PostgreSQL user for the Iceberg catalog and Marquez")
+    catalog_url: str = _setting("", "Iceberg REST catalog URL; empty = the local one")
+    marquez_url: str = _setting("", "Marquez base URL to send lineage to as well; empty = none")
+    postgres_user: str = _setting("postgres", "PostgreSQL user of the local stack's databases")
     postgres_password: str = _setting("", "PostgreSQL password (the local stack trusts loopback)")
 
     orders_topic: str = _setting("orders", "the source topic")
@@ -53,9 +53,8 @@ class Settings:
     archive_prefix: str = _setting("orders", "key prefix of the raw archive inside its bucket")
     warehouse_bucket: str = _setting("warehouse", "bucket of the Iceberg warehouse")
     catalog_name: str = _setting("lakehouse", "Spark catalog name of the Iceberg catalog")
-    catalog_database: str = _setting("iceberg", "PostgreSQL database of the Iceberg JDBC catalog")
+    catalog_database: str = _setting("iceberg", "PostgreSQL database behind the local REST catalog")
     iceberg_namespace: str = _setting("default", "Iceberg namespace of the tables")
-    marquez_database: str = _setting("marquez", "PostgreSQL database of Marquez")
 
     spark_master: str = _setting("local[2]", "Spark master URL for the jobs")
     spark_driver_memory: str = _setting("2g", "driver memory of local Spark jobs")
@@ -97,8 +96,8 @@ class Settings:
         return self.registry_url or f"http://{self.host}:{self.registry_port}/apis/ccompat/v7"
 
     @property
-    def marquez_api_url(self) -> str:
-        return self.marquez_url or f"http://{self.host}:{self.marquez_port}"
+    def iceberg_catalog_url(self) -> str:
+        return self.catalog_url or f"http://{self.host}:{self.iceberg_rest_port}"
 
     @property
     def catalog_jdbc_url(self) -> str:

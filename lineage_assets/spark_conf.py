@@ -3,10 +3,12 @@
 Both the Dagster resources (which ``spark-submit`` the scripts under ``spark/``) and the tests (which
 build an in-process session) ask this module, so a job and its test never see different catalogs.
 
-Storage: the Iceberg catalog keeps table metadata pointers in PostgreSQL (a JDBC catalog) and files
-under ``s3://warehouse/``. Both buckets are read and written through Hadoop's S3A filesystem, which
-is mapped onto the ``s3://`` scheme: one S3 client configuration serves the archive and the
-warehouse, and locations carry the scheme OpenLineage's naming spec uses for S3 (``s3://bucket``).
+Storage: Spark talks to an Iceberg REST catalog (the local one keeps its state in PostgreSQL) and
+reads and writes files under ``s3://warehouse/``. A REST catalog, because openlineage-spark names
+REST tables by location plus a catalog symlink, and drops JDBC-catalog tables from lineage. Both
+buckets are read and written through Hadoop's S3A filesystem mapped onto the ``s3://`` scheme: one
+S3 client configuration serves the archive and the warehouse, and locations carry the scheme
+OpenLineage's naming spec uses for S3 (``s3://bucket``).
 """
 
 from __future__ import annotations
@@ -36,11 +38,8 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.ui.enabled": "false",
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         catalog: "org.apache.iceberg.spark.SparkCatalog",
-        f"{catalog}.type": "jdbc",
-        f"{catalog}.uri": settings.catalog_jdbc_url,
-        f"{catalog}.jdbc.user": settings.postgres_user,
-        f"{catalog}.jdbc.password": settings.postgres_password,
-        f"{catalog}.jdbc.schema-version": "V1",
+        f"{catalog}.type": "rest",
+        f"{catalog}.uri": settings.iceberg_catalog_url,
         f"{catalog}.warehouse": settings.warehouse_url,
         f"{catalog}.io-impl": "org.apache.iceberg.hadoop.HadoopFileIO",
         "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",

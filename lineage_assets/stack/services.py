@@ -46,7 +46,6 @@ class Service:
     run_as: Callable[[], str | None] = lambda: None
     stop_signal: int = 15
     start_timeout: float = 90.0
-    needs_java: bool = True
     env: Callable[[Settings], dict[str, str]] = field(default=lambda settings: {})
 
     def data_dir(self, settings: Settings) -> Path:
@@ -151,9 +150,9 @@ def _psql(settings: Settings, sql: str, database: str = "postgres") -> str:
 
 
 def _create_databases(settings: Settings) -> None:
-    for database in (settings.marquez_database, settings.catalog_database):
-        if not _psql(settings, f"SELECT 1 FROM pg_database WHERE datname = '{database}'"):
-            _psql(settings, f'CREATE DATABASE "{database}"')
+    database = settings.catalog_database
+    if not _psql(settings, f"SELECT 1 FROM pg_database WHERE datname = '{database}'"):
+        _psql(settings, f'CREATE DATABASE "{database}"')
 
 
 def _postgres_healthy(settings: Settings) -> bool:
@@ -178,7 +177,6 @@ POSTGRES = Service(
     after_start=_create_databases,
     run_as=_postgres_user,
     stop_signal=2,  # SIGINT is PostgreSQL's "fast" shutdown; SIGTERM would wait for clients
-    needs_java=False,
 )
 
 
@@ -195,7 +193,7 @@ def _prepare_kafka(settings: Settings) -> None:
         return  # formatted once; formatting again would wipe the topics
     cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
     subprocess.run(
-        [java(), "-cp", jar_classpath(settings, "kafka"), f"-Dlog4j2.configurationFile={CONF_DIR / 'kafka-log4j2.properties'}",
+        [java(), "-cp", jar_classpath(settings, "kafka"), f"-Dlog4j2.configurationFile={CONF_DIR / 'jvm-log4j2.properties'}",
          "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)],
         check=True, capture_output=True, text=True,
     )
@@ -218,7 +216,7 @@ KAFKA = Service(
     ports=lambda s: [s.kafka_port, s.kafka_controller_port],
     command=lambda s: [
         java(), "-Xms256m", "-Xmx1g", "-XX:+UseG1GC",
-        f"-Dlog4j2.configurationFile={CONF_DIR / 'kafka-log4j2.properties'}",
+        f"-Dlog4j2.configurationFile={CONF_DIR / 'jvm-log4j2.properties'}",
         "-cp", jar_classpath(s, "kafka"), "kafka.Kafka", str(s.state_dir / "kafka" / "server.properties"),
     ],
     healthy=_kafka_healthy,
@@ -284,4 +282,60 @@ S3 = Service(
 )
 
 
-SERVICES: tuple[Service, ...] = (POSTGRES, KAFKA, S3)
+# --- Iceberg REST catalog ----------------------------------------------------------------------
+
+def _iceberg_rest_env(settings: Settings) -> dict[str, str]:
+    """The server reads its catalog properties from CATALOG_* variables (`__` = `-`, `_` = `.`)."""
+    return {
+        "CATALOG_CATALOG__IMPL": "org.apache.iceberg.jdbc.JdbcCatalog",
+        "CATALOG_URI": settings.catalog_jdbc_url,
+        "CATALOG_JDBC_USER": settings.postgres_user,
+        "CATALOG_JDBC_PASSWORD": settings.postgres_password,
+        "CATALOG_JDBC_SCHEMA__VERSION": "V1",
+        "CATALOG_WAREHOUSE": settings.warehouse_url,
+        "CATALOG_IO__IMPL": "org.apache.iceberg.aws.s3.S3FileIO",
+        "CATALOG_S3_ENDPOINT": settings.s3_url,
+        "CATALOG_S3_PATH__STYLE__ACCESS": "true",
+        "CATALOG_S3_ACCESS__KEY__ID": settings.s3_access_key,
+        "CATALOG_S3_SECRET__ACCESS__KEY": settings.s3_secret_key,
+        "CATALOG_CLIENT_REGION": settings.s3_region,
+        "CATALOG_REST_PORT": str(settings.iceberg_rest_port),
+        # s3proxy rejects the SDK's default flexible-checksum headers.
+        "AWS_REQUEST_CHECKSUM_CALCULATION": "WHEN_REQUIRED",
+        "AWS_RESPONSE_CHECKSUM_VALIDATION": "WHEN_REQUIRED",
+    }
+
+
+ICEBERG_REST = Service(
+    name="iceberg-rest",
+    ports=lambda s: [s.iceberg_rest_port],
+    command=lambda s: [
+        java(), "-Xmx512m", f"-Dlog4j2.configurationFile={CONF_DIR / 'jvm-log4j2.properties'}",
+        "-cp", jar_classpath(s, "iceberg-rest"), "org.apache.iceberg.rest.RESTCatalogServer",
+    ],
+    healthy=lambda s: http_ok(f"{s.iceberg_catalog_url}/v1/config"),
+    address=lambda s: s.iceberg_catalog_url,
+    prepare=lambda s: ICEBERG_REST.data_dir(s).mkdir(parents=True, exist_ok=True),
+    requires=("postgres", "s3"),
+    env=_iceberg_rest_env,
+)
+
+
+# --- schema registry (Apicurio, Confluent-compatible API) ----------------------------------------
+
+REGISTRY = Service(
+    name="registry",
+    ports=lambda s: [s.registry_port],
+    command=lambda s: [
+        java(), "-Xmx512m", f"-Dquarkus.http.host={s.host}", f"-Dquarkus.http.port={s.registry_port}",
+        # Schemas survive restarts in an H2 file (the 2.6 archive bundles no PostgreSQL driver).
+        f"-Dquarkus.datasource.jdbc.url=jdbc:h2:file:{s.state_dir / 'registry' / 'h2' / 'registry'}",
+        "-jar", str(next((s.jars_dir / "registry").glob("apicurio-registry-app-*-runner.jar"), "apicurio-runner-jar-missing")),
+    ],
+    healthy=lambda s: http_ok(f"http://{s.host}:{s.registry_port}/health/ready"),
+    address=lambda s: s.schema_registry_url,
+    prepare=lambda s: REGISTRY.data_dir(s).mkdir(parents=True, exist_ok=True),
+)
+
+
+SERVICES: tuple[Service, ...] = (POSTGRES, KAFKA, S3, ICEBERG_REST, REGISTRY)

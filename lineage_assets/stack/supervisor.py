@@ -116,7 +116,7 @@ class Supervisor:
     def _start(self, service: Service) -> subprocess.Popen | None:
         settings = self.settings
         if self._recorded_pid(service) is not None:
-            self.progress(f"{service.name:<9} already running at {service.address(settings)}")
+            self.progress(f"{service.name:<12} already running at {service.address(settings)}")
             return None
         for port in service.ports(settings):
             if _port_taken(settings.host, port):
@@ -132,7 +132,7 @@ class Supervisor:
         except subprocess.CalledProcessError as error:
             raise StackError(f"{service.name}: preparation failed ({' '.join(map(str, error.cmd[:3]))} ...): "
                              f"{(error.stderr or '').strip()[-500:]}") from error
-        self.progress(f"{service.name:<9} starting at {service.address(settings)}")
+        self.progress(f"{service.name:<12} starting at {service.address(settings)}")
         with log_path.open("ab") as log:
             log.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(command)}\n".encode())
             log.flush()
@@ -166,7 +166,7 @@ class Supervisor:
             time.sleep(0.5)
         service.after_start(settings)
         if process is not None:
-            self.progress(f"{service.name:<9} healthy after {time.monotonic() - since:.1f}s")
+            self.progress(f"{service.name:<12} healthy after {time.monotonic() - since:.1f}s")
 
     # --- down -----------------------------------------------------------------------------------
     def down(self, names: Iterable[str] | None = None, timeout: float = 30.0) -> list[str]:
@@ -175,7 +175,7 @@ class Supervisor:
         for service in reversed(self._with_requirements(self._select(names))):
             pid = self._recorded_pid(service)
             if pid is not None:
-                self.progress(f"{service.name:<9} stopping (pid {pid})")
+                self.progress(f"{service.name:<12} stopping (pid {pid})")
                 _terminate(pid, service.stop_signal, timeout)
                 stopped.append(service.name)
             self._record_path(service).unlink(missing_ok=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import uuid
 from pathlib import Path
@@ -16,17 +17,19 @@ from tests.conftest import isolated_settings
 
 
 def _processes_using(state_dir: Path) -> list[int]:
-    """Pids whose command line mentions the stack's state folder (one per service)."""
-    pids = []
+    """Service processes of a stack: running inside its state folder (each service runs in its own
+    data folder), not counting their own children (PostgreSQL's workers)."""
+    parents = {}
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
-                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
+                cwd = (proc / "cwd").resolve()
+                parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError):
                 continue
-            if str(state_dir) + "/" in cmdline:
-                pids.append(int(proc.name))
-    return pids
+            if cwd.is_relative_to(state_dir):
+                parents[int(proc.name)] = parent
+    return [pid for pid, parent in parents.items() if parent not in parents]
 
 
 def test_kafka_topic_keyed_record_round_trip(stack, settings):
@@ -62,6 +65,18 @@ def test_s3_buckets_put_list_get(stack, settings):
     listed = [item["Key"] for item in client.list_objects_v2(Bucket=settings.archive_bucket, Prefix="probe/")["Contents"]]
     assert key in listed
     assert client.get_object(Bucket=settings.archive_bucket, Key=key)["Body"].read() == b'{"ok": true}'
+
+
+def test_registry_registers_and_returns_an_avro_schema(stack, settings):
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    from lineage_assets.catalog import orders_avro_schema_json
+
+    client = SchemaRegistryClient({"url": settings.schema_registry_url})
+    schema_id = client.register_schema("orders-value", Schema(orders_avro_schema_json(), "AVRO"))
+    fetched = client.get_schema(schema_id)
+    assert json.loads(fetched.schema_str) == json.loads(orders_avro_schema_json())
+    assert client.get_latest_version("orders-value").schema_id == schema_id
 
 
 def test_iceberg_table_in_lakehouse_catalog_writes_to_warehouse(spark, settings):

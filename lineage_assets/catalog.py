@@ -1,0 +1,291 @@
+"""What each dataset *is*: asset key, OpenLineage namespace and name, symlinks, schema, column lineage.
+
+This is the one place that names datasets. Dagster metadata (column schema and lineage), Spark job
+arguments, OpenLineage facets and the lineage check all ask it; a namespace string built anywhere
+else is a bug. Names follow the OpenLineage naming spec:
+
+- Kafka topic:    namespace ``kafka://{first bootstrap host}:{port}``, name = topic
+- S3 prefix:      namespace ``s3://{bucket}``, name = key prefix
+- Iceberg table:  by its physical location, namespace ``s3://{warehouse bucket}``, name =
+                  ``{namespace}/{table}`` under the warehouse, with a symlink naming the catalog
+                  table (type TABLE). The openlineage-spark agent names Iceberg tables the same way,
+                  so the asset's dataset and the agent's dataset are one node in the graph.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import cache
+
+from lineage_assets.settings import Settings
+
+
+class Kind(str, Enum):
+    KAFKA = "kafka"
+    S3 = "s3"
+    ICEBERG = "iceberg"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    description: str
+
+
+@dataclass(frozen=True)
+class Transformation:
+    """An OpenLineage column transformation (type DIRECT or INDIRECT, and its subtype)."""
+
+    type: str
+    subtype: str
+    description: str
+
+    @staticmethod
+    def identity() -> Transformation:
+        return Transformation("DIRECT", "IDENTITY", "copied unchanged")
+
+
+@dataclass(frozen=True)
+class ColumnSource:
+    dataset: str  # a key of DATASETS
+    column: str
+    transformation: Transformation
+
+
+@dataclass(frozen=True)
+class Symlink:
+    namespace: str
+    name: str
+    type: str
+
+
+@dataclass(frozen=True)
+class Identity:
+    namespace: str
+    name: str
+    symlinks: tuple[Symlink, ...] = ()
+
+    @property
+    def node_id(self) -> str:
+        """Marquez's node id for this dataset (``dataset:{namespace}:{name}``)."""
+        return f"dataset:{self.namespace}:{self.name}"
+
+
+@dataclass(frozen=True)
+class Dataset:
+    key: str  # the Dagster asset key, "/"-separated
+    kind: Kind
+    title: str
+    description: str
+    columns: tuple[Column, ...]
+    identity: Callable[[Settings], Identity]
+    column_lineage: dict[str, tuple[ColumnSource, ...]] = field(default_factory=dict)
+
+    @property
+    def asset_key_path(self) -> list[str]:
+        return self.key.split("/")
+
+    @property
+    def upstream(self) -> tuple[str, ...]:
+        """Datasets this one is computed from, in first-seen order (the asset graph's edges)."""
+        seen: dict[str, None] = {}
+        for sources in self.column_lineage.values():
+            for source in sources:
+                seen.setdefault(source.dataset, None)
+        return tuple(seen)
+
+    def column(self, name: str) -> Column:
+        return next(column for column in self.columns if column.name == name)
+
+
+def kafka_identity(topic: Callable[[Settings], str]) -> Callable[[Settings], Identity]:
+    def identity(settings: Settings) -> Identity:
+        first_server = settings.kafka_servers.split(",")[0].strip()
+        return Identity(namespace=f"kafka://{first_server}", name=topic(settings))
+    return identity
+
+
+def iceberg_identity(table: str) -> Callable[[Settings], Identity]:
+    def identity(settings: Settings) -> Identity:
+        return Identity(
+            namespace=f"s3://{settings.warehouse_bucket}",
+            name=f"{settings.iceberg_namespace}/{table}",
+            symlinks=(Symlink(
+                namespace=settings.catalog_jdbc_url.split("?")[0],
+                name=f"{settings.iceberg_namespace}.{table}",
+                type="TABLE",
+            ),),
+        )
+    return identity
+
+
+def iceberg_table_name(settings: Settings, table: str) -> str:
+    """The table as Spark SQL names it in the project's catalog."""
+    return f"{settings.catalog_name}.`{settings.iceberg_namespace}`.{table}"
+
+
+def _identity_from(dataset: str, *columns: str) -> dict[str, tuple[ColumnSource, ...]]:
+    return {column: (ColumnSource(dataset, column, Transformation.identity()),) for column in columns}
+
+
+# --- the orders topic ---------------------------------------------------------------------------
+
+ORDER_FIELDS = (
+    Column("order_id", "string", "order id (random UUID); also the record key"),
+    Column("bid_time", "timestamp-millis", "when the bid was made (UTC)"),
+    Column("price", "string", "price in the source's text form, two decimals, 1.00 to 150.00"),
+    Column("item", "string", "product name"),
+    Column("supplier", "string", "supplier name"),
+)
+
+# The value schema registered under `orders-value`. The source sends price as text (as the
+# reference's generator did); fields other than the key are nullable so that a producer that
+# leaves one out is caught by the jobs' validation and dead-lettered, not rejected at decode.
+ORDERS_AVRO_SCHEMA = {
+    "type": "record",
+    "name": "Order",
+    "namespace": "lineage_assets.orders",
+    "fields": [
+        {"name": "order_id", "type": "string"},
+        {"name": "bid_time", "type": ["null", {"type": "long", "logicalType": "timestamp-millis"}], "default": None},
+        {"name": "price", "type": ["null", "string"], "default": None},
+        {"name": "item", "type": ["null", "string"], "default": None},
+        {"name": "supplier", "type": ["null", "string"], "default": None},
+    ],
+}
+
+
+@cache
+def orders_avro_schema_json() -> str:
+    return json.dumps(ORDERS_AVRO_SCHEMA)
+
+
+ORDERS = Dataset(
+    key="orders",
+    kind=Kind.KAFKA,
+    title="orders topic",
+    description="Kafka topic `orders`: one Avro record per order (schema `orders-value` in the registry), key order_id.",
+    columns=ORDER_FIELDS,
+    identity=kafka_identity(lambda s: s.orders_topic),
+)
+
+ARCHIVE = Dataset(
+    key="orders_archive",
+    kind=Kind.S3,
+    title="raw orders archive",
+    description="Every record of `orders`, bytes unchanged plus decoded fields, as JSON files in "
+                "s3://archive/orders/date=YYYY-MM-DD/hour=HH/ (Kafka time, UTC), each record exactly once.",
+    columns=(
+        Column("topic", "string", "source topic"),
+        Column("partition", "int", "source partition"),
+        Column("offset", "bigint", "source offset"),
+        Column("timestamp", "timestamp", "Kafka record time (UTC)"),
+        Column("key", "string", "record key (order_id)"),
+        Column("value_base64", "string", "the record's value bytes, base64, unchanged"),
+        Column("order_id", "string", "decoded order_id"),
+        Column("bid_time", "timestamp", "decoded bid_time"),
+        Column("price_text", "string", "decoded price, as sent"),
+        Column("item", "string", "decoded item"),
+        Column("supplier", "string", "decoded supplier"),
+        Column("dead_letter_reason", "string", "why the record could not be decoded, if it could not"),
+    ),
+    identity=lambda s: Identity(namespace=f"s3://{s.archive_bucket}", name=s.archive_prefix),
+    column_lineage={
+        **_identity_from("orders", "order_id", "bid_time", "item", "supplier"),
+        "price_text": (ColumnSource("orders", "price", Transformation.identity()),),
+        "key": (ColumnSource("orders", "order_id", Transformation.identity()),),
+        "value_base64": tuple(
+            ColumnSource("orders", f.name, Transformation("DIRECT", "TRANSFORMATION", "Avro value bytes, base64"))
+            for f in ORDER_FIELDS
+        ),
+    },
+)
+
+WINDOW = Transformation("INDIRECT", "WINDOW", "5 s tumbling event-time window on bid_time, watermark 5 s")
+
+SUPPLIER_STATS_LIVE = Dataset(
+    key="supplier_stats_live",
+    kind=Kind.KAFKA,
+    title="live supplier statistics topic",
+    description="Kafka topic `supplier-stats`: per supplier and 5 s event-time tumbling window "
+                "(watermark 5 s), total price and count; JSON values keyed by supplier.",
+    columns=(
+        Column("window_start", "timestamp", "window start (UTC, inclusive)"),
+        Column("window_end", "timestamp", "window end (UTC, exclusive)"),
+        Column("supplier", "string", "supplier name"),
+        Column("total_price", "decimal(12,2)", "sum of price in the window"),
+        Column("count", "bigint", "orders in the window"),
+    ),
+    identity=kafka_identity(lambda s: s.supplier_stats_topic),
+    column_lineage={
+        "window_start": (ColumnSource("orders", "bid_time", Transformation("DIRECT", "TRANSFORMATION", "window start of bid_time")),),
+        "window_end": (ColumnSource("orders", "bid_time", Transformation("DIRECT", "TRANSFORMATION", "window end of bid_time")),),
+        "supplier": (ColumnSource("orders", "supplier", Transformation.identity()),),
+        "total_price": (
+            ColumnSource("orders", "price", Transformation("DIRECT", "AGGREGATION", "SUM(CAST(price AS DECIMAL(10,2)))")),
+            ColumnSource("orders", "bid_time", WINDOW),
+        ),
+        "count": (
+            ColumnSource("orders", "order_id", Transformation("DIRECT", "AGGREGATION", "COUNT(*)")),
+            ColumnSource("orders", "bid_time", WINDOW),
+        ),
+    },
+)
+
+LAKEHOUSE_ORDERS = Dataset(
+    key="lakehouse/orders",
+    kind=Kind.ICEBERG,
+    title="Iceberg orders table",
+    description="Iceberg table `default.orders` (format v2, parquet, snappy), partitioned by day(bid_time); "
+                "price cast to DECIMAL(10,2). Invalid records go to the dead-letter topic instead.",
+    columns=(
+        Column("order_id", "string", "order id"),
+        Column("item", "string", "product name"),
+        Column("price", "decimal(10,2)", "price, cast from the source's text"),
+        Column("supplier", "string", "supplier name"),
+        Column("bid_time", "timestamp_ntz", "bid time, UTC wall clock without zone"),
+    ),
+    identity=iceberg_identity("orders"),
+    column_lineage={
+        **_identity_from("orders", "order_id", "item", "supplier"),
+        "price": (ColumnSource("orders", "price", Transformation("DIRECT", "TRANSFORMATION", "CAST(price AS DECIMAL(10,2))")),),
+        "bid_time": (ColumnSource("orders", "bid_time", Transformation("DIRECT", "TRANSFORMATION", "timestamp-millis to TIMESTAMP_NTZ (UTC)")),),
+    },
+)
+
+HOUR_GROUP = Transformation("INDIRECT", "GROUP_BY", "grouped by supplier, date and hour of bid_time")
+
+SUPPLIER_STATS = Dataset(
+    key="lakehouse/supplier_stats",
+    kind=Kind.ICEBERG,
+    title="Iceberg supplier_stats table",
+    description="Iceberg table `default.supplier_stats` (format v2), partitioned by bid_date and bid_hour: "
+                "SUM(price) and COUNT(*) per supplier and hour of one day; a run overwrites exactly its day.",
+    columns=(
+        Column("supplier", "string", "supplier name"),
+        Column("bid_date", "date", "UTC date of bid_time"),
+        Column("bid_hour", "int", "UTC hour of bid_time"),
+        Column("total_price", "decimal(10,2)", "sum of price"),
+        Column("total_count", "bigint", "number of orders"),
+    ),
+    identity=iceberg_identity("supplier_stats"),
+    column_lineage={
+        "supplier": (ColumnSource("lakehouse/orders", "supplier", Transformation.identity()),),
+        "bid_date": (ColumnSource("lakehouse/orders", "bid_time", Transformation("DIRECT", "TRANSFORMATION", "to_date(bid_time)")),),
+        "bid_hour": (ColumnSource("lakehouse/orders", "bid_time", Transformation("DIRECT", "TRANSFORMATION", "hour(bid_time)")),),
+        "total_price": (
+            ColumnSource("lakehouse/orders", "price", Transformation("DIRECT", "AGGREGATION", "SUM(price)")),
+            ColumnSource("lakehouse/orders", "bid_time", HOUR_GROUP),
+        ),
+        "total_count": (
+            ColumnSource("lakehouse/orders", "order_id", Transformation("DIRECT", "AGGREGATION", "COUNT(*)")),
+            ColumnSource("lakehouse/orders", "bid_time", HOUR_GROUP),
+        ),
+    },
+)
+
+DATASETS: dict[str, Dataset] = {d.key: d for d in (ORDERS, ARCHIVE, SUPPLIER_STATS_LIVE, LAKEHOUSE_ORDERS, SUPPLIER_STATS)}

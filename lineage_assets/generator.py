@@ -1,0 +1,141 @@
+"""The order generator: the reference's mock source, deterministic under a seed.
+
+``generate_orders`` is pure: the same config gives the same records, so a test can compute the
+expected archive, tables and window totals independently of the pipeline. ``produce_orders`` sends
+them to Kafka with confluent-kafka's schema-registry Avro serializer (Confluent wire format).
+
+Time is simulated: order ``i`` is "sent" at ``start + i * interval`` (its Kafka timestamp) and its
+bid_time lies within the 5 seconds before that, as in the reference. Late records lag by
+``late_seconds`` instead; bad records exercise the dead-letter path.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import random
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from lineage_assets.catalog import orders_avro_schema_json
+
+SUPPLIERS = ("Alice", "Bob", "Carol", "Alex", "Joe", "James", "Jane", "Jack")
+ITEMS = (
+    "Mountain Bike", "Running Shoes", "Espresso Machine", "Desk Lamp", "Noise-Cancelling Headphones",
+    "Backpack", "Water Bottle", "Yoga Mat", "Mechanical Keyboard", "Camping Tent", "Cast Iron Pan",
+    "Smart Watch", "Board Game", "Sunglasses", "Bluetooth Speaker",
+)
+BAD_KINDS = ("not-avro", "missing-field", "price-out-of-range", "price-not-a-number")
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GeneratorConfig:
+    count: int = 100
+    seed: int = 7
+    start: dt.datetime | None = None  # simulated send time of the first order; default: now - count * interval
+    interval_seconds: float = 1.0
+    late_fraction: float = 0.0
+    late_seconds: float = 30.0
+    bad_fraction: float = 0.0
+
+    def __post_init__(self):
+        if self.count < 0:
+            raise ValueError(f"count={self.count}: the number of orders cannot be negative")
+        for name in ("late_fraction", "bad_fraction"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name}={value}: must be between 0 and 1")
+        if self.start is not None and self.start.tzinfo is None:
+            raise ValueError(f"start={self.start.isoformat()}: give a timezone-aware time (UTC)")
+
+
+@dataclass(frozen=True)
+class GeneratedOrder:
+    key: str
+    sent_at: dt.datetime
+    order: dict | None  # the Avro record, or None for a value that is not Avro at all
+    kind: str = "valid"  # "valid", "late" or one of BAD_KINDS
+    raw_value: bytes | None = field(default=None, repr=False)
+
+    @property
+    def is_valid(self) -> bool:
+        return self.kind in ("valid", "late")
+
+
+def generate_orders(config: GeneratorConfig) -> Iterator[GeneratedOrder]:
+    rng = random.Random(config.seed)
+    start = config.start or (dt.datetime.now(dt.UTC) - dt.timedelta(seconds=config.count * config.interval_seconds))
+    for i in range(config.count):
+        sent_at = start + dt.timedelta(seconds=i * config.interval_seconds)
+        order_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+        late = rng.random() < config.late_fraction
+        lag = config.late_seconds if late else rng.uniform(0.0, 5.0)
+        # Millisecond precision, as timestamp-millis carries it.
+        bid_time = (sent_at - dt.timedelta(seconds=lag)).replace(microsecond=0) + dt.timedelta(
+            milliseconds=rng.randrange(1000))
+        order = {
+            "order_id": order_id,
+            "bid_time": bid_time,
+            "price": f"{rng.uniform(1.0, 150.0):.2f}",
+            "item": rng.choice(ITEMS),
+            "supplier": rng.choice(SUPPLIERS),
+        }
+        kind = "late" if late else "valid"
+        if rng.random() < config.bad_fraction:
+            kind = rng.choice(BAD_KINDS)
+            if kind == "missing-field":
+                order["supplier"] = None
+            elif kind == "price-out-of-range":
+                order["price"] = "123456789.00"
+            elif kind == "price-not-a-number":
+                order["price"] = "twelve"
+        raw = b"\x01not an avro record" if kind == "not-avro" else None
+        yield GeneratedOrder(key=order_id, sent_at=sent_at, order=None if raw else order, kind=kind, raw_value=raw)
+
+
+@dataclass(frozen=True)
+class ProduceReport:
+    produced: int
+    by_kind: dict[str, int]
+    schema_id: int
+    first_sent_at: str | None
+    last_sent_at: str | None
+
+
+def produce_orders(orders: list[GeneratedOrder], bootstrap_servers: str, registry_url: str, topic: str,
+                   progress_every: int = 1000) -> ProduceReport:
+    """Send the orders; returns once every record is acknowledged (idempotent producer, acks=all)."""
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    registry = SchemaRegistryClient({"url": registry_url})
+    serializer = AvroSerializer(registry, orders_avro_schema_json())
+    producer = Producer({"bootstrap.servers": bootstrap_servers, "enable.idempotence": True, "linger.ms": 20})
+    failures: list[str] = []
+
+    def delivered(error, message):
+        if error is not None:
+            failures.append(f"{message.key()!r}: {error}")
+
+    context = SerializationContext(topic, MessageField.VALUE)
+    for i, order in enumerate(orders, start=1):
+        value = order.raw_value if order.order is None else serializer(order.order, context)
+        producer.produce(topic, key=order.key.encode(), value=value, on_delivery=delivered,
+                         timestamp=int(order.sent_at.timestamp() * 1000))
+        producer.poll(0)
+        if i % progress_every == 0:
+            log.info("produced %d of %d orders", i, len(orders))
+    remaining = producer.flush(60)
+    if remaining or failures:
+        raise RuntimeError(f"{remaining} orders not acknowledged, {len(failures)} failed: {failures[:3]}")
+    schema_id = registry.get_latest_version(f"{topic}-value").schema_id
+    return ProduceReport(
+        produced=len(orders), by_kind=dict(Counter(order.kind for order in orders)), schema_id=schema_id,
+        first_sent_at=orders[0].sent_at.isoformat() if orders else None,
+        last_sent_at=orders[-1].sent_at.isoformat() if orders else None,
+    )

@@ -1,0 +1,165 @@
+"""Pure DataFrame transformations of the pipeline: no Kafka, no files, no Dagster.
+
+Every entry point under ``spark/`` is a thin shell that reads a source, calls these, and writes a
+sink, so each rule here is unit-testable on small in-memory DataFrames.
+
+Source records are Kafka rows (``key``, ``value`` binary, ``topic``, ``partition``, ``offset``,
+``timestamp``) whose value is Confluent-framed Avro: a zero magic byte, a 4-byte big-endian schema
+id, then the Avro body.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.avro.functions import from_avro
+
+PRICE_TYPE = "DECIMAL(10,2)"
+REQUIRED_FIELDS = ("order_id", "bid_time", "price", "item", "supplier")
+ICEBERG_ORDER_COLUMNS = ("order_id", "item", "price", "supplier", "bid_time")
+KAFKA_COLUMNS = ("topic", "partition", "offset", "timestamp")
+
+
+def decode_orders(raw: DataFrame, avro_schema: str, schema_id: int) -> DataFrame:
+    """Decode Confluent Avro order values; each row gets ``dead_letter_reason`` (null when valid).
+
+    Output columns: the Kafka columns, ``key`` (string), ``value`` (binary, unchanged), the order
+    fields with ``price`` cast to DECIMAL(10,2) (the source sends it as a string), ``price_text``
+    (the original) and ``dead_letter_reason``.
+    """
+    framed = F.length("value") >= 5
+    magic_ok = framed & (F.substring("value", 1, 1) == F.lit(b"\x00"))
+    writer_id = F.conv(F.hex(F.substring("value", 2, 4)), 16, 10).cast("long")
+    body = F.expr("substring(value, 6, length(value) - 5)")
+    decoded = raw.withColumn(
+        "order",
+        F.when(magic_ok & (writer_id == schema_id), from_avro(body, avro_schema, {"mode": "PERMISSIVE"})),
+    )
+    price = F.expr(f"try_cast(order.price AS {PRICE_TYPE})")
+    # PERMISSIVE decoding turns a malformed body into a struct of nulls; order_id is the one field
+    # the schema makes non-nullable, so its absence means the body was not Avro of this schema.
+    malformed = F.col("order").isNull() | F.col("order.order_id").isNull()
+    missing = [F.when(F.col(f"order.{name}").isNull(), F.lit(name)) for name in REQUIRED_FIELDS]
+    reason = (
+        F.when(~framed | ~magic_ok, F.lit("not Confluent-framed Avro (missing magic byte 0)"))
+        .when(writer_id != schema_id, F.concat(F.lit("unexpected schema id "), writer_id.cast("string")))
+        .when(malformed, F.lit("value is not valid Avro for the registered schema"))
+        .when(F.concat_ws(",", *missing) != "", F.concat(F.lit("missing field: "), F.concat_ws(",", *missing)))
+        .when(price.isNull(), F.concat(F.lit(f"price '"), F.col("order.price"), F.lit(f"' is not a {PRICE_TYPE}")))
+    )
+    return decoded.select(
+        *KAFKA_COLUMNS,
+        F.col("key").cast("string").alias("key"),
+        "value",
+        F.col("order.order_id").alias("order_id"),
+        F.col("order.bid_time").alias("bid_time"),
+        F.col("order.price").alias("price_text"),
+        price.alias("price"),
+        F.col("order.item").alias("item"),
+        F.col("order.supplier").alias("supplier"),
+        reason.alias("dead_letter_reason"),
+    )
+
+
+def valid_orders(decoded: DataFrame) -> DataFrame:
+    return decoded.where(F.col("dead_letter_reason").isNull())
+
+
+def dead_letters(decoded: DataFrame) -> DataFrame:
+    return decoded.where(F.col("dead_letter_reason").isNotNull())
+
+
+def dead_letter_records(dead: DataFrame, source_job: str) -> DataFrame:
+    """Kafka records for the dead-letter topic: original key and bytes, where they came from, and why."""
+    return dead.select(
+        F.col("key"),
+        F.to_json(F.struct(
+            F.col("dead_letter_reason").alias("reason"),
+            F.lit(source_job).alias("job"),
+            "topic", "partition", "offset",
+            F.col("timestamp").alias("source_timestamp"),
+            F.base64("value").alias("value_base64"),
+        )).alias("value"),
+    )
+
+
+def iceberg_orders(valid: DataFrame) -> DataFrame:
+    """Rows of the Iceberg ``orders`` table; ``bid_time`` becomes a zone-less UTC timestamp."""
+    return valid.select(
+        "order_id", "item", "price", "supplier",
+        F.col("bid_time").cast("timestamp_ntz").alias("bid_time"),
+    )
+
+
+def archive_records(decoded: DataFrame) -> DataFrame:
+    """Every source record, bytes unchanged, plus its decoded fields, partitioned by Kafka time (UTC)."""
+    return decoded.select(
+        *KAFKA_COLUMNS, "key",
+        F.base64("value").alias("value_base64"),
+        "order_id", "bid_time", "price_text", "item", "supplier", "dead_letter_reason",
+        F.date_format("timestamp", "yyyy-MM-dd").alias("date"),
+        F.date_format("timestamp", "HH").alias("hour"),
+    )
+
+
+def windowed_supplier_stats(valid: DataFrame, window_seconds: int = 5, watermark_seconds: int = 5) -> DataFrame:
+    """Tumbling event-time windows per supplier: total price and count.
+
+    A record is counted while its window is open: until the watermark (the highest ``bid_time``
+    seen, less ``watermark_seconds``) passes the window's end. Later records are dropped, as the
+    reference's allowed lateness drops them.
+    """
+    return (
+        valid.withWatermark("bid_time", f"{watermark_seconds} seconds")
+        .groupBy(F.window("bid_time", f"{window_seconds} seconds"), "supplier")
+        .agg(F.sum("price").alias("total_price"), F.count(F.lit(1)).alias("count"))
+        .select(
+            F.col("window.start").alias("window_start"),
+            F.col("window.end").alias("window_end"),
+            "supplier",
+            F.col("total_price").cast("decimal(12,2)").alias("total_price"),
+            "count",
+        )
+    )
+
+
+def supplier_stats_records(stats: DataFrame) -> DataFrame:
+    """Kafka records of window statistics: key = supplier, JSON value with UTC ISO times."""
+    iso = "yyyy-MM-dd'T'HH:mm:ss'Z'"
+    return stats.select(
+        F.col("supplier").alias("key"),
+        F.to_json(F.struct(
+            F.date_format("window_start", iso).alias("window_start"),
+            F.date_format("window_end", iso).alias("window_end"),
+            "supplier", "total_price", "count",
+        )).alias("value"),
+    )
+
+
+def orders_of_day(orders: DataFrame, day: dt.date) -> DataFrame:
+    """Orders whose ``bid_time`` falls on ``day`` (UTC)."""
+    return orders.where(F.to_date("bid_time") == F.lit(day))
+
+
+def hourly_supplier_stats(orders: DataFrame) -> DataFrame:
+    """Per supplier, date and hour of ``bid_time``: total price and count (the ``supplier_stats`` table)."""
+    return (
+        orders.groupBy(
+            "supplier",
+            F.to_date("bid_time").alias("bid_date"),
+            F.hour("bid_time").alias("bid_hour"),
+        )
+        .agg(F.sum("price").alias("total_price"), F.count(F.lit(1)).alias("total_count"))
+        .select(
+            "supplier", "bid_date", "bid_hour",
+            F.col("total_price").cast(PRICE_TYPE).alias("total_price"),
+            F.col("total_count").cast("long").alias("total_count"),
+        )
+    )
+
+
+def days_in(orders: DataFrame) -> Column:
+    """The distinct UTC days present, as an aggregate expression (for reports and the sensor)."""
+    return F.sort_array(F.collect_set(F.date_format("bid_time", "yyyy-MM-dd")))

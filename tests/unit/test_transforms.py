@@ -1,0 +1,157 @@
+"""The pipeline's transformation rules, on small in-memory DataFrames."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from decimal import Decimal
+
+import pytest
+from pyspark.sql import Row
+from pyspark.sql import types as T
+
+from lineage_assets.catalog import ORDERS_AVRO_SCHEMA, orders_avro_schema_json
+from spark import transforms
+from tests.unit.conftest import confluent_avro
+
+SCHEMA_ID = 3
+UTC = dt.UTC
+KAFKA_SCHEMA = T.StructType([
+    T.StructField("key", T.BinaryType()), T.StructField("value", T.BinaryType()),
+    T.StructField("topic", T.StringType()), T.StructField("partition", T.IntegerType()),
+    T.StructField("offset", T.LongType()), T.StructField("timestamp", T.TimestampType()),
+])
+
+
+def order(price="12.50", supplier="Alice", bid_time=dt.datetime(2026, 11, 20, 23, 59, 58, tzinfo=UTC), **changes):
+    return {"order_id": "o-1", "bid_time": bid_time, "price": price, "item": "Desk Lamp", "supplier": supplier, **changes}
+
+
+def kafka_rows(spark, values: list[bytes]):
+    now = dt.datetime(2026, 11, 21, 0, 0, tzinfo=UTC)
+    rows = [(f"k{i}".encode(), value, "orders", 0, i, now) for i, value in enumerate(values)]
+    return spark.createDataFrame(rows, KAFKA_SCHEMA)
+
+
+def decode(spark, values):
+    return transforms.decode_orders(kafka_rows(spark, values), orders_avro_schema_json(), SCHEMA_ID)
+
+
+def test_valid_record_is_decoded_with_price_as_decimal(local_spark):
+    row = decode(local_spark, [confluent_avro(ORDERS_AVRO_SCHEMA, order(), SCHEMA_ID)]).collect()[0]
+    assert row.dead_letter_reason is None
+    assert (row.order_id, row.price, row.supplier) == ("o-1", Decimal("12.50"), "Alice")
+    assert row.bid_time == dt.datetime(2026, 11, 20, 23, 59, 58)  # session time zone is UTC
+
+
+@pytest.mark.parametrize("text, expected", [("12.345", "12.35"), ("12.344", "12.34"), ("0.005", "0.01"), ("99999999.99", "99999999.99")])
+def test_price_is_rounded_half_up_to_two_decimals(local_spark, text, expected):
+    row = decode(local_spark, [confluent_avro(ORDERS_AVRO_SCHEMA, order(price=text), SCHEMA_ID)]).collect()[0]
+    assert row.dead_letter_reason is None and row.price == Decimal(expected)
+
+
+def test_bad_records_are_routed_to_dead_letters_with_a_reason(local_spark):
+    good = confluent_avro(ORDERS_AVRO_SCHEMA, order(), SCHEMA_ID)
+    values = [
+        good,
+        b"plain text, no framing",
+        b"\x00\x00\x00\x00\x03\xff\xff\xff",                     # framed, but the body is not Avro
+        confluent_avro(ORDERS_AVRO_SCHEMA, order(), 99),         # another schema
+        confluent_avro(ORDERS_AVRO_SCHEMA, order(supplier=None), SCHEMA_ID),
+        confluent_avro(ORDERS_AVRO_SCHEMA, order(price="123456789.00"), SCHEMA_ID),
+        confluent_avro(ORDERS_AVRO_SCHEMA, order(price="twelve"), SCHEMA_ID),
+    ]
+    decoded = decode(local_spark, values)
+    reasons = [row.dead_letter_reason for row in decoded.orderBy("offset").collect()]
+    assert reasons[0] is None
+    assert reasons[1].startswith("not Confluent-framed Avro")
+    assert reasons[2] == "value is not valid Avro for the registered schema"
+    assert reasons[3] == "unexpected schema id 99"
+    assert reasons[4] == "missing field: supplier"
+    assert reasons[5] == "price '123456789.00' is not a DECIMAL(10,2)"
+    assert reasons[6] == "price 'twelve' is not a DECIMAL(10,2)"
+    assert transforms.valid_orders(decoded).count() == 1
+    assert transforms.dead_letters(decoded).count() == 6
+
+    record = transforms.dead_letter_records(transforms.dead_letters(decoded), "iceberg-ingestion").orderBy("key").collect()[0]
+    payload = json.loads(record.value)
+    assert record.key == "k1" and payload["job"] == "iceberg-ingestion" and payload["offset"] == 1
+    assert payload["value_base64"] == "cGxhaW4gdGV4dCwgbm8gZnJhbWluZw=="  # the original bytes, unchanged
+
+
+def test_archive_keeps_every_record_and_its_bytes(local_spark):
+    values = [confluent_avro(ORDERS_AVRO_SCHEMA, order(), SCHEMA_ID), b"garbage"]
+    archived = transforms.archive_records(decode(local_spark, values)).orderBy("offset").collect()
+    assert len(archived) == 2
+    assert [(row.date, row.hour) for row in archived] == [("2026-11-21", "00")] * 2
+    assert archived[1].value_base64 == "Z2FyYmFnZQ==" and archived[1].dead_letter_reason is not None
+
+
+def orders_frame(spark, rows):
+    schema = T.StructType([
+        T.StructField("order_id", T.StringType()), T.StructField("supplier", T.StringType()),
+        T.StructField("price", T.DecimalType(10, 2)), T.StructField("bid_time", T.TimestampNTZType()),
+    ])
+    return spark.createDataFrame([(f"o{i}", s, Decimal(p), t) for i, (s, p, t) in enumerate(rows)], schema)
+
+
+def test_hourly_stats_bucket_by_utc_hour_across_midnight(local_spark):
+    rows = [
+        ("Alice", "10.00", dt.datetime(2026, 11, 20, 23, 59, 59)),
+        ("Alice", "5.25", dt.datetime(2026, 11, 20, 23, 0, 0)),
+        ("Alice", "1.10", dt.datetime(2026, 11, 21, 0, 0, 0)),
+        ("Bob", "2.00", dt.datetime(2026, 11, 21, 0, 30, 0)),
+    ]
+    stats = transforms.hourly_supplier_stats(orders_frame(local_spark, rows))
+    got = sorted(tuple(r) for r in stats.collect())
+    assert got == [
+        ("Alice", dt.date(2026, 11, 20), 23, Decimal("15.25"), 2),
+        ("Alice", dt.date(2026, 11, 21), 0, Decimal("1.10"), 1),
+        ("Bob", dt.date(2026, 11, 21), 0, Decimal("2.00"), 1),
+    ]
+
+
+def test_day_filter_keeps_only_that_utc_day(local_spark):
+    rows = [("A", "1.00", dt.datetime(2026, 11, 20, 23, 59, 59, 999000)), ("A", "2.00", dt.datetime(2026, 11, 21, 0, 0)),
+            ("A", "3.00", dt.datetime(2026, 11, 21, 23, 59, 59)), ("A", "4.00", dt.datetime(2026, 11, 22, 0, 0))]
+    day = transforms.orders_of_day(orders_frame(local_spark, rows), dt.date(2026, 11, 21))
+    assert sorted(r.price for r in day.collect()) == [Decimal("2.00"), Decimal("3.00")]
+
+
+def test_empty_input_gives_empty_outputs(local_spark):
+    empty = orders_frame(local_spark, [])
+    assert transforms.hourly_supplier_stats(empty).count() == 0
+    assert transforms.orders_of_day(empty, dt.date(2026, 11, 21)).count() == 0
+    decoded = decode(local_spark, [])
+    assert transforms.valid_orders(decoded).count() == 0 and transforms.dead_letters(decoded).count() == 0
+
+
+def test_windows_count_records_within_lateness_and_drop_later_ones(local_spark, tmp_path):
+    """Micro-batch by micro-batch, as a stream sees them: the watermark trails the newest bid_time by 5 s."""
+    schema = T.StructType([
+        T.StructField("supplier", T.StringType()), T.StructField("price", T.DecimalType(10, 2)),
+        T.StructField("bid_time", T.TimestampType()),
+    ])
+    source = tmp_path / "in"
+    source.mkdir()
+    stream = local_spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
+    query = (transforms.windowed_supplier_stats(stream).writeStream.outputMode("append")
+             .format("memory").queryName("window_probe").start())
+    t0 = dt.datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
+    batches = [
+        [("Alice", "10.00", 1), ("Alice", "1.00", 7)],        # watermark -> t0+2
+        [("Alice", "5.00", 3), ("Alice", "1.00", 13)],        # t0+3 is 4 s late: counted; watermark -> t0+8, [0,5) closes
+        [("Alice", "100.00", 4)],                              # beyond the lateness: its window is closed, dropped
+        [("Bob", "1.00", 30)],                                 # watermark -> t0+25: closes [5,10) and [10,15)
+    ]
+    try:
+        for n, batch in enumerate(batches):
+            lines = [json.dumps({"supplier": s, "price": p, "bid_time": (t0 + dt.timedelta(seconds=sec)).isoformat()})
+                     for s, p, sec in batch]
+            (source / f"{n:03}.json").write_text("\n".join(lines))
+            query.processAllAvailable()
+        got = sorted((r.window_start.second, r.supplier, r.total_price, r["count"])
+                     for r in local_spark.table("window_probe").collect())
+    finally:
+        query.stop()
+    assert got == [(0, "Alice", Decimal("15.00"), 2), (5, "Alice", Decimal("1.00"), 1), (10, "Alice", Decimal("1.00"), 1)]
