@@ -77,6 +77,10 @@ class Settings:
                 raise ValueError(f"{name}={raw!r} is not a valid {kind.__name__} ({f.metadata['help']})") from None
         return cls(**values)
 
+    def as_environment(self) -> dict[str, str]:
+        """These settings as ``LINEAGE_ASSETS_*`` variables (``from_env`` of them gives them back)."""
+        return {ENV_PREFIX + f.name.upper(): str(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
     @classmethod
     def documentation(cls) -> list[tuple[str, str, str]]:
         """(variable, default, meaning) for each setting, for the README and `--help`."""

@@ -1,0 +1,1 @@
+"""The pipeline's software-defined assets, one module per domain."""

@@ -1,0 +1,49 @@
+"""The raw archive of `orders` in S3, and its reconciliation with the topic."""
+
+import dagster as dg
+from dagster_pyspark import PySparkResource
+
+from lineage_assets.assets.common import asset_key, asset_spec_arguments, consumed_records, job_metadata, orders_source_arguments
+from lineage_assets.catalog import ARCHIVE
+from lineage_assets.resources.kafka import KafkaResource
+from lineage_assets.resources.spark_jobs import SparkJobsResource
+from lineage_assets.settings import Settings
+
+JOB = "orders-s3-sink"
+
+
+def archive_location(settings: Settings) -> str:
+    identity = ARCHIVE.identity(settings)
+    return f"{identity.namespace}/{identity.name}"
+
+
+def build_archive_assets(settings: Settings) -> list:
+    @dg.asset(**asset_spec_arguments(ARCHIVE, settings, "archive"))
+    def orders_archive(context: dg.AssetExecutionContext, kafka: KafkaResource, spark_jobs: SparkJobsResource) -> dg.MaterializeResult:
+        """Archive every new record of `orders` (Spark Structured Streaming, catch-up run)."""
+        settings = kafka.lakehouse.settings()
+        report = spark_jobs.submit("archive_orders.py", [
+            *orders_source_arguments(kafka, spark_jobs, JOB), "--path", archive_location(settings)], log=context.log)
+        return dg.MaterializeResult(metadata={
+            **job_metadata(ARCHIVE, report),
+            "files_written": report["files_written"],
+            "bytes_written": report["bytes_written"],
+            "files_total": report["files_total"],
+            "records_consumed": consumed_records(report),
+            "path": archive_location(settings),
+        })
+
+    @dg.asset_check(asset=asset_key(ARCHIVE), description="The archive holds exactly as many records as the topic offsets it consumed.")
+    def archive_reconciles_with_topic(context: dg.AssetCheckExecutionContext, pyspark: PySparkResource) -> dg.AssetCheckResult:
+        event = context.instance.get_latest_materialization_event(asset_key(ARCHIVE))
+        consumed = event.asset_materialization.metadata["records_consumed"].value if event else 0
+        # Reading the sink's folder through Spark honours its commit log: only committed files count.
+        archived = pyspark.spark_session.read.json(archive_location(settings)).select("topic", "partition", "offset")
+        rows = archived.count()
+        distinct = archived.distinct().count()
+        return dg.AssetCheckResult(
+            passed=rows == consumed and distinct == rows,
+            metadata={"archived_records": rows, "distinct_offsets": distinct, "consumed_offsets": consumed},
+        )
+
+    return [orders_archive, archive_reconciles_with_topic]

@@ -1,0 +1,97 @@
+"""The Iceberg tables: `orders` (streaming ingestion) and `supplier_stats` (daily batch), their
+checks, and the sensor that recomputes `supplier_stats` for the days new orders landed in."""
+
+import dagster as dg
+from dagster_pyspark import PySparkResource
+
+from lineage_assets.assets.common import asset_key, asset_spec_arguments, consumed_records, job_metadata, orders_source_arguments
+from lineage_assets.catalog import LAKEHOUSE_ORDERS, SUPPLIER_STATS, iceberg_table_name
+from lineage_assets.resources.kafka import KafkaResource
+from lineage_assets.resources.spark_jobs import SparkJobsResource
+from lineage_assets.settings import Settings
+
+INGESTION_JOB = "iceberg-ingestion"
+DAILY = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_offset=1, timezone="UTC")
+PRICE_MAX = "99999999.99"  # DECIMAL(10,2)
+
+
+def build_lakehouse_definitions(settings: Settings) -> dict:
+    orders_table = iceberg_table_name(settings, "orders")
+    stats_table = iceberg_table_name(settings, "supplier_stats")
+
+    @dg.asset(**asset_spec_arguments(LAKEHOUSE_ORDERS, settings, "lakehouse"))
+    def lakehouse_orders(context: dg.AssetExecutionContext, kafka: KafkaResource,
+                         spark_jobs: SparkJobsResource) -> dg.MaterializeResult:
+        """Ingest new orders into Iceberg; invalid ones go to the dead-letter topic."""
+        settings = kafka.lakehouse.settings()
+        kafka.ensure_topics(settings.dead_letter_topic)
+        report = spark_jobs.submit("ingest_orders.py", [
+            *orders_source_arguments(kafka, spark_jobs, INGESTION_JOB),
+            "--table", orders_table, "--dead-letter-topic", settings.dead_letter_topic, "--job-name", INGESTION_JOB,
+        ], log=context.log)
+        if report["dead_letters"]:
+            context.log.warning(f"{report['dead_letters']} records dead-lettered to {settings.dead_letter_topic}: "
+                                f"{report['dead_letter_reasons']}")
+        return dg.MaterializeResult(metadata={
+            **job_metadata(LAKEHOUSE_ORDERS, report),
+            "dead_letters": report["dead_letters"],
+            "dead_letter_reasons": dg.MetadataValue.json(report["dead_letter_reasons"]),
+            "days": dg.MetadataValue.json(report["days"]),
+            "snapshot_id": str(report["snapshot_id"]),
+            "table_rows": report["table_rows"],
+            "table_created": report["table_created"],
+            "records_consumed": consumed_records(report),
+        })
+
+    @dg.asset(partitions_def=DAILY, **asset_spec_arguments(SUPPLIER_STATS, settings, "lakehouse"))
+    def supplier_stats(context: dg.AssetExecutionContext, spark_jobs: SparkJobsResource) -> dg.MaterializeResult:
+        """Recompute one day of hourly supplier totals; overwrites exactly that day."""
+        report = spark_jobs.submit("supplier_stats.py", [
+            "--source", orders_table, "--target", stats_table, "--day", context.partition_key], log=context.log)
+        return dg.MaterializeResult(metadata={
+            **job_metadata(SUPPLIER_STATS, report),
+            "day": report["day"],
+            "snapshot_id": str(report["snapshot_id"]),
+            "files_written": report["files_written"],
+            "bytes_written": report["bytes_written"],
+            "table_created": report["table_created"],
+        })
+
+    supplier_stats_job = dg.define_asset_job("supplier_stats_job", selection=[asset_key(SUPPLIER_STATS)], partitions_def=DAILY)
+
+    @dg.asset_sensor(asset_key=asset_key(LAKEHOUSE_ORDERS), job=supplier_stats_job, minimum_interval_seconds=30,
+                     description="A new `lakehouse/orders` materialization requests `supplier_stats` for each day it touched.")
+    def supplier_stats_on_new_orders(context: dg.SensorEvaluationContext, asset_event: dg.EventLogEntry):
+        days = asset_event.asset_materialization.metadata.get("days")
+        for day in (days.value if days else []):
+            # One request per (materialization, day): a re-evaluation never asks twice.
+            yield dg.RunRequest(run_key=f"{asset_event.storage_id}:{day}", partition_key=day)
+
+    @dg.asset_check(asset=asset_key(LAKEHOUSE_ORDERS),
+                    description="Rows in Iceberg plus dead letters equal the topic records the ingestion consumed.")
+    def orders_reconcile_with_topic(context: dg.AssetCheckExecutionContext, pyspark: PySparkResource,
+                                    kafka: KafkaResource) -> dg.AssetCheckResult:
+        event = context.instance.get_latest_materialization_event(asset_key(LAKEHOUSE_ORDERS))
+        consumed = event.asset_materialization.metadata["records_consumed"].value if event else 0
+        rows = pyspark.spark_session.table(orders_table).count()
+        dead = sum(kafka.end_offsets(kafka.lakehouse.settings().dead_letter_topic).values())
+        return dg.AssetCheckResult(passed=rows + dead == consumed,
+                                   metadata={"table_rows": rows, "dead_letters": dead, "consumed_offsets": consumed})
+
+    @dg.asset_check(asset=asset_key(LAKEHOUSE_ORDERS),
+                    description="Every row has an order id, supplier and bid time, and a price in 0.01 .. 99999999.99.")
+    def orders_values_in_range(pyspark: PySparkResource) -> dg.AssetCheckResult:
+        bad = pyspark.spark_session.sql(f"""
+            SELECT
+              count_if(order_id IS NULL OR supplier IS NULL OR bid_time IS NULL) AS missing_values,
+              count_if(price IS NULL OR price <= 0 OR price > {PRICE_MAX}) AS price_out_of_range
+            FROM {orders_table}""").collect()[0]
+        return dg.AssetCheckResult(passed=bad.missing_values == 0 and bad.price_out_of_range == 0,
+                                   metadata={"missing_values": bad.missing_values, "price_out_of_range": bad.price_out_of_range})
+
+    return {
+        "assets": [lakehouse_orders, supplier_stats],
+        "asset_checks": [orders_reconcile_with_topic, orders_values_in_range],
+        "jobs": [supplier_stats_job],
+        "sensors": [supplier_stats_on_new_orders],
+    }

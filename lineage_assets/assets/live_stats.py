@@ -1,0 +1,30 @@
+"""The live per-supplier statistics topic, fed by a streaming window job."""
+
+import dagster as dg
+
+from lineage_assets.assets.common import asset_spec_arguments, job_metadata, orders_source_arguments
+from lineage_assets.catalog import SUPPLIER_STATS_LIVE
+from lineage_assets.resources.kafka import KafkaResource
+from lineage_assets.resources.spark_jobs import SparkJobsResource
+from lineage_assets.settings import Settings
+
+JOB = "supplier-stats"
+
+
+def build_live_stats_assets(settings: Settings) -> list:
+    @dg.asset(**asset_spec_arguments(SUPPLIER_STATS_LIVE, settings, "live_stats"))
+    def supplier_stats_live(context: dg.AssetExecutionContext, kafka: KafkaResource,
+                            spark_jobs: SparkJobsResource) -> dg.MaterializeResult:
+        """Aggregate new orders into 5 s windows and publish the windows the watermark has closed."""
+        settings = kafka.lakehouse.settings()
+        kafka.ensure_topics(settings.supplier_stats_topic)
+        report = spark_jobs.submit("live_supplier_stats.py", [
+            *orders_source_arguments(kafka, spark_jobs, JOB), "--output-topic", settings.supplier_stats_topic],
+            log=context.log)
+        return dg.MaterializeResult(metadata={
+            **job_metadata(SUPPLIER_STATS_LIVE, report),
+            "rows_out": report["windows_written"],
+            "kafka/output_end_offsets": dg.MetadataValue.json(kafka.end_offsets(settings.supplier_stats_topic)),
+        })
+
+    return [supplier_stats_live]

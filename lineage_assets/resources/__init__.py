@@ -1,0 +1,1 @@
+"""Dagster resources: the environment's settings, Kafka, and the Spark job runner."""

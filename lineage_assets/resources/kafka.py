@@ -1,0 +1,45 @@
+"""Kafka and the schema registry, through confluent-kafka's admin and registry clients."""
+
+from __future__ import annotations
+
+import dagster as dg
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+from lineage_assets.resources.lakehouse import LakehouseResource
+
+
+class KafkaResource(dg.ConfigurableResource):
+    lakehouse: LakehouseResource
+    partitions: int = 1
+    replication_factor: int = 1
+
+    def ensure_topics(self, *topics: str) -> list[str]:
+        """Create the topics that do not exist yet; returns the ones created."""
+        admin = AdminClient({"bootstrap.servers": self.lakehouse.settings().kafka_servers})
+        existing = set(admin.list_topics(timeout=10).topics)
+        missing = [topic for topic in topics if topic not in existing]
+        if missing:
+            futures = admin.create_topics(
+                [NewTopic(topic, num_partitions=self.partitions, replication_factor=self.replication_factor) for topic in missing])
+            for future in futures.values():
+                future.result(timeout=30)
+        return missing
+
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        """Partition -> next offset to be written (records in the partition, for a topic never truncated)."""
+        consumer = Consumer({"bootstrap.servers": self.lakehouse.settings().kafka_servers, "group.id": "lineage-assets-offsets",
+                             "enable.auto.commit": False})
+        try:
+            metadata = consumer.list_topics(topic, timeout=10).topics[topic]
+            return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in metadata.partitions}
+        finally:
+            consumer.close()
+
+    def registry(self) -> SchemaRegistryClient:
+        return SchemaRegistryClient({"url": self.lakehouse.settings().schema_registry_url})
+
+    def register_value_schema(self, topic: str, schema_json: str) -> int:
+        """Register (or find) the topic's value schema; returns its registry id."""
+        return self.registry().register_schema(f"{topic}-value", Schema(schema_json, "AVRO"))

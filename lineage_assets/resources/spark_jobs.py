@@ -1,0 +1,47 @@
+"""Runs the scripts under ``spark/`` with ``spark-submit`` and returns their JSON reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from collections import deque
+from pathlib import Path
+
+import dagster as dg
+
+from lineage_assets.resources.lakehouse import LakehouseResource
+from lineage_assets.settings import PROJECT_ROOT
+from lineage_assets.spark_conf import spark_submit_command
+
+SPARK_DIR = PROJECT_ROOT / "spark"
+
+
+class SparkJobError(RuntimeError):
+    """A Spark job exited non-zero; the message carries the end of its output."""
+
+
+class SparkJobsResource(dg.ConfigurableResource):
+    lakehouse: LakehouseResource
+
+    def checkpoint(self, job: str) -> str:
+        return str(self.lakehouse.settings().state_dir / "checkpoints" / job)
+
+    def submit(self, script: str, arguments: list[str], log=None, extra_conf: dict[str, str] | None = None) -> dict:
+        """Run ``spark/<script>`` to completion; its report (a dict) is the result."""
+        settings = self.lakehouse.settings()
+        with tempfile.TemporaryDirectory(prefix="spark-report-") as folder:
+            report = Path(folder) / "report.json"
+            command = spark_submit_command(settings, SPARK_DIR / script, [*arguments, "--report", str(report)], extra_conf)
+            # The entry points import `spark.transforms`; the project root makes that package importable.
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]))}
+            tail: deque[str] = deque(maxlen=40)
+            with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as process:
+                for line in process.stdout:
+                    tail.append(line.rstrip())
+                    if log is not None and (" ERROR " in line or "Traceback" in line or line.startswith("lineage-assets")):
+                        log.info(line.rstrip())
+            if process.returncode != 0:
+                raise SparkJobError(f"spark/{script} exited with code {process.returncode}:\n" + "\n".join(tail))
+            return json.loads(report.read_text())

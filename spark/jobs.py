@@ -1,0 +1,100 @@
+"""What the ``spark-submit`` entry points share: arguments, the Kafka source, query runs, reports.
+
+A job reports what it did as one JSON file (``--report``); the caller (a Dagster asset, a test, a
+person) reads it. Jobs know nothing about Dagster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+
+CATCH_UP = "catch-up"
+CONTINUOUS = "continuous"
+
+
+def streaming_arguments(description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--bootstrap-servers", required=True)
+    parser.add_argument("--topic", required=True, help="source topic")
+    parser.add_argument("--value-schema", required=True, help="Avro schema (JSON) of the source values")
+    parser.add_argument("--schema-id", required=True, type=int, help="registry id of --value-schema")
+    parser.add_argument("--checkpoint", required=True, help="checkpoint folder of the query")
+    parser.add_argument("--mode", choices=[CATCH_UP, CONTINUOUS], default=CATCH_UP,
+                        help="catch-up: process what is available, commit, exit; continuous: run until stopped")
+    parser.add_argument("--trigger-seconds", type=float, default=5.0, help="micro-batch interval in continuous mode")
+    parser.add_argument("--report", required=True, help="where to write the JSON report")
+    return parser
+
+
+def kafka_source(spark: SparkSession, bootstrap_servers: str, topic: str) -> DataFrame:
+    return (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        # A deleted or compacted range must not silently skip records in a lineage-tracked job.
+        .option("failOnDataLoss", "true")
+        .load()
+    )
+
+
+def run_query(writer, mode: str, trigger_seconds: float):
+    """Start a configured DataStreamWriter in the given mode and wait for it to end."""
+    if mode == CATCH_UP:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{trigger_seconds} seconds")
+    query = writer.start()
+    query.awaitTermination()
+    return query
+
+
+def progress_summary(query) -> dict:
+    """Rows read and the Kafka offsets covered, from the query's progress reports."""
+    progresses = query.recentProgress
+    summary = {
+        "batches": len(progresses),
+        "rows_in": sum(p.get("numInputRows", 0) for p in (json.loads(p.json) for p in progresses)),
+        "start_offsets": None,
+        "end_offsets": None,
+    }
+    with_sources = [json.loads(p.json) for p in progresses if p.sources]
+    if with_sources:
+        summary["start_offsets"] = _offsets(with_sources[0]["sources"][0].get("startOffset"))
+        summary["end_offsets"] = _offsets(with_sources[-1]["sources"][0].get("endOffset"))
+    return summary
+
+
+def _offsets(value):
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def write_report(path: str, report: dict, started: float) -> None:
+    report = {**report, "duration_seconds": round(time.monotonic() - started, 3)}
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(report, indent=2, default=str))
+
+
+def files_under(spark: SparkSession, location: str) -> tuple[int, int]:
+    """(data files, bytes) below a Hadoop path, leaving out Spark's own metadata folders."""
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(location)
+    filesystem = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if not filesystem.exists(path):
+        return 0, 0
+    files = size = 0
+    listing = filesystem.listFiles(path, True)
+    while listing.hasNext():
+        status = listing.next()
+        relative = str(status.getPath().toString())[len(location):]
+        if "_spark_metadata" in relative or relative.rsplit("/", 1)[-1].startswith((".", "_")):
+            continue
+        files += 1
+        size += status.getLen()
+    return files, size
