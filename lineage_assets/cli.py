@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 
 from lineage_assets.settings import Settings
 from lineage_assets.stack.services import StackError
@@ -34,6 +35,14 @@ def _settings(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _demo(args: argparse.Namespace, settings: Settings) -> int:
+    from lineage_assets.demo import main_demo
+
+    seed = args.seed if args.seed is not None else time.time_ns() % 1_000_000
+    print(f"demo: {args.orders} orders, seed {seed}")
+    return main_demo(settings, orders=args.orders, seed=seed)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lineage-assets", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -43,6 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
     stack.add_argument("services", nargs="*", help="only these services (default: all)")
     stack.add_argument("--json", action="store_true", help="status as JSON, for scripts")
     stack.set_defaults(handler=_stack)
+
+    demo = commands.add_parser("demo", help="start the stack and materialize every asset on generated orders")
+    demo.add_argument("--orders", type=int, default=500, help="how many orders to generate (default 500)")
+    demo.add_argument("--seed", type=int, default=None,
+                      help="generator seed (default: from the clock, so that repeated demos add new order ids)")
+    demo.set_defaults(handler=_demo)
 
     settings = commands.add_parser("settings", help="list every setting, its variable and default")
     settings.set_defaults(handler=_settings)

@@ -13,10 +13,11 @@ OpenLineage's naming spec uses for S3 (``s3://bucket``).
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
-from lineage_assets.settings import Settings
+from lineage_assets.settings import PROJECT_ROOT, Settings
 
 
 def spark_jars(settings: Settings) -> list[Path]:
@@ -72,3 +73,17 @@ def spark_submit_command(settings: Settings, script: Path, arguments: list[str],
     for key, value in {**spark_conf(settings), **(extra_conf or {})}.items():
         command += ["--conf", f"{key}={value}"]
     return [*command, str(script), *arguments]
+
+
+def spark_submit_env() -> dict[str, str]:
+    """Environment for ``spark-submit``: this interpreter's pyspark as SPARK_HOME and Python, and the
+    project root on the path so the entry points can import the ``spark`` package."""
+    import pyspark
+
+    return {
+        **os.environ,
+        "SPARK_HOME": str(Path(pyspark.__file__).parent),
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")])),
+    }

@@ -55,6 +55,7 @@ def build_lakehouse_definitions(settings: Settings) -> dict:
             "files_written": report["files_written"],
             "bytes_written": report["bytes_written"],
             "table_created": report["table_created"],
+            "totals": dg.MetadataValue.json(report["totals"]),
         })
 
     supplier_stats_job = dg.define_asset_job("supplier_stats_job", selection=[asset_key(SUPPLIER_STATS)], partitions_def=DAILY)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import tempfile
 from collections import deque
@@ -13,7 +12,7 @@ import dagster as dg
 
 from lineage_assets.resources.lakehouse import LakehouseResource
 from lineage_assets.settings import PROJECT_ROOT
-from lineage_assets.spark_conf import spark_submit_command
+from lineage_assets.spark_conf import spark_submit_command, spark_submit_env
 
 SPARK_DIR = PROJECT_ROOT / "spark"
 
@@ -34,10 +33,12 @@ class SparkJobsResource(dg.ConfigurableResource):
         with tempfile.TemporaryDirectory(prefix="spark-report-") as folder:
             report = Path(folder) / "report.json"
             command = spark_submit_command(settings, SPARK_DIR / script, [*arguments, "--report", str(report)], extra_conf)
-            # The entry points import `spark.transforms`; the project root makes that package importable.
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]))}
             tail: deque[str] = deque(maxlen=40)
-            with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as process:
+            # Spark 4 leaves an `artifacts` folder in its working directory: keep it in the state folder.
+            workdir = settings.state_dir / "spark"
+            workdir.mkdir(parents=True, exist_ok=True)
+            with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  env=spark_submit_env(), cwd=workdir) as process:
                 for line in process.stdout:
                     tail.append(line.rstrip())
                     if log is not None and (" ERROR " in line or "Traceback" in line or line.startswith("lineage-assets")):

@@ -171,8 +171,9 @@ class Supervisor:
     # --- down -----------------------------------------------------------------------------------
     def down(self, names: Iterable[str] | None = None, timeout: float = 30.0) -> list[str]:
         stopped = []
-        # Reverse start order: dependants stop before what they depend on.
-        for service in reversed(self._with_requirements(self._select(names))):
+        selected = self._select(names)
+        # Only the named services (not what they require), dependants before what they depend on.
+        for service in reversed([s for s in self._with_requirements(list(self.services.values())) if s in selected]):
             pid = self._recorded_pid(service)
             if pid is not None:
                 self.progress(f"{service.name:<12} stopping (pid {pid})")
