@@ -40,7 +40,12 @@ def stack(settings: Settings):
 
 
 @pytest.fixture(scope="session")
-def spark(stack, settings: Settings):
+def spark(settings: Settings):
+    """One Spark session for the whole test session, with the project's configuration.
+
+    Catalogs connect lazily, so unit tests use it without servers; the asset checks'
+    PySparkResource gets this same session back from ``getOrCreate``.
+    """
     from lineage_assets.spark_conf import local_session
 
     session = local_session(settings, "lineage-assets-tests")

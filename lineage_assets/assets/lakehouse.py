@@ -58,7 +58,7 @@ def build_lakehouse_definitions(settings: Settings) -> dict:
             "totals": dg.MetadataValue.json(report["totals"]),
         })
 
-    supplier_stats_job = dg.define_asset_job("supplier_stats_job", selection=[asset_key(SUPPLIER_STATS)], partitions_def=DAILY)
+    supplier_stats_job = dg.define_asset_job("supplier_stats_job", selection=[asset_key(SUPPLIER_STATS)])
 
     @dg.asset_sensor(asset_key=asset_key(LAKEHOUSE_ORDERS), job=supplier_stats_job, minimum_interval_seconds=30,
                      description="A new `lakehouse/orders` materialization requests `supplier_stats` for each day it touched.")
@@ -66,7 +66,7 @@ def build_lakehouse_definitions(settings: Settings) -> dict:
         days = asset_event.asset_materialization.metadata.get("days")
         for day in (days.value if days else []):
             # One request per (materialization, day): a re-evaluation never asks twice.
-            yield dg.RunRequest(run_key=f"{asset_event.storage_id}:{day}", partition_key=day)
+            yield dg.RunRequest(run_key=f"{asset_event.run_id}:{asset_event.timestamp}:{day}", partition_key=day)
 
     @dg.asset_check(asset=asset_key(LAKEHOUSE_ORDERS),
                     description="Rows in Iceberg plus dead letters equal the topic records the ingestion consumed.")

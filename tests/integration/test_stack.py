@@ -79,7 +79,7 @@ def test_registry_registers_and_returns_an_avro_schema(stack, settings):
     assert client.get_latest_version("orders-value").schema_id == schema_id
 
 
-def test_iceberg_table_in_lakehouse_catalog_writes_to_warehouse(spark, settings):
+def test_iceberg_table_in_lakehouse_catalog_writes_to_warehouse(stack, spark, settings):
     table = f"{settings.catalog_name}.`{settings.iceberg_namespace}`.probe_{uuid.uuid4().hex[:8]}"
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {settings.catalog_name}.`{settings.iceberg_namespace}`")
     spark.sql(f"CREATE TABLE {table} (id BIGINT, name STRING) USING iceberg")

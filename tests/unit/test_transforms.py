@@ -37,20 +37,20 @@ def decode(spark, values):
     return transforms.decode_orders(kafka_rows(spark, values), orders_avro_schema_json(), SCHEMA_ID)
 
 
-def test_valid_record_is_decoded_with_price_as_decimal(local_spark):
-    row = decode(local_spark, [confluent_avro(ORDERS_AVRO_SCHEMA, order(), SCHEMA_ID)]).collect()[0]
+def test_valid_record_is_decoded_with_price_as_decimal(spark):
+    row = decode(spark, [confluent_avro(ORDERS_AVRO_SCHEMA, order(), SCHEMA_ID)]).collect()[0]
     assert row.dead_letter_reason is None
     assert (row.order_id, row.price, row.supplier) == ("o-1", Decimal("12.50"), "Alice")
     assert row.bid_time == dt.datetime(2026, 11, 20, 23, 59, 58)  # session time zone is UTC
 
 
 @pytest.mark.parametrize("text, expected", [("12.345", "12.35"), ("12.344", "12.34"), ("0.005", "0.01"), ("99999999.99", "99999999.99")])
-def test_price_is_rounded_half_up_to_two_decimals(local_spark, text, expected):
-    row = decode(local_spark, [confluent_avro(ORDERS_AVRO_SCHEMA, order(price=text), SCHEMA_ID)]).collect()[0]
+def test_price_is_rounded_half_up_to_two_decimals(spark, text, expected):
+    row = decode(spark, [confluent_avro(ORDERS_AVRO_SCHEMA, order(price=text), SCHEMA_ID)]).collect()[0]
     assert row.dead_letter_reason is None and row.price == Decimal(expected)
 
 
-def test_bad_records_are_routed_to_dead_letters_with_a_reason(local_spark):
+def test_bad_records_are_routed_to_dead_letters_with_a_reason(spark):
     good = confluent_avro(ORDERS_AVRO_SCHEMA, order(), SCHEMA_ID)
     values = [
         good,
@@ -61,7 +61,7 @@ def test_bad_records_are_routed_to_dead_letters_with_a_reason(local_spark):
         confluent_avro(ORDERS_AVRO_SCHEMA, order(price="123456789.00"), SCHEMA_ID),
         confluent_avro(ORDERS_AVRO_SCHEMA, order(price="twelve"), SCHEMA_ID),
     ]
-    decoded = decode(local_spark, values)
+    decoded = decode(spark, values)
     reasons = [row.dead_letter_reason for row in decoded.orderBy("offset").collect()]
     assert reasons[0] is None
     assert reasons[1].startswith("not Confluent-framed Avro")
@@ -79,9 +79,9 @@ def test_bad_records_are_routed_to_dead_letters_with_a_reason(local_spark):
     assert payload["value_base64"] == "cGxhaW4gdGV4dCwgbm8gZnJhbWluZw=="  # the original bytes, unchanged
 
 
-def test_archive_keeps_every_record_and_its_bytes(local_spark):
+def test_archive_keeps_every_record_and_its_bytes(spark):
     values = [confluent_avro(ORDERS_AVRO_SCHEMA, order(), SCHEMA_ID), b"garbage"]
-    archived = transforms.archive_records(decode(local_spark, values)).orderBy("offset").collect()
+    archived = transforms.archive_records(decode(spark, values)).orderBy("offset").collect()
     assert len(archived) == 2
     assert [(row.date, row.hour) for row in archived] == [("2026-11-21", "00")] * 2
     assert archived[1].value_base64 == "Z2FyYmFnZQ==" and archived[1].dead_letter_reason is not None
@@ -95,14 +95,14 @@ def orders_frame(spark, rows):
     return spark.createDataFrame([(f"o{i}", s, Decimal(p), t) for i, (s, p, t) in enumerate(rows)], schema)
 
 
-def test_hourly_stats_bucket_by_utc_hour_across_midnight(local_spark):
+def test_hourly_stats_bucket_by_utc_hour_across_midnight(spark):
     rows = [
         ("Alice", "10.00", dt.datetime(2026, 11, 20, 23, 59, 59)),
         ("Alice", "5.25", dt.datetime(2026, 11, 20, 23, 0, 0)),
         ("Alice", "1.10", dt.datetime(2026, 11, 21, 0, 0, 0)),
         ("Bob", "2.00", dt.datetime(2026, 11, 21, 0, 30, 0)),
     ]
-    stats = transforms.hourly_supplier_stats(orders_frame(local_spark, rows))
+    stats = transforms.hourly_supplier_stats(orders_frame(spark, rows))
     got = sorted(tuple(r) for r in stats.collect())
     assert got == [
         ("Alice", dt.date(2026, 11, 20), 23, Decimal("15.25"), 2),
@@ -111,22 +111,22 @@ def test_hourly_stats_bucket_by_utc_hour_across_midnight(local_spark):
     ]
 
 
-def test_day_filter_keeps_only_that_utc_day(local_spark):
+def test_day_filter_keeps_only_that_utc_day(spark):
     rows = [("A", "1.00", dt.datetime(2026, 11, 20, 23, 59, 59, 999000)), ("A", "2.00", dt.datetime(2026, 11, 21, 0, 0)),
             ("A", "3.00", dt.datetime(2026, 11, 21, 23, 59, 59)), ("A", "4.00", dt.datetime(2026, 11, 22, 0, 0))]
-    day = transforms.orders_of_day(orders_frame(local_spark, rows), dt.date(2026, 11, 21))
+    day = transforms.orders_of_day(orders_frame(spark, rows), dt.date(2026, 11, 21))
     assert sorted(r.price for r in day.collect()) == [Decimal("2.00"), Decimal("3.00")]
 
 
-def test_empty_input_gives_empty_outputs(local_spark):
-    empty = orders_frame(local_spark, [])
+def test_empty_input_gives_empty_outputs(spark):
+    empty = orders_frame(spark, [])
     assert transforms.hourly_supplier_stats(empty).count() == 0
     assert transforms.orders_of_day(empty, dt.date(2026, 11, 21)).count() == 0
-    decoded = decode(local_spark, [])
+    decoded = decode(spark, [])
     assert transforms.valid_orders(decoded).count() == 0 and transforms.dead_letters(decoded).count() == 0
 
 
-def test_windows_count_records_within_lateness_and_drop_later_ones(local_spark, tmp_path):
+def test_windows_count_records_within_lateness_and_drop_later_ones(spark, tmp_path):
     """Micro-batch by micro-batch, as a stream sees them: the watermark trails the newest bid_time by 5 s."""
     schema = T.StructType([
         T.StructField("supplier", T.StringType()), T.StructField("price", T.DecimalType(10, 2)),
@@ -134,7 +134,7 @@ def test_windows_count_records_within_lateness_and_drop_later_ones(local_spark, 
     ])
     source = tmp_path / "in"
     source.mkdir()
-    stream = local_spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
+    stream = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
     query = (transforms.windowed_supplier_stats(stream).writeStream.outputMode("append")
              .format("memory").queryName("window_probe").start())
     t0 = dt.datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
@@ -151,7 +151,7 @@ def test_windows_count_records_within_lateness_and_drop_later_ones(local_spark, 
             (source / f"{n:03}.json").write_text("\n".join(lines))
             query.processAllAvailable()
         got = sorted((r.window_start.second, r.supplier, r.total_price, r["count"])
-                     for r in local_spark.table("window_probe").collect())
+                     for r in spark.table("window_probe").collect())
     finally:
         query.stop()
     assert got == [(0, "Alice", Decimal("15.00"), 2), (5, "Alice", Decimal("1.00"), 1), (10, "Alice", Decimal("1.00"), 1)]

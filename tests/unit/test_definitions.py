@@ -1,0 +1,44 @@
+"""The whole Definitions loads, and its asset graph is the reference's."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import dagster as dg
+
+from lineage_assets.catalog import DATASETS
+from lineage_assets.definitions import defs
+from lineage_assets.settings import PROJECT_ROOT
+
+
+def test_definitions_load_with_every_asset_check_sensor_and_job():
+    graph = defs.resolve_asset_graph()
+    keys = {key.to_user_string() for key in graph.get_all_asset_keys()}
+    assert keys == set(DATASETS)
+    assert {key.to_user_string(): sorted(p.to_user_string() for p in graph.get(key).parent_keys) for key in graph.get_all_asset_keys()} == {
+        "orders": [], "orders_archive": ["orders"], "supplier_stats_live": ["orders"],
+        "lakehouse/orders": ["orders"], "lakehouse/supplier_stats": ["lakehouse/orders"],
+    }
+    assert defs.resolve_sensor_def("supplier_stats_on_new_orders")
+    assert defs.resolve_job_def("supplier_stats_job")
+    assert len(list(graph.asset_check_keys)) == 3
+
+
+def test_every_asset_declares_column_schema_and_lineage_from_the_catalog():
+    for key, dataset in DATASETS.items():
+        spec = defs.resolve_assets_def(dg.AssetKey(dataset.asset_key_path)).specs_by_key[dg.AssetKey(dataset.asset_key_path)]
+        schema = spec.metadata["dagster/column_schema"]
+        assert [c.name for c in schema.columns] == [c.name for c in dataset.columns], key
+        if dataset.upstream:
+            lineage = spec.metadata["dagster/column_lineage"]
+            assert set(lineage.deps_by_column) == set(dataset.column_lineage), key
+    total_price = next(iter(defs.resolve_assets_def(dg.AssetKey(["lakehouse", "supplier_stats"])).specs)).metadata[
+        "dagster/column_lineage"].deps_by_column["total_price"]
+    assert dg.TableColumnDep(asset_key=dg.AssetKey(["lakehouse", "orders"]), column_name="price") in total_price
+
+
+def test_dagster_validates_the_workspace():
+    result = subprocess.run([sys.executable, "-m", "dagster", "definitions", "validate", "-w", "workspace.yaml"],
+                            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -1,0 +1,41 @@
+"""The asset sensor: a new `lakehouse/orders` materialization requests `supplier_stats` for its days."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from lineage_assets.definitions import defs
+
+ORDERS_TABLE = dg.AssetKey(["lakehouse", "orders"])
+
+
+def evaluate(instance, cursor=None):
+    sensor = defs.resolve_sensor_def("supplier_stats_on_new_orders")
+    context = dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs)
+    result = sensor.evaluate_tick(context)
+    return result.run_requests, result.cursor
+
+
+def test_requests_each_touched_day_once():
+    with dg.instance_for_test() as instance:
+        instance.report_runless_asset_event(dg.AssetMaterialization(
+            ORDERS_TABLE, metadata={"days": dg.MetadataValue.json(["2026-11-20", "2026-11-21"])}))
+        requests, cursor = evaluate(instance)
+        assert sorted(r.partition_key for r in requests) == ["2026-11-20", "2026-11-21"]
+        assert defs.resolve_sensor_def("supplier_stats_on_new_orders").job_name == "supplier_stats_job"
+        assert len({r.run_key for r in requests}) == 2
+
+        again, cursor = evaluate(instance, cursor)
+        assert again == []  # nothing new: no duplicate requests
+
+        instance.report_runless_asset_event(dg.AssetMaterialization(
+            ORDERS_TABLE, metadata={"days": dg.MetadataValue.json(["2026-11-21"])}))
+        later, _ = evaluate(instance, cursor)
+        assert [r.partition_key for r in later] == ["2026-11-21"]
+
+
+def test_materialization_without_new_days_requests_nothing():
+    with dg.instance_for_test() as instance:
+        instance.report_runless_asset_event(dg.AssetMaterialization(ORDERS_TABLE, metadata={"days": dg.MetadataValue.json([])}))
+        requests, _ = evaluate(instance)
+        assert requests == []
