@@ -1,0 +1,147 @@
+"""The whole pipeline on the local stack, checked against an independent computation.
+
+Orders come from the seeded generator; the expected archive, tables and window totals are computed
+here in plain Python from the same generated records, never from the pipeline's own output.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+from collections import Counter, defaultdict
+from decimal import Decimal
+
+import dagster as dg
+import pytest
+from confluent_kafka import Consumer
+
+from lineage_assets.catalog import iceberg_table_name
+from lineage_assets.demo import run_pipeline
+from lineage_assets.generator import GeneratorConfig, generate_orders
+from lineage_assets.resources.lakehouse import LakehouseResource
+
+START = dt.datetime(2026, 11, 20, 23, 56, 0, tzinfo=dt.UTC)  # the orders cross midnight
+GENERATOR = GeneratorConfig(count=400, seed=11, start=START, late_fraction=0.03, bad_fraction=0.04)
+ORDERS_CONFIG = {"count": GENERATOR.count, "seed": GENERATOR.seed, "start": START.isoformat(),
+                 "late_fraction": GENERATOR.late_fraction, "bad_fraction": GENERATOR.bad_fraction}
+GENERATED = list(generate_orders(GENERATOR))
+VALID = [o for o in GENERATED if o.is_valid]
+WINDOW = dt.timedelta(seconds=5)
+WATERMARK_DELAY = dt.timedelta(seconds=5)
+
+
+@pytest.fixture(scope="module")
+def runs(stack, settings, spark):
+    instance = dg.DagsterInstance.ephemeral()
+    lakehouse = LakehouseResource(overrides=settings.as_environment())
+    first = run_pipeline(lakehouse, instance, ORDERS_CONFIG)
+    second = run_pipeline(lakehouse, instance, None)  # no new orders
+    return first, second
+
+
+def consume_all(settings, topic: str) -> list:
+    consumer = Consumer({"bootstrap.servers": settings.kafka_servers, "group.id": f"e2e-{topic}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    records, idle = [], 0
+    try:
+        while idle < 5:
+            message = consumer.poll(1.0)
+            if message is None:
+                idle += 1
+            elif not message.error():
+                records.append(message)
+    finally:
+        consumer.close()
+    return records
+
+
+def test_generator_made_what_the_test_needs():
+    kinds = Counter(o.kind for o in GENERATED)
+    assert kinds["late"] > 0 and sum(kinds[k] for k in kinds if k not in ("valid", "late")) > 0
+    assert {o.order["bid_time"].date() for o in VALID} == {dt.date(2026, 11, 20), dt.date(2026, 11, 21)}
+
+
+def test_archive_holds_every_record_exactly_once_with_its_bytes(runs, settings, spark):
+    archived = spark.read.json(f"s3://{settings.archive_bucket}/{settings.archive_prefix}").collect()
+    assert len(archived) == len(GENERATED)
+    assert Counter(row.key for row in archived) == Counter(o.key for o in GENERATED)
+    assert len({(row.partition, row.offset) for row in archived}) == len(GENERATED)
+    not_avro = {o.key: o.raw_value for o in GENERATED if o.kind == "not-avro"}
+    for row in archived:
+        if row.key in not_avro:
+            assert base64.b64decode(row.value_base64) == not_avro[row.key]
+            assert row.dead_letter_reason is not None
+
+
+def test_lakehouse_orders_holds_each_valid_order_with_its_decimal_price(runs, settings, spark):
+    rows = spark.table(iceberg_table_name(settings, "orders")).collect()
+    assert len(rows) == len(VALID)
+    expected = {o.key: (Decimal(o.order["price"]), o.order["supplier"], o.order["bid_time"].replace(tzinfo=None)) for o in VALID}
+    assert {row.order_id: (row.price, row.supplier, row.bid_time) for row in rows} == expected
+
+
+def test_invalid_records_are_dead_lettered_and_counted(runs, settings):
+    first, _ = runs
+    bad = [o for o in GENERATED if not o.is_valid]
+    assert first.dead_letters == len(bad)
+    letters = consume_all(settings, settings.dead_letter_topic)
+    assert sorted(m.key().decode() for m in letters) == sorted(o.key for o in bad)
+    reasons = {m.key().decode(): json.loads(m.value())["reason"] for m in letters}
+    for order in bad:
+        expected_start = {"not-avro": "not Confluent-framed Avro", "missing-field": "missing field: supplier",
+                          "price-out-of-range": "price '123456789.00'", "price-not-a-number": "price 'twelve'"}[order.kind]
+        assert reasons[order.key].startswith(expected_start)
+
+
+def expected_hourly_stats() -> dict:
+    stats = defaultdict(lambda: [Decimal("0"), 0])
+    for order in VALID:
+        bid = order.order["bid_time"]
+        cell = stats[(order.order["supplier"], bid.date(), bid.hour)]
+        cell[0] += Decimal(order.order["price"])
+        cell[1] += 1
+    return {key: tuple(value) for key, value in stats.items()}
+
+
+def test_supplier_stats_totals_equal_the_expected_to_the_cent(runs, settings, spark):
+    first, _ = runs
+    assert sorted(first.days) == ["2026-11-20", "2026-11-21"]
+    rows = spark.table(iceberg_table_name(settings, "supplier_stats")).collect()
+    got = {(r.supplier, r.bid_date, r.bid_hour): (r.total_price, r.total_count) for r in rows}
+    assert got == expected_hourly_stats()
+
+
+def test_live_window_totals_equal_the_expected_for_closed_windows(runs, settings):
+    def window_start(t: dt.datetime) -> dt.datetime:
+        return t - dt.timedelta(seconds=t.second % 5, microseconds=t.microsecond)
+
+    watermark = max(o.order["bid_time"] for o in VALID) - WATERMARK_DELAY
+    expected = defaultdict(lambda: [Decimal("0"), 0])
+    for order in VALID:  # one catch-up batch: every valid record is counted, late ones too
+        start = window_start(order.order["bid_time"])
+        if start + WINDOW <= watermark:
+            cell = expected[(start, order.order["supplier"])]
+            cell[0] += Decimal(order.order["price"])
+            cell[1] += 1
+    published = [json.loads(m.value()) for m in consume_all(settings, settings.supplier_stats_topic)]
+    got = {(dt.datetime.fromisoformat(w["window_start"]), w["supplier"]): (Decimal(str(w["total_price"])), w["count"])
+           for w in published}
+    assert len(got) == len(published)  # each window published once
+    assert got == {key: tuple(value) for key, value in expected.items()}
+
+
+def test_materializing_again_without_new_orders_changes_nothing(runs, settings, spark):
+    first, second = runs
+    assert second.rows["orders_archive"] == 0 and second.rows["lakehouse/orders"] == 0
+    assert second.rows["supplier_stats_live"] == 0 and second.dead_letters == 0
+    assert second.supplier_totals == {}  # no day touched, no supplier_stats run
+    assert spark.table(iceberg_table_name(settings, "orders")).count() == len(VALID)
+
+
+def test_asset_checks_pass(runs):
+    first, second = runs
+    assert first.checks == {"archive_reconciles_with_topic": True, "orders_reconcile_with_topic": True,
+                            "orders_values_in_range": True}
+    assert all(second.checks.values())
