@@ -45,8 +45,10 @@ test: setup
 test-unit: setup
 	$(BIN)/pytest -q -ra tests/unit
 
+# Same Dagster instance as `make demo`, so its runs show in the UI.
 dev: setup stack-up
-	$(BIN)/dagster dev -w workspace.yaml
+	@mkdir -p .state/dagster && touch .state/dagster/dagster.yaml
+	DAGSTER_HOME=$(CURDIR)/.state/dagster $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 stack-up: setup
 	$(BIN)/lineage-assets stack up
