@@ -8,8 +8,11 @@ else is a bug. Names follow the OpenLineage naming spec:
 - S3 prefix:      namespace ``s3://{bucket}``, name = key prefix
 - Iceberg table:  by its physical location, namespace ``s3://{warehouse bucket}``, name =
                   ``{namespace}/{table}`` under the warehouse, with a symlink naming the catalog
-                  table (type TABLE). The openlineage-spark agent names Iceberg tables the same way,
-                  so the asset's dataset and the agent's dataset are one node in the graph.
+                  table (namespace = the REST catalog URI, type TABLE). The openlineage-spark agent
+                  names REST-catalog tables the same way, so the asset's dataset and the agent's
+                  dataset are one node in the graph.
+
+Each dataset also names the job that produces it (its OpenLineage job name and processing type).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cache
+
+from openlineage.client.naming.dataset import S3, Kafka
 
 from lineage_assets.settings import Settings
 
@@ -76,9 +81,24 @@ class Identity:
 
 
 @dataclass(frozen=True)
+class ProducingJob:
+    """The job that writes a dataset: its OpenLineage job name and processing type."""
+
+    name: str
+    streaming: bool
+    source: str  # the code that does the work, relative to the project root
+    engine: str = "spark"
+
+    @property
+    def processing_type(self) -> str:
+        return "STREAMING" if self.streaming else "BATCH"
+
+
+@dataclass(frozen=True)
 class Dataset:
     key: str  # the Dagster asset key, "/"-separated
     kind: Kind
+    job: ProducingJob
     title: str
     description: str
     columns: tuple[Column, ...]
@@ -102,23 +122,25 @@ class Dataset:
         return next(column for column in self.columns if column.name == name)
 
 
+def _named(naming, symlinks: tuple[Symlink, ...] = ()) -> Identity:
+    return Identity(namespace=naming.get_namespace(), name=naming.get_name(), symlinks=symlinks)
+
+
 def kafka_identity(topic: Callable[[Settings], str]) -> Callable[[Settings], Identity]:
     def identity(settings: Settings) -> Identity:
-        first_server = settings.kafka_servers.split(",")[0].strip()
-        return Identity(namespace=f"kafka://{first_server}", name=topic(settings))
+        # The spec names a topic by the first bootstrap server.
+        host, port = settings.kafka_servers.split(",")[0].strip().rsplit(":", 1)
+        return _named(Kafka(bootstrap_server_host=host, port=port, topic=topic(settings)))
     return identity
 
 
 def iceberg_identity(table: str) -> Callable[[Settings], Identity]:
     def identity(settings: Settings) -> Identity:
-        return Identity(
-            namespace=f"s3://{settings.warehouse_bucket}",
-            name=f"{settings.iceberg_namespace}/{table}",
-            symlinks=(Symlink(
-                namespace=settings.catalog_jdbc_url.split("?")[0],
-                name=f"{settings.iceberg_namespace}.{table}",
-                type="TABLE",
-            ),),
+        # As openlineage-spark names a REST catalog's table: its location, plus a symlink to the
+        # catalog table whose namespace is the catalog URI exactly as configured.
+        return _named(
+            S3(bucket_name=settings.warehouse_bucket, object_key=f"{settings.iceberg_namespace}/{table}"),
+            symlinks=(Symlink(namespace=settings.iceberg_catalog_url, name=f"{settings.iceberg_namespace}.{table}", type="TABLE"),),
         )
     return identity
 
@@ -167,6 +189,7 @@ def orders_avro_schema_json() -> str:
 ORDERS = Dataset(
     key="orders",
     kind=Kind.KAFKA,
+    job=ProducingJob("orders-source", streaming=False, source="lineage_assets/generator.py", engine="python"),
     title="orders topic",
     description="Kafka topic `orders`: one Avro record per order (schema `orders-value` in the registry), key order_id.",
     columns=ORDER_FIELDS,
@@ -176,6 +199,7 @@ ORDERS = Dataset(
 ARCHIVE = Dataset(
     key="orders_archive",
     kind=Kind.S3,
+    job=ProducingJob("orders-s3-sink", streaming=True, source="spark/archive_orders.py"),
     title="raw orders archive",
     description="Every record of `orders`, bytes unchanged plus decoded fields, as JSON files in "
                 "s3://archive/orders/date=YYYY-MM-DD/hour=HH/ (Kafka time, UTC), each record exactly once.",
@@ -193,7 +217,7 @@ ARCHIVE = Dataset(
         Column("supplier", "string", "decoded supplier"),
         Column("dead_letter_reason", "string", "why the record could not be decoded, if it could not"),
     ),
-    identity=lambda s: Identity(namespace=f"s3://{s.archive_bucket}", name=s.archive_prefix),
+    identity=lambda s: _named(S3(bucket_name=s.archive_bucket, object_key=s.archive_prefix)),
     column_lineage={
         **_identity_from("orders", "order_id", "bid_time", "item", "supplier"),
         "price_text": (ColumnSource("orders", "price", Transformation.identity()),),
@@ -210,6 +234,7 @@ WINDOW = Transformation("INDIRECT", "WINDOW", "5 s tumbling event-time window on
 SUPPLIER_STATS_LIVE = Dataset(
     key="supplier_stats_live",
     kind=Kind.KAFKA,
+    job=ProducingJob("supplier-stats", streaming=True, source="spark/live_supplier_stats.py"),
     title="live supplier statistics topic",
     description="Kafka topic `supplier-stats`: per supplier and 5 s event-time tumbling window "
                 "(watermark 5 s), total price and count; JSON values keyed by supplier.",
@@ -239,6 +264,7 @@ SUPPLIER_STATS_LIVE = Dataset(
 LAKEHOUSE_ORDERS = Dataset(
     key="lakehouse/orders",
     kind=Kind.ICEBERG,
+    job=ProducingJob("iceberg-ingestion", streaming=True, source="spark/ingest_orders.py"),
     title="Iceberg orders table",
     description="Iceberg table `default.orders` (format v2, parquet, snappy), partitioned by day(bid_time); "
                 "price cast to DECIMAL(10,2). Invalid records go to the dead-letter topic instead.",
@@ -262,6 +288,7 @@ HOUR_GROUP = Transformation("INDIRECT", "GROUP_BY", "grouped by supplier, date a
 SUPPLIER_STATS = Dataset(
     key="lakehouse/supplier_stats",
     kind=Kind.ICEBERG,
+    job=ProducingJob("supplier_stats", streaming=False, source="spark/supplier_stats.py"),
     title="Iceberg supplier_stats table",
     description="Iceberg table `default.supplier_stats` (format v2), partitioned by bid_date and bid_hour: "
                 "SUM(price) and COUNT(*) per supplier and hour of one day; a run overwrites exactly its day.",

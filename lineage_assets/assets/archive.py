@@ -9,8 +9,6 @@ from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import Settings
 
-JOB = "orders-s3-sink"
-
 
 def archive_location(settings: Settings) -> str:
     identity = ARCHIVE.identity(settings)
@@ -22,8 +20,8 @@ def build_archive_assets(settings: Settings) -> list:
     def orders_archive(context: dg.AssetExecutionContext, kafka: KafkaResource, spark_jobs: SparkJobsResource) -> dg.MaterializeResult:
         """Archive every new record of `orders` (Spark Structured Streaming, catch-up run)."""
         settings = kafka.lakehouse.settings()
-        report = spark_jobs.submit("archive_orders.py", [
-            *orders_source_arguments(kafka, spark_jobs, JOB), "--path", archive_location(settings)], log=context.log)
+        report = spark_jobs.submit(ARCHIVE.job.source, [
+            *orders_source_arguments(kafka, spark_jobs, ARCHIVE), "--path", archive_location(settings)], log=context.log)
         return dg.MaterializeResult(metadata={
             **job_metadata(ARCHIVE, report),
             "files_written": report["files_written"],

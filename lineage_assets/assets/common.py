@@ -39,12 +39,12 @@ def definition_metadata(dataset: Dataset, settings: Settings) -> dict:
     return metadata
 
 
-def asset_spec_arguments(dataset: Dataset, settings: Settings, group: str, engine: str = "spark") -> dict:
+def asset_spec_arguments(dataset: Dataset, settings: Settings, group: str) -> dict:
     """The @asset keyword arguments every asset takes from its dataset."""
     return {
         "key": asset_key(dataset),
         "description": dataset.description,
-        "kinds": {dataset.kind.value, engine},
+        "kinds": {dataset.kind.value, dataset.job.engine},
         "group_name": group,
         "owners": OWNERS,
         "metadata": definition_metadata(dataset, settings),
@@ -52,7 +52,7 @@ def asset_spec_arguments(dataset: Dataset, settings: Settings, group: str, engin
     }
 
 
-def orders_source_arguments(kafka: KafkaResource, spark_jobs: SparkJobsResource, job: str) -> list[str]:
+def orders_source_arguments(kafka: KafkaResource, spark_jobs: SparkJobsResource, dataset: Dataset) -> list[str]:
     """spark-submit arguments that read the orders topic with its registered value schema."""
     settings = kafka.lakehouse.settings()
     latest = kafka.registry().get_latest_version(f"{settings.orders_topic}-value")
@@ -61,7 +61,7 @@ def orders_source_arguments(kafka: KafkaResource, spark_jobs: SparkJobsResource,
         "--topic", settings.orders_topic,
         "--value-schema", latest.schema.schema_str,
         "--schema-id", str(latest.schema_id),
-        "--checkpoint", spark_jobs.checkpoint(job),
+        "--checkpoint", spark_jobs.checkpoint(dataset.job.name),
     ]
 
 

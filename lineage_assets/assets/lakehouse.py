@@ -10,7 +10,6 @@ from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import Settings
 
-INGESTION_JOB = "iceberg-ingestion"
 DAILY = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_offset=1, timezone="UTC")
 PRICE_MAX = "99999999.99"  # DECIMAL(10,2)
 
@@ -25,9 +24,9 @@ def build_lakehouse_definitions(settings: Settings) -> dict:
         """Ingest new orders into Iceberg; invalid ones go to the dead-letter topic."""
         settings = kafka.lakehouse.settings()
         kafka.ensure_topics(settings.dead_letter_topic)
-        report = spark_jobs.submit("ingest_orders.py", [
-            *orders_source_arguments(kafka, spark_jobs, INGESTION_JOB),
-            "--table", orders_table, "--dead-letter-topic", settings.dead_letter_topic, "--job-name", INGESTION_JOB,
+        report = spark_jobs.submit(LAKEHOUSE_ORDERS.job.source, [
+            *orders_source_arguments(kafka, spark_jobs, LAKEHOUSE_ORDERS),
+            "--table", orders_table, "--dead-letter-topic", settings.dead_letter_topic, "--job-name", LAKEHOUSE_ORDERS.job.name,
         ], log=context.log)
         if report["dead_letters"]:
             context.log.warning(f"{report['dead_letters']} records dead-lettered to {settings.dead_letter_topic}: "
@@ -46,7 +45,7 @@ def build_lakehouse_definitions(settings: Settings) -> dict:
     @dg.asset(partitions_def=DAILY, **asset_spec_arguments(SUPPLIER_STATS, settings, "lakehouse"))
     def supplier_stats(context: dg.AssetExecutionContext, spark_jobs: SparkJobsResource) -> dg.MaterializeResult:
         """Recompute one day of hourly supplier totals; overwrites exactly that day."""
-        report = spark_jobs.submit("supplier_stats.py", [
+        report = spark_jobs.submit(SUPPLIER_STATS.job.source, [
             "--source", orders_table, "--target", stats_table, "--day", context.partition_key], log=context.log)
         return dg.MaterializeResult(metadata={
             **job_metadata(SUPPLIER_STATS, report),

@@ -8,8 +8,6 @@ from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import Settings
 
-JOB = "supplier-stats"
-
 
 def build_live_stats_assets(settings: Settings) -> list:
     @dg.asset(**asset_spec_arguments(SUPPLIER_STATS_LIVE, settings, "live_stats"))
@@ -18,8 +16,8 @@ def build_live_stats_assets(settings: Settings) -> list:
         """Aggregate new orders into 5 s windows and publish the windows the watermark has closed."""
         settings = kafka.lakehouse.settings()
         kafka.ensure_topics(settings.supplier_stats_topic)
-        report = spark_jobs.submit("live_supplier_stats.py", [
-            *orders_source_arguments(kafka, spark_jobs, JOB), "--output-topic", settings.supplier_stats_topic],
+        report = spark_jobs.submit(SUPPLIER_STATS_LIVE.job.source, [
+            *orders_source_arguments(kafka, spark_jobs, SUPPLIER_STATS_LIVE), "--output-topic", settings.supplier_stats_topic],
             log=context.log)
         return dg.MaterializeResult(metadata={
             **job_metadata(SUPPLIER_STATS_LIVE, report),

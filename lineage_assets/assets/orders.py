@@ -27,7 +27,7 @@ class OrdersConfig(dg.Config):
 
 
 def build_orders_asset(settings: Settings) -> dg.AssetsDefinition:
-    @dg.asset(**asset_spec_arguments(ORDERS, settings, "ingest", engine="python"))
+    @dg.asset(**asset_spec_arguments(ORDERS, settings, "ingest"))
     def orders(context: dg.AssetExecutionContext, config: OrdersConfig, kafka: KafkaResource) -> dg.MaterializeResult:
         """Ensure the topics and the value schema exist, then produce ``count`` generated orders."""
         started = time.monotonic()

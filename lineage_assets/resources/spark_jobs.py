@@ -14,8 +14,6 @@ from lineage_assets.resources.lakehouse import LakehouseResource
 from lineage_assets.settings import PROJECT_ROOT
 from lineage_assets.spark_conf import spark_submit_command, spark_submit_env
 
-SPARK_DIR = PROJECT_ROOT / "spark"
-
 
 class SparkJobError(RuntimeError):
     """A Spark job exited non-zero; the message carries the end of its output."""
@@ -28,11 +26,11 @@ class SparkJobsResource(dg.ConfigurableResource):
         return str(self.lakehouse.settings().state_dir / "checkpoints" / job)
 
     def submit(self, script: str, arguments: list[str], log=None, extra_conf: dict[str, str] | None = None) -> dict:
-        """Run ``spark/<script>`` to completion; its report (a dict) is the result."""
+        """Run ``script`` (a path under the project root) to completion; its report (a dict) is the result."""
         settings = self.lakehouse.settings()
         with tempfile.TemporaryDirectory(prefix="spark-report-") as folder:
             report = Path(folder) / "report.json"
-            command = spark_submit_command(settings, SPARK_DIR / script, [*arguments, "--report", str(report)], extra_conf)
+            command = spark_submit_command(settings, PROJECT_ROOT / script, [*arguments, "--report", str(report)], extra_conf)
             tail: deque[str] = deque(maxlen=40)
             # Spark 4 leaves an `artifacts` folder in its working directory: keep it in the state folder.
             workdir = settings.state_dir / "spark"
@@ -44,5 +42,5 @@ class SparkJobsResource(dg.ConfigurableResource):
                     if log is not None and (" ERROR " in line or "Traceback" in line or line.startswith("lineage-assets")):
                         log.info(line.rstrip())
             if process.returncode != 0:
-                raise SparkJobError(f"spark/{script} exited with code {process.returncode}:\n" + "\n".join(tail))
+                raise SparkJobError(f"{script} exited with code {process.returncode}:\n" + "\n".join(tail))
             return json.loads(report.read_text())

@@ -1,0 +1,1 @@
+"""OpenLineage: events from the dataset catalog, and their delivery."""

@@ -1,0 +1,211 @@
+"""OpenLineage events for asset materializations, built from the dataset catalog.
+
+One materialization of an asset is one OpenLineage run of the asset's producing job (the job the
+catalog names for its dataset). Its inputs are the asset's upstream datasets and its output the
+asset's own dataset, each named by the catalog, so the lineage graph is the asset graph. Every asset
+run has a ``parent`` facet pointing at a run for the Dagster run itself.
+
+Run ids are UUIDv7 derived from the Dagster run (its id and start time) and the asset key: sending
+a run's events again never creates a second run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import subprocess
+import traceback
+from dataclasses import dataclass
+
+import dagster
+import openlineage.client
+from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
+from openlineage.client.facet_v2 import (
+    column_lineage_dataset,
+    datasource_dataset,
+    documentation_job,
+    error_message_run,
+    job_type_job,
+    lifecycle_state_change_dataset,
+    output_statistics_output_dataset,
+    ownership_job,
+    parent_run,
+    processing_engine_run,
+    schema_dataset,
+    set_producer,
+    source_code_location_job,
+    symlinks_dataset,
+)
+from openlineage.client.uuid import generate_static_uuid
+
+from lineage_assets.catalog import DATASETS, Dataset
+from lineage_assets.settings import PROJECT_ROOT, Settings
+
+VERSION = "0.1.0"
+PRODUCER = f"urn:lineage_assets:{VERSION}"
+INTEGRATION = "DAGSTER"
+set_producer(PRODUCER)
+
+
+@dataclass(frozen=True)
+class DagsterRun:
+    """The Dagster run an asset materialization belongs to (the parent of its lineage run)."""
+
+    run_id: str
+    job_name: str
+    started_at: dt.datetime
+
+    @property
+    def lineage_run_id(self) -> str:
+        return str(generate_static_uuid(self.started_at, f"dagster-run/{self.run_id}".encode()))
+
+    def asset_run_id(self, dataset: Dataset) -> str:
+        return str(generate_static_uuid(self.started_at, f"dagster-run/{self.run_id}/asset/{dataset.key}".encode()))
+
+
+@dataclass(frozen=True)
+class OutputStatistics:
+    rows: int | None = None
+    bytes: int | None = None
+    files: int | None = None
+
+
+@functools.cache
+def _git_revision() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                              timeout=5, check=True).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _job_facets(dataset: Dataset) -> dict:
+    return {
+        "jobType": job_type_job.JobTypeJobFacet(
+            processingType=dataset.job.processing_type, integration=INTEGRATION, jobType="ASSET"),
+        "documentation": documentation_job.DocumentationJobFacet(
+            description=f"Materializes {dataset.title} (Dagster asset `{dataset.key}`). {dataset.description}"),
+        "ownership": ownership_job.OwnershipJobFacet(owners=[ownership_job.Owner(name=owner) for owner in dataset_owners()]),
+        "sourceCodeLocation": source_code_location_job.SourceCodeLocationJobFacet(
+            type="git", url=PROJECT_ROOT.as_uri(), path=dataset.job.source, version=_git_revision()),
+    }
+
+
+def dataset_owners() -> list[str]:
+    from lineage_assets.assets.common import OWNERS
+
+    return OWNERS
+
+
+def job(dataset: Dataset, settings: Settings) -> Job:
+    return Job(namespace=settings.lineage_namespace, name=dataset.job.name, facets=_job_facets(dataset))
+
+
+def _dataset_facets(dataset: Dataset, settings: Settings) -> dict:
+    identity = dataset.identity(settings)
+    facets = {
+        "schema": schema_dataset.SchemaDatasetFacet(fields=[
+            schema_dataset.SchemaDatasetFacetFields(name=c.name, type=c.type, description=c.description)
+            for c in dataset.columns]),
+        "dataSource": datasource_dataset.DatasourceDatasetFacet(name=identity.namespace, uri=identity.namespace),
+    }
+    if identity.symlinks:
+        facets["symlinks"] = symlinks_dataset.SymlinksDatasetFacet(identifiers=[
+            symlinks_dataset.Identifier(namespace=s.namespace, name=s.name, type=s.type) for s in identity.symlinks])
+    return facets
+
+
+def column_lineage_facet(dataset: Dataset, settings: Settings) -> column_lineage_dataset.ColumnLineageDatasetFacet:
+    fields = {}
+    for column, sources in dataset.column_lineage.items():
+        inputs = []
+        for source in sources:
+            upstream = DATASETS[source.dataset].identity(settings)
+            inputs.append(column_lineage_dataset.InputField(
+                namespace=upstream.namespace, name=upstream.name, field=source.column,
+                transformations=[column_lineage_dataset.Transformation(
+                    type=source.transformation.type, subtype=source.transformation.subtype,
+                    description=source.transformation.description, masking=False)]))
+        fields[column] = column_lineage_dataset.Fields(inputFields=inputs)
+    return column_lineage_dataset.ColumnLineageDatasetFacet(fields=fields)
+
+
+def inputs(dataset: Dataset, settings: Settings) -> list[InputDataset]:
+    result = []
+    for key in dataset.upstream:
+        upstream = DATASETS[key]
+        identity = upstream.identity(settings)
+        result.append(InputDataset(namespace=identity.namespace, name=identity.name, facets=_dataset_facets(upstream, settings)))
+    return result
+
+
+def output(dataset: Dataset, settings: Settings, statistics: OutputStatistics | None = None,
+           lifecycle: str | None = None) -> OutputDataset:
+    identity = dataset.identity(settings)
+    facets = _dataset_facets(dataset, settings)
+    if dataset.column_lineage:
+        facets["columnLineage"] = column_lineage_facet(dataset, settings)
+    if lifecycle:
+        facets["lifecycleStateChange"] = lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet(
+            lifecycleStateChange=lifecycle_state_change_dataset.LifecycleStateChange[lifecycle])
+    output_facets = {}
+    if statistics:
+        output_facets["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
+            rowCount=statistics.rows, size=statistics.bytes, fileCount=statistics.files)
+    return OutputDataset(namespace=identity.namespace, name=identity.name, facets=facets, outputFacets=output_facets)
+
+
+def _dagster_job(dagster_run: DagsterRun, settings: Settings) -> Job:
+    return Job(namespace=settings.lineage_namespace, name=f"dagster.{dagster_run.job_name}", facets={
+        "jobType": job_type_job.JobTypeJobFacet(processingType="BATCH", integration=INTEGRATION, jobType="JOB")})
+
+
+def _engine_facet() -> processing_engine_run.ProcessingEngineRunFacet:
+    return processing_engine_run.ProcessingEngineRunFacet(
+        version=dagster.__version__, name="Dagster", openlineageAdapterVersion=openlineage.client.__version__)
+
+
+def parent_facet(dagster_run: DagsterRun, settings: Settings) -> parent_run.ParentRunFacet:
+    namespace, name, run_id = settings.lineage_namespace, f"dagster.{dagster_run.job_name}", dagster_run.lineage_run_id
+    return parent_run.ParentRunFacet(
+        run=parent_run.Run(runId=run_id), job=parent_run.Job(namespace=namespace, name=name),
+        root=parent_run.Root(run=parent_run.RootRun(runId=run_id), job=parent_run.RootJob(namespace=namespace, name=name)))
+
+
+def error_facet(error: BaseException) -> error_message_run.ErrorMessageRunFacet:
+    return error_message_run.ErrorMessageRunFacet(
+        message=f"{type(error).__name__}: {error}", programmingLanguage="PYTHON",
+        stackTrace="".join(traceback.format_exception(error)))
+
+
+def asset_event(state: RunState, dataset: Dataset, dagster_run: DagsterRun, settings: Settings, *,
+                statistics: OutputStatistics | None = None, lifecycle: str | None = None,
+                error: BaseException | None = None, event_time: dt.datetime | None = None) -> RunEvent:
+    """One lifecycle event of an asset's lineage run."""
+    run_facets = {"parent": parent_facet(dagster_run, settings), "processing_engine": _engine_facet()}
+    if error is not None:
+        run_facets["errorMessage"] = error_facet(error)
+    return RunEvent(
+        eventType=state,
+        eventTime=(event_time or dt.datetime.now(dt.UTC)).isoformat(),
+        run=Run(runId=dagster_run.asset_run_id(dataset), facets=run_facets),
+        job=job(dataset, settings),
+        inputs=inputs(dataset, settings),
+        outputs=[output(dataset, settings, statistics, lifecycle)],
+        producer=PRODUCER,
+    )
+
+
+def dagster_run_event(state: RunState, dagster_run: DagsterRun, settings: Settings, *,
+                      error_message: str | None = None, event_time: dt.datetime | None = None) -> RunEvent:
+    """A lifecycle event of the Dagster run itself (the parent of its asset runs)."""
+    facets = {"processing_engine": _engine_facet()}
+    if error_message:
+        facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(message=error_message, programmingLanguage="PYTHON")
+    return RunEvent(
+        eventType=state,
+        eventTime=(event_time or dt.datetime.now(dt.UTC)).isoformat(),
+        run=Run(runId=dagster_run.lineage_run_id, facets=facets),
+        job=_dagster_job(dagster_run, settings),
+        producer=PRODUCER,
+    )

@@ -1,0 +1,96 @@
+"""Lineage events built from the catalog: valid against the official schemas, and shaped like the asset graph."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+from openlineage.client.event_v2 import RunState
+from openlineage.client.serde import Serde
+
+from lineage_assets.catalog import DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS
+from lineage_assets.lineage import events
+from lineage_assets.lineage.validation import validate_event
+from lineage_assets.settings import PROJECT_ROOT, Settings
+
+SPEC = PROJECT_ROOT.parent / "shared" / "openlineage-spec"
+SETTINGS = Settings()
+RUN = events.DagsterRun(run_id="6a1f0c9e-1111-4222-8333-944455556666", job_name="__ephemeral_asset_job__",
+                        started_at=dt.datetime(2026, 11, 21, 12, 0, tzinfo=dt.UTC))
+
+
+def as_json(event) -> dict:
+    return json.loads(Serde.to_json(event))
+
+
+def every_kind_of_event():
+    try:
+        raise ValueError("price 'x' is not a DECIMAL(10,2)")
+    except ValueError as error:
+        failure = error
+    for dataset in DATASETS.values():
+        yield events.asset_event(RunState.START, dataset, RUN, SETTINGS)
+        yield events.asset_event(RunState.COMPLETE, dataset, RUN, SETTINGS,
+                                 statistics=events.OutputStatistics(rows=10, bytes=2048, files=2), lifecycle="OVERWRITE")
+        yield events.asset_event(RunState.FAIL, dataset, RUN, SETTINGS, error=failure)
+        yield events.asset_event(RunState.ABORT, dataset, RUN, SETTINGS)
+    yield events.dagster_run_event(RunState.START, RUN, SETTINGS)
+    yield events.dagster_run_event(RunState.FAIL, RUN, SETTINGS, error_message="step failed")
+
+
+@pytest.mark.skipif(not SPEC.is_dir(), reason=f"the official schemas are expected in {SPEC}")
+def test_every_kind_of_event_validates_against_the_official_schemas():
+    for event in every_kind_of_event():
+        body = as_json(event)
+        assert validate_event(body, SPEC) == [], (body["eventType"], body["job"]["name"])
+
+
+@pytest.mark.skipif(not SPEC.is_dir(), reason=f"the official schemas are expected in {SPEC}")
+def test_validation_names_what_is_wrong():
+    body = as_json(events.asset_event(RunState.START, ORDERS, RUN, SETTINGS))
+    body["run"]["runId"] = "not-a-uuid"
+    body["job"]["facets"]["jobType"].pop("processingType")
+    problems = validate_event(body, SPEC)
+    assert any("not-a-uuid" in p for p in problems)
+    assert any(p.startswith("job.jobType") and "processingType" in p for p in problems)
+
+
+def test_run_ids_are_uuid7_stable_per_dagster_run_and_asset():
+    first = events.asset_event(RunState.START, SUPPLIER_STATS, RUN, SETTINGS)
+    again = events.asset_event(RunState.COMPLETE, SUPPLIER_STATS, RUN, SETTINGS)
+    other_asset = events.asset_event(RunState.START, LAKEHOUSE_ORDERS, RUN, SETTINGS)
+    assert first.run.runId == again.run.runId != other_asset.run.runId
+    assert first.run.runId[14] == "7"  # version nibble
+    parent = as_json(first)["run"]["facets"]["parent"]
+    assert parent["run"]["runId"] == RUN.lineage_run_id and parent["job"]["name"] == "dagster.__ephemeral_asset_job__"
+
+
+def test_inputs_and_outputs_are_the_asset_graph_edges_named_by_the_catalog():
+    body = as_json(events.asset_event(RunState.COMPLETE, SUPPLIER_STATS, RUN, SETTINGS))
+    assert [(d["namespace"], d["name"]) for d in body["inputs"]] == [("s3://warehouse", "default/orders")]
+    output = body["outputs"][0]
+    assert (output["namespace"], output["name"]) == ("s3://warehouse", "default/supplier_stats")
+    assert output["facets"]["symlinks"]["identifiers"] == [
+        {"namespace": SETTINGS.iceberg_catalog_url, "name": "default.supplier_stats", "type": "TABLE"}]
+    total_price = output["facets"]["columnLineage"]["fields"]["total_price"]["inputFields"]
+    assert {(f["name"], f["field"], f["transformations"][0]["subtype"]) for f in total_price} == {
+        ("default/orders", "price", "AGGREGATION"), ("default/orders", "bid_time", "GROUP_BY")}
+    assert body["job"]["facets"]["jobType"]["processingType"] == "BATCH"
+    ingestion = as_json(events.asset_event(RunState.START, LAKEHOUSE_ORDERS, RUN, SETTINGS))
+    assert ingestion["job"]["name"] == "iceberg-ingestion"
+    assert ingestion["job"]["facets"]["jobType"]["processingType"] == "STREAMING"
+    assert ingestion["outputs"][0]["facets"]["columnLineage"]["fields"]["price"]["inputFields"] == [{
+        "namespace": "kafka://127.0.0.1:19092", "name": "orders", "field": "price",
+        "transformations": [{"type": "DIRECT", "subtype": "TRANSFORMATION",
+                             "description": "CAST(price AS DECIMAL(10,2))", "masking": False}]}]
+
+
+def test_failure_carries_the_exception_and_its_stack():
+    try:
+        raise RuntimeError("spark job exited with code 1")
+    except RuntimeError as error:
+        body = as_json(events.asset_event(RunState.FAIL, SUPPLIER_STATS, RUN, SETTINGS, error=error))
+    facet = body["run"]["facets"]["errorMessage"]
+    assert facet["message"] == "RuntimeError: spark job exited with code 1"
+    assert "Traceback" in facet["stackTrace"] and facet["programmingLanguage"] == "PYTHON"
