@@ -43,6 +43,35 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
     return main_demo(settings, orders=args.orders, seed=seed)
 
 
+def _lineage(args: argparse.Namespace, settings: Settings) -> int:
+    from lineage_assets.lineage.check import check
+    from lineage_assets.resources.lineage import emitter_for
+
+    emitter = emitter_for(settings)
+    if args.action == "export":
+        with open(args.out, "w") as out:
+            for event in emitter.events():
+                out.write(json.dumps(event) + "\n")
+        print(f"wrote {len(emitter.events())} events to {args.out}")
+        return 0
+    if args.action == "flush":
+        if emitter.transport is None:
+            print(f"no lineage backend configured; {len(emitter.events())} events are in {emitter.log_path}")
+            return 0
+        delivered = emitter.flush(timeout=args.timeout)
+        print(f"{'all events delivered' if delivered else f'{emitter.pending()} events still wait'} ({emitter.log_path})")
+        return 0 if delivered else 1
+    gaps = check(emitter.events(), settings)
+    if gaps:
+        print(f"lineage check: {len(gaps)} gaps between the asset graph and the lineage in {emitter.log_path}:")
+        for gap in gaps:
+            print(f"  - {gap}")
+        return 1
+    print(f"lineage check: the lineage in {emitter.log_path} matches the asset graph "
+          f"({len(emitter.events())} events)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lineage-assets", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -58,6 +87,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=None,
                       help="generator seed (default: from the clock, so that repeated demos add new order ids)")
     demo.set_defaults(handler=_demo)
+
+    lineage = commands.add_parser("lineage", help="check, export or deliver the OpenLineage events")
+    lineage.add_argument("action", choices=["check", "export", "flush"],
+                         help="check: compare with the asset graph; export: write every event as JSON lines; "
+                              "flush: deliver waiting events to the configured backend")
+    lineage.add_argument("--out", default="lineage-events.jsonl", help="export: the output file")
+    lineage.add_argument("--timeout", type=float, default=30.0, help="flush: how long to keep trying")
+    lineage.set_defaults(handler=_lineage)
 
     settings = commands.add_parser("settings", help="list every setting, its variable and default")
     settings.set_defaults(handler=_settings)

@@ -11,6 +11,7 @@ from lineage_assets.assets.live_stats import build_live_stats_assets
 from lineage_assets.assets.orders import build_orders_asset
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lakehouse import LakehouseResource
+from lineage_assets.resources.lineage import LineageResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import Settings
 from lineage_assets.spark_conf import spark_conf
@@ -22,6 +23,7 @@ def build_resources(lakehouse: LakehouseResource) -> dict:
         "lakehouse": lakehouse,
         "kafka": KafkaResource(lakehouse=lakehouse),
         "spark_jobs": SparkJobsResource(lakehouse=lakehouse),
+        "lineage": LineageResource(lakehouse=lakehouse),
         # In-process Spark for asset checks that read the tables.
         "pyspark": PySparkResource(spark_config={**spark_conf(settings), "spark.app.name": "lineage-assets-checks"}),
     }

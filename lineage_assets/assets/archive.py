@@ -5,7 +5,9 @@ from dagster_pyspark import PySparkResource
 
 from lineage_assets.assets.common import asset_key, asset_spec_arguments, consumed_records, job_metadata, orders_source_arguments
 from lineage_assets.catalog import ARCHIVE
+from lineage_assets.lineage.events import OutputStatistics
 from lineage_assets.resources.kafka import KafkaResource
+from lineage_assets.resources.lineage import LineageResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import Settings
 
@@ -17,11 +19,15 @@ def archive_location(settings: Settings) -> str:
 
 def build_archive_assets(settings: Settings) -> list:
     @dg.asset(**asset_spec_arguments(ARCHIVE, settings, "archive"))
-    def orders_archive(context: dg.AssetExecutionContext, kafka: KafkaResource, spark_jobs: SparkJobsResource) -> dg.MaterializeResult:
+    def orders_archive(context: dg.AssetExecutionContext, kafka: KafkaResource, spark_jobs: SparkJobsResource,
+                       lineage: LineageResource) -> dg.MaterializeResult:
         """Archive every new record of `orders` (Spark Structured Streaming, catch-up run)."""
         settings = kafka.lakehouse.settings()
-        report = spark_jobs.submit(ARCHIVE.job.source, [
-            *orders_source_arguments(kafka, spark_jobs, ARCHIVE), "--path", archive_location(settings)], log=context.log)
+        with lineage.asset_run(context, ARCHIVE) as run:
+            report = spark_jobs.submit(ARCHIVE.job.source, [
+                *orders_source_arguments(kafka, spark_jobs, ARCHIVE), "--path", archive_location(settings)], log=context.log)
+            run.complete(OutputStatistics(rows=report["rows_written"], bytes=report["bytes_written"], files=report["files_written"]),
+                         "CREATE" if report["files_total"] == report["files_written"] and report["files_written"] else None)
         return dg.MaterializeResult(metadata={
             **job_metadata(ARCHIVE, report),
             "files_written": report["files_written"],

@@ -6,7 +6,9 @@ from dagster_pyspark import PySparkResource
 
 from lineage_assets.assets.common import asset_key, asset_spec_arguments, consumed_records, job_metadata, orders_source_arguments
 from lineage_assets.catalog import LAKEHOUSE_ORDERS, SUPPLIER_STATS, iceberg_table_name
+from lineage_assets.lineage.events import OutputStatistics
 from lineage_assets.resources.kafka import KafkaResource
+from lineage_assets.resources.lineage import LineageResource, lineage_folder
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import Settings
 
@@ -20,14 +22,16 @@ def build_lakehouse_definitions(settings: Settings) -> dict:
 
     @dg.asset(**asset_spec_arguments(LAKEHOUSE_ORDERS, settings, "lakehouse"))
     def lakehouse_orders(context: dg.AssetExecutionContext, kafka: KafkaResource,
-                         spark_jobs: SparkJobsResource) -> dg.MaterializeResult:
+                         spark_jobs: SparkJobsResource, lineage: LineageResource) -> dg.MaterializeResult:
         """Ingest new orders into Iceberg; invalid ones go to the dead-letter topic."""
         settings = kafka.lakehouse.settings()
-        kafka.ensure_topics(settings.dead_letter_topic)
-        report = spark_jobs.submit(LAKEHOUSE_ORDERS.job.source, [
-            *orders_source_arguments(kafka, spark_jobs, LAKEHOUSE_ORDERS),
-            "--table", orders_table, "--dead-letter-topic", settings.dead_letter_topic, "--job-name", LAKEHOUSE_ORDERS.job.name,
-        ], log=context.log)
+        with lineage.asset_run(context, LAKEHOUSE_ORDERS) as run:
+            kafka.ensure_topics(settings.dead_letter_topic)
+            report = spark_jobs.submit(LAKEHOUSE_ORDERS.job.source, [
+                *orders_source_arguments(kafka, spark_jobs, LAKEHOUSE_ORDERS),
+                "--table", orders_table, "--dead-letter-topic", settings.dead_letter_topic, "--job-name", LAKEHOUSE_ORDERS.job.name,
+            ], log=context.log)
+            run.complete(OutputStatistics(rows=report["rows_written"]), "CREATE" if report["table_created"] else None)
         if report["dead_letters"]:
             context.log.warning(f"{report['dead_letters']} records dead-lettered to {settings.dead_letter_topic}: "
                                 f"{report['dead_letter_reasons']}")
@@ -43,10 +47,19 @@ def build_lakehouse_definitions(settings: Settings) -> dict:
         })
 
     @dg.asset(partitions_def=DAILY, **asset_spec_arguments(SUPPLIER_STATS, settings, "lakehouse"))
-    def supplier_stats(context: dg.AssetExecutionContext, spark_jobs: SparkJobsResource) -> dg.MaterializeResult:
+    def supplier_stats(context: dg.AssetExecutionContext, spark_jobs: SparkJobsResource,
+                       lineage: LineageResource) -> dg.MaterializeResult:
         """Recompute one day of hourly supplier totals; overwrites exactly that day."""
-        report = spark_jobs.submit(SUPPLIER_STATS.job.source, [
-            "--source", orders_table, "--target", stats_table, "--day", context.partition_key], log=context.log)
+        with lineage.asset_run(context, SUPPLIER_STATS) as run:
+            spark_events = lineage_folder(spark_jobs.lakehouse.settings()) / "spark" / f"{run.run_id}.jsonl"
+            try:
+                report = spark_jobs.submit(SUPPLIER_STATS.job.source, [
+                    "--source", orders_table, "--target", stats_table, "--day", context.partition_key],
+                    log=context.log, extra_conf=run.spark_conf(spark_events))
+            finally:
+                run.take_spark_events(spark_events)  # Spark's own events, even from a failed job
+            run.complete(OutputStatistics(rows=report["rows_written"], bytes=report["bytes_written"], files=report["files_written"]),
+                         "CREATE" if report["table_created"] else "OVERWRITE")
         return dg.MaterializeResult(metadata={
             **job_metadata(SUPPLIER_STATS, report),
             "day": report["day"],

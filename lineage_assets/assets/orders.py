@@ -8,7 +8,9 @@ import dagster as dg
 from lineage_assets.assets.common import asset_spec_arguments
 from lineage_assets.catalog import ORDERS, orders_avro_schema_json
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
+from lineage_assets.lineage.events import OutputStatistics
 from lineage_assets.resources.kafka import KafkaResource
+from lineage_assets.resources.lineage import LineageResource
 from lineage_assets.settings import Settings
 
 
@@ -28,14 +30,17 @@ class OrdersConfig(dg.Config):
 
 def build_orders_asset(settings: Settings) -> dg.AssetsDefinition:
     @dg.asset(**asset_spec_arguments(ORDERS, settings, "ingest"))
-    def orders(context: dg.AssetExecutionContext, config: OrdersConfig, kafka: KafkaResource) -> dg.MaterializeResult:
+    def orders(context: dg.AssetExecutionContext, config: OrdersConfig, kafka: KafkaResource,
+               lineage: LineageResource) -> dg.MaterializeResult:
         """Ensure the topics and the value schema exist, then produce ``count`` generated orders."""
         started = time.monotonic()
         settings = kafka.lakehouse.settings()
-        created = kafka.ensure_topics(settings.orders_topic, settings.supplier_stats_topic, settings.dead_letter_topic)
-        schema_id = kafka.register_value_schema(settings.orders_topic, orders_avro_schema_json())
-        generated = list(generate_orders(config.generator()))
-        report = produce_orders(generated, settings.kafka_servers, settings.schema_registry_url, settings.orders_topic)
+        with lineage.asset_run(context, ORDERS) as run:
+            created = kafka.ensure_topics(settings.orders_topic, settings.supplier_stats_topic, settings.dead_letter_topic)
+            schema_id = kafka.register_value_schema(settings.orders_topic, orders_avro_schema_json())
+            generated = list(generate_orders(config.generator()))
+            report = produce_orders(generated, settings.kafka_servers, settings.schema_registry_url, settings.orders_topic)
+            run.complete(OutputStatistics(rows=report.produced), "CREATE" if settings.orders_topic in created else None)
         context.log.info(f"produced {report.produced} orders to {settings.orders_topic}: {report.by_kind}")
         return dg.MaterializeResult(metadata={
             "rows_out": report.produced,

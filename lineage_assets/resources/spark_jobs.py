@@ -37,10 +37,14 @@ class SparkJobsResource(dg.ConfigurableResource):
             workdir.mkdir(parents=True, exist_ok=True)
             with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                   env=spark_submit_env(), cwd=workdir) as process:
-                for line in process.stdout:
-                    tail.append(line.rstrip())
-                    if log is not None and (" ERROR " in line or "Traceback" in line or line.startswith("lineage-assets")):
-                        log.info(line.rstrip())
+                try:
+                    for line in process.stdout:
+                        tail.append(line.rstrip())
+                        if log is not None and (" ERROR " in line or "Traceback" in line):
+                            log.info(line.rstrip())
+                except BaseException:  # the run was cancelled: the job must not outlive it
+                    process.terminate()
+                    raise
             if process.returncode != 0:
                 raise SparkJobError(f"{script} exited with code {process.returncode}:\n" + "\n".join(tail))
             return json.loads(report.read_text())

@@ -12,32 +12,16 @@ import json
 from collections import Counter, defaultdict
 from decimal import Decimal
 
-import dagster as dg
-import pytest
 from confluent_kafka import Consumer
 
 from lineage_assets.catalog import iceberg_table_name
-from lineage_assets.demo import run_pipeline
-from lineage_assets.generator import GeneratorConfig, generate_orders
-from lineage_assets.resources.lakehouse import LakehouseResource
+from lineage_assets.generator import generate_orders
+from tests.e2e.conftest import GENERATOR
 
-START = dt.datetime(2026, 11, 20, 23, 56, 0, tzinfo=dt.UTC)  # the orders cross midnight
-GENERATOR = GeneratorConfig(count=400, seed=11, start=START, late_fraction=0.03, bad_fraction=0.04)
-ORDERS_CONFIG = {"count": GENERATOR.count, "seed": GENERATOR.seed, "start": START.isoformat(),
-                 "late_fraction": GENERATOR.late_fraction, "bad_fraction": GENERATOR.bad_fraction}
 GENERATED = list(generate_orders(GENERATOR))
 VALID = [o for o in GENERATED if o.is_valid]
 WINDOW = dt.timedelta(seconds=5)
 WATERMARK_DELAY = dt.timedelta(seconds=5)
-
-
-@pytest.fixture(scope="module")
-def runs(stack, settings, spark):
-    instance = dg.DagsterInstance.ephemeral()
-    lakehouse = LakehouseResource(overrides=settings.as_environment())
-    first = run_pipeline(lakehouse, instance, ORDERS_CONFIG)
-    second = run_pipeline(lakehouse, instance, None)  # no new orders
-    return first, second
 
 
 def consume_all(settings, topic: str) -> list:

@@ -1,0 +1,105 @@
+"""OpenLineage for asset materializations: one lineage run per materialization, nested under the
+Dagster run, with Spark's own lineage nested under it."""
+
+from __future__ import annotations
+
+import datetime as dt
+from contextlib import contextmanager
+from pathlib import Path
+
+import dagster as dg
+from dagster._core.errors import DagsterExecutionInterruptedError
+from openlineage.client.event_v2 import RunState
+
+from lineage_assets.catalog import Dataset
+from lineage_assets.lineage import events
+from lineage_assets.lineage.emitter import LineageEmitter, configured_transport
+from lineage_assets.resources.lakehouse import LakehouseResource
+from lineage_assets.settings import Settings
+
+_EMITTERS: dict[Path, LineageEmitter] = {}
+
+
+def lineage_folder(settings: Settings) -> Path:
+    return settings.state_dir / "lineage"
+
+
+def emitter_for(settings: Settings) -> LineageEmitter:
+    """One emitter per lineage folder and process (its sender thread is shared by every asset)."""
+    folder = lineage_folder(settings)
+    if folder not in _EMITTERS:
+        _EMITTERS[folder] = LineageEmitter(folder, configured_transport(settings.marquez_url))
+    return _EMITTERS[folder]
+
+
+class AssetRunLineage:
+    """The lineage run of one materialization; the asset calls ``complete`` with what it wrote."""
+
+    def __init__(self, emitter: LineageEmitter, dataset: Dataset, dagster_run: events.DagsterRun, settings: Settings):
+        self.emitter, self.dataset, self.dagster_run, self.settings = emitter, dataset, dagster_run, settings
+        self.statistics: events.OutputStatistics | None = None
+        self.lifecycle: str | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self.dagster_run.asset_run_id(self.dataset)
+
+    def complete(self, statistics: events.OutputStatistics, lifecycle: str | None = None) -> None:
+        self.statistics, self.lifecycle = statistics, lifecycle
+
+    def emit(self, state: RunState, error: BaseException | None = None) -> None:
+        self.emitter.emit(events.asset_event(state, self.dataset, self.dagster_run, self.settings,
+                                             statistics=self.statistics, lifecycle=self.lifecycle, error=error))
+
+    def spark_conf(self, spark_events: Path) -> dict[str, str]:
+        """openlineage-spark configuration nesting the Spark application under this run."""
+        root = self.dagster_run
+        return {
+            "spark.extraListeners": "io.openlineage.spark.agent.OpenLineageSparkListener",
+            "spark.openlineage.namespace": self.settings.lineage_namespace,
+            "spark.openlineage.parentJobNamespace": self.settings.lineage_namespace,
+            "spark.openlineage.parentJobName": self.dataset.job.name,
+            "spark.openlineage.parentRunId": self.run_id,
+            "spark.openlineage.rootParentJobNamespace": self.settings.lineage_namespace,
+            "spark.openlineage.rootParentJobName": f"dagster.{root.job_name}",
+            "spark.openlineage.rootParentRunId": root.lineage_run_id,
+            # The agent writes to a file; its events then join the project's log and sender.
+            "spark.openlineage.transport.type": "file",
+            "spark.openlineage.transport.location": str(spark_events),
+        }
+
+    def take_spark_events(self, spark_events: Path) -> int:
+        if not spark_events.exists():
+            return 0
+        lines = [line for line in spark_events.read_text().splitlines() if line.strip()]
+        for line in lines:
+            self.emitter.emit(line)
+        spark_events.unlink()
+        return len(lines)
+
+
+class LineageResource(dg.ConfigurableResource):
+    lakehouse: LakehouseResource
+
+    def emitter(self) -> LineageEmitter:
+        return emitter_for(self.lakehouse.settings())
+
+    @contextmanager
+    def asset_run(self, context: dg.AssetExecutionContext, dataset: Dataset):
+        """START now; on leaving, COMPLETE, FAIL with the error, or ABORT if the run was interrupted.
+        Emission never raises into the asset."""
+        settings = self.lakehouse.settings()
+        record = context.instance.get_run_record_by_id(context.run_id)
+        started = record.create_timestamp if record else dt.datetime.now(dt.UTC)
+        dagster_run = events.DagsterRun(run_id=context.run_id, job_name=context.job_name, started_at=started)
+        run = AssetRunLineage(self.emitter(), dataset, dagster_run, settings)
+        run.emit(RunState.START)
+        try:
+            yield run
+        except (DagsterExecutionInterruptedError, KeyboardInterrupt) as interrupted:
+            run.emit(RunState.ABORT, error=interrupted)
+            raise
+        except BaseException as error:
+            run.emit(RunState.FAIL, error=error)
+            raise
+        run.emit(RunState.COMPLETE)

@@ -1,0 +1,31 @@
+"""One execution of the whole pipeline on the test stack, shared by the end-to-end tests."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import dagster as dg
+import pytest
+
+from lineage_assets.demo import run_pipeline
+from lineage_assets.generator import GeneratorConfig
+from lineage_assets.resources.lakehouse import LakehouseResource
+
+START = dt.datetime(2026, 11, 20, 23, 56, 0, tzinfo=dt.UTC)  # the orders cross midnight
+GENERATOR = GeneratorConfig(count=400, seed=11, start=START, late_fraction=0.03, bad_fraction=0.04)
+ORDERS_CONFIG = {"count": GENERATOR.count, "seed": GENERATOR.seed, "start": START.isoformat(),
+                 "late_fraction": GENERATOR.late_fraction, "bad_fraction": GENERATOR.bad_fraction}
+
+
+@pytest.fixture(scope="session")
+def instance():
+    return dg.DagsterInstance.ephemeral()
+
+
+@pytest.fixture(scope="session")
+def runs(stack, settings, spark, instance):
+    """The pipeline twice: on generated orders, then again with no new orders."""
+    lakehouse = LakehouseResource(overrides=settings.as_environment())
+    first = run_pipeline(lakehouse, instance, ORDERS_CONFIG)
+    second = run_pipeline(lakehouse, instance, None)
+    return first, second

@@ -1,0 +1,100 @@
+"""Emission never blocks or fails the caller, and never loses or reorders an event.
+
+The backend is openlineage-python's own FileTransport: "down" is its folder missing (every emit
+raises), "back" is the folder created.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import dagster as dg
+import pytest
+from dagster._core.errors import DagsterExecutionInterruptedError
+from openlineage.client.transport.file import FileConfig, FileTransport
+
+from lineage_assets.catalog import SUPPLIER_STATS
+from lineage_assets.lineage.emitter import LineageEmitter
+from lineage_assets.resources.lakehouse import LakehouseResource
+from lineage_assets.resources.lineage import LineageResource, emitter_for
+from lineage_assets.settings import Settings
+
+
+def event(n: int) -> dict:
+    return {"eventType": "START", "eventTime": dt.datetime(2026, 11, 21, tzinfo=dt.UTC).isoformat(),
+            "run": {"runId": f"0190c3a4-0000-7000-8000-{n:012d}"}, "job": {"namespace": "t", "name": "j"},
+            "producer": "urn:test", "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"}
+
+
+def backend(folder):
+    return FileTransport(FileConfig(log_file_path=str(folder / "received.jsonl"), append=True))
+
+
+def received(folder) -> list[int]:
+    path = folder / "received.jsonl"
+    return [int(json.loads(line)["run"]["runId"][-12:]) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_events_wait_while_the_backend_is_down_and_arrive_in_order_once_it_is_back(tmp_path):
+    down = tmp_path / "backend"  # missing: the transport cannot write
+    emitter = LineageEmitter(tmp_path / "lineage", backend(down), retry_seconds=(0.05, 0.2), poll_seconds=0.05)
+    for n in range(50):
+        emitter.emit(event(n))  # returns at once, whatever the backend does
+    assert emitter.flush(timeout=0.5) is False
+    assert emitter.pending() == 50 and emitter.emit_failures == 0
+
+    down.mkdir()
+    assert emitter.flush(timeout=10)
+    emitter.close()
+    assert received(down) == list(range(50))
+    assert emitter.pending() == 0
+
+
+def test_a_later_process_delivers_what_an_earlier_one_left(tmp_path):
+    down = tmp_path / "backend"
+    first = LineageEmitter(tmp_path / "lineage", backend(down))
+    for n in range(5):
+        first.emit(event(n))
+    first.close(timeout=0.2)  # the process ends with the backend down
+    down.mkdir()
+    later = LineageEmitter(tmp_path / "lineage", backend(down))
+    later.emit(event(5))
+    assert later.flush(timeout=10)
+    later.close()
+    assert received(down) == [0, 1, 2, 3, 4, 5]
+
+    again = LineageEmitter(tmp_path / "lineage", backend(down))
+    assert again.flush(timeout=5) and received(down) == [0, 1, 2, 3, 4, 5]  # nothing sent twice
+
+
+def test_emit_never_raises_even_when_it_cannot_record(tmp_path):
+    emitter = LineageEmitter(tmp_path / "lineage", None)
+    (tmp_path / "lineage" / "events.jsonl").mkdir()  # the log path is unusable
+    emitter.emit(event(1))
+    assert emitter.emit_failures == 1
+
+
+@pytest.fixture()
+def lineage(tmp_path):
+    settings = Settings(state_dir=tmp_path)
+    return LineageResource(lakehouse=LakehouseResource(overrides=settings.as_environment())), settings
+
+
+@pytest.mark.parametrize("raised, terminal", [
+    (DagsterExecutionInterruptedError("run cancelled"), "ABORT"), (RuntimeError("spark failed"), "FAIL")])
+def test_an_interrupted_or_failed_materialization_ends_its_run(lineage, raised, terminal):
+    resource, settings = lineage
+
+    @dg.asset(key=["lakehouse", "supplier_stats"])
+    def failing(context, lineage: LineageResource):
+        with lineage.asset_run(context, SUPPLIER_STATS):
+            raise raised
+
+    with dg.instance_for_test() as instance:
+        result = dg.materialize([failing], resources={"lineage": resource}, instance=instance, raise_on_error=False)
+    assert not result.success
+    events = emitter_for(settings).events()
+    assert [e["eventType"] for e in events] == ["START", terminal]
+    assert str(raised) in events[-1]["run"]["facets"]["errorMessage"]["message"]
+    assert events[0]["run"]["runId"] == events[1]["run"]["runId"]
