@@ -11,7 +11,7 @@ from lineage_assets.assets.live_stats import build_live_stats_assets
 from lineage_assets.assets.orders import build_orders_asset
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lakehouse import LakehouseResource
-from lineage_assets.resources.lineage import LineageResource
+from lineage_assets.resources.lineage import RUN_LINEAGE_SENSORS, LineageResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import Settings
 from lineage_assets.spark_conf import spark_conf
@@ -38,7 +38,7 @@ def build_definitions(lakehouse: LakehouseResource | None = None) -> dg.Definiti
         assets=[build_orders_asset(settings), archive[0], *build_live_stats_assets(settings), *lakehouse_definitions["assets"]],
         asset_checks=[archive[1], *lakehouse_definitions["asset_checks"]],
         jobs=lakehouse_definitions["jobs"],
-        sensors=lakehouse_definitions["sensors"],
+        sensors=[*lakehouse_definitions["sensors"], *RUN_LINEAGE_SENSORS],
         resources=build_resources(lakehouse),
     )
 

@@ -16,7 +16,9 @@ import dagster as dg
 from lineage_assets.assets.common import asset_key
 from lineage_assets.catalog import ARCHIVE, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS, SUPPLIER_STATS_LIVE
 from lineage_assets.definitions import build_definitions
+from lineage_assets.lineage.check import check
 from lineage_assets.resources.lakehouse import LakehouseResource
+from lineage_assets.resources.lineage import emitter_for, end_dagster_run
 from lineage_assets.settings import Settings
 from lineage_assets.stack.supervisor import Supervisor
 
@@ -51,6 +53,13 @@ def _node(dataset) -> str:
     return "__".join(dataset.asset_key_path)
 
 
+def _materialize(assets, lakehouse: LakehouseResource, instance: dg.DagsterInstance, **kwargs) -> dg.ExecuteInJobResult:
+    """An in-process run; it has no run-status sensor, so its terminal lineage event is sent here."""
+    result = dg.materialize(assets, instance=instance, **kwargs)
+    end_dagster_run(lakehouse.settings(), instance, result.run_id)
+    return result
+
+
 def run_pipeline(lakehouse: LakehouseResource, instance: dg.DagsterInstance, orders_config: dict | None,
                  log=print) -> PipelineRun:
     """Generate orders (unless ``orders_config`` is None), run the streaming jobs, then
@@ -62,13 +71,13 @@ def run_pipeline(lakehouse: LakehouseResource, instance: dg.DagsterInstance, ord
 
     if orders_config is not None:
         log(f"orders: producing {orders_config.get('count', 'the default number of')} orders")
-        result = dg.materialize(assets, selection=[asset_key(ORDERS)], resources=resources, instance=instance,
-                                run_config={"ops": {_node(ORDERS): {"config": orders_config}}})
+        result = _materialize(assets, lakehouse, instance, selection=[asset_key(ORDERS)], resources=resources,
+                              run_config={"ops": {_node(ORDERS): {"config": orders_config}}})
         run.rows[ORDERS.key] = _metadata(result, ORDERS)["rows_out"]
 
     log("streaming jobs (catch-up): " + ", ".join(d.key for d in STREAMING))
-    result = dg.materialize(assets, selection=dg.AssetSelection.assets(*[asset_key(d) for d in STREAMING]),
-                            resources=resources, instance=instance)
+    result = _materialize(assets, lakehouse, instance, selection=dg.AssetSelection.assets(*[asset_key(d) for d in STREAMING]),
+                          resources=resources)
     for dataset in STREAMING:
         run.rows[dataset.key] = _metadata(result, dataset)["rows_out"]
     ingestion = _metadata(result, LAKEHOUSE_ORDERS)
@@ -78,8 +87,8 @@ def run_pipeline(lakehouse: LakehouseResource, instance: dg.DagsterInstance, ord
 
     for day in run.days:
         log(f"supplier_stats: day {day}")
-        result = dg.materialize(assets, selection=[asset_key(SUPPLIER_STATS)], partition_key=day,
-                                resources=resources, instance=instance)
+        result = _materialize(assets, lakehouse, instance, selection=[asset_key(SUPPLIER_STATS)], partition_key=day,
+                              resources=resources)
         totals: dict[str, tuple[Decimal, int]] = defaultdict(lambda: (Decimal("0"), 0))
         for row in _metadata(result, SUPPLIER_STATS)["totals"]:
             total, count = totals[row["supplier"]]
@@ -108,4 +117,12 @@ def main_demo(settings: Settings, orders: int, seed: int) -> int:
     Supervisor(settings, progress=print).up()
     run = run_pipeline(LakehouseResource(), dagster_instance(settings), {"count": orders, "seed": seed})
     print(summary(run))
-    return 0 if all(run.checks.values()) else 1
+    emitter = emitter_for(settings)
+    if emitter.transport is not None and not emitter.flush(timeout=30):
+        print(f"lineage: {emitter.pending()} events wait for the backend in {emitter.log_path} (`lineage-assets lineage flush`)")
+    gaps = check(emitter.events(), settings)
+    print(f"\nLineage check ({len(emitter.events())} events in {emitter.log_path}): "
+          + ("the lineage graph matches the asset graph" if not gaps else f"{len(gaps)} gaps"))
+    for gap in gaps:
+        print(f"  - {gap}")
+    return 0 if all(run.checks.values()) and not gaps else 1

@@ -32,6 +32,43 @@ def emitter_for(settings: Settings) -> LineageEmitter:
     return _EMITTERS[folder]
 
 
+def _first_time(settings: Settings, run_id: str, what: str) -> bool:
+    """True exactly once per (Dagster run, what), across processes (steps may run in several)."""
+    marker = lineage_folder(settings) / "dagster-runs" / f"{run_id}.{what}"
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        marker.open("x").close()
+        return True
+    except FileExistsError:
+        return False
+
+
+def dagster_run_of(instance: dg.DagsterInstance, run_id: str) -> events.DagsterRun:
+    record = instance.get_run_record_by_id(run_id)
+    if record is None:
+        return events.DagsterRun(run_id=run_id, job_name="unknown", started_at=dt.datetime.now(dt.UTC))
+    return events.DagsterRun(run_id=run_id, job_name=record.dagster_run.job_name, started_at=record.create_timestamp)
+
+
+def start_dagster_run(settings: Settings, dagster_run: events.DagsterRun) -> None:
+    if _first_time(settings, dagster_run.run_id, "started"):
+        emitter_for(settings).emit(events.dagster_run_event(RunState.START, dagster_run, settings))
+
+
+def end_dagster_run(settings: Settings, instance: dg.DagsterInstance, run_id: str) -> None:
+    """The Dagster run's terminal lineage event, from its final status; once per run."""
+    record = instance.get_run_record_by_id(run_id)
+    status = record.dagster_run.status if record else None
+    state = {dg.DagsterRunStatus.SUCCESS: RunState.COMPLETE, dg.DagsterRunStatus.FAILURE: RunState.FAIL,
+             dg.DagsterRunStatus.CANCELED: RunState.ABORT}.get(status)
+    if state is None or not (lineage_folder(settings) / "dagster-runs" / f"{run_id}.started").exists():
+        return  # not finished, or a run without asset lineage
+    if _first_time(settings, run_id, "ended"):
+        emitter_for(settings).emit(events.dagster_run_event(
+            state, dagster_run_of(instance, run_id), settings,
+            error_message=f"Dagster run {run_id} ended {status.value}" if state != RunState.COMPLETE else None))
+
+
 class AssetRunLineage:
     """The lineage run of one materialization; the asset calls ``complete`` with what it wrote."""
 
@@ -89,9 +126,8 @@ class LineageResource(dg.ConfigurableResource):
         """START now; on leaving, COMPLETE, FAIL with the error, or ABORT if the run was interrupted.
         Emission never raises into the asset."""
         settings = self.lakehouse.settings()
-        record = context.instance.get_run_record_by_id(context.run_id)
-        started = record.create_timestamp if record else dt.datetime.now(dt.UTC)
-        dagster_run = events.DagsterRun(run_id=context.run_id, job_name=context.job_name, started_at=started)
+        dagster_run = dagster_run_of(context.instance, context.run_id)
+        start_dagster_run(settings, dagster_run)
         run = AssetRunLineage(self.emitter(), dataset, dagster_run, settings)
         run.emit(RunState.START)
         try:
@@ -103,3 +139,23 @@ class LineageResource(dg.ConfigurableResource):
             run.emit(RunState.FAIL, error=error)
             raise
         run.emit(RunState.COMPLETE)
+
+
+@dg.run_status_sensor(run_status=dg.DagsterRunStatus.SUCCESS, monitor_all_code_locations=False,
+                      description="Sends the terminal lineage event of each finished Dagster run.")
+def dagster_run_succeeded_lineage(context: dg.RunStatusSensorContext, lineage: LineageResource):
+    end_dagster_run(lineage.lakehouse.settings(), context.instance, context.dagster_run.run_id)
+
+
+@dg.run_failure_sensor(description="Sends the FAIL lineage event of each failed Dagster run.")
+def dagster_run_failed_lineage(context: dg.RunFailureSensorContext, lineage: LineageResource):
+    end_dagster_run(lineage.lakehouse.settings(), context.instance, context.dagster_run.run_id)
+
+
+@dg.run_status_sensor(run_status=dg.DagsterRunStatus.CANCELED,
+                      description="Sends the ABORT lineage event of each cancelled Dagster run.")
+def dagster_run_cancelled_lineage(context: dg.RunStatusSensorContext, lineage: LineageResource):
+    end_dagster_run(lineage.lakehouse.settings(), context.instance, context.dagster_run.run_id)
+
+
+RUN_LINEAGE_SENSORS = [dagster_run_succeeded_lineage, dagster_run_failed_lineage, dagster_run_cancelled_lineage]

@@ -94,7 +94,10 @@ def test_an_interrupted_or_failed_materialization_ends_its_run(lineage, raised, 
     with dg.instance_for_test() as instance:
         result = dg.materialize([failing], resources={"lineage": resource}, instance=instance, raise_on_error=False)
     assert not result.success
-    events = emitter_for(settings).events()
+    recorded = emitter_for(settings).events()
+    dagster_run, *events = recorded
+    assert (dagster_run["job"]["name"], dagster_run["eventType"]) == ("dagster.__ephemeral_asset_job__", "START")
     assert [e["eventType"] for e in events] == ["START", terminal]
     assert str(raised) in events[-1]["run"]["facets"]["errorMessage"]["message"]
     assert events[0]["run"]["runId"] == events[1]["run"]["runId"]
+    assert events[0]["run"]["facets"]["parent"]["run"]["runId"] == dagster_run["run"]["runId"]
