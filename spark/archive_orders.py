@@ -22,7 +22,7 @@ def main() -> None:
     parser.add_argument("--path", required=True, help="archive location, e.g. s3://archive/orders")
     args = parser.parse_args()
     started = time.monotonic()
-    spark = SparkSession.builder.appName("orders-s3-sink").getOrCreate()
+    spark = SparkSession.builder.getOrCreate()
     files_before, bytes_before = jobs.files_under(spark, args.path)
 
     source = jobs.kafka_source(spark, args.bootstrap_servers, args.topic)

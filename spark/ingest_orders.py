@@ -48,7 +48,7 @@ def main() -> None:
     parser.add_argument("--job-name", default="iceberg-ingestion", help="recorded in dead letters")
     args = parser.parse_args()
     started = time.monotonic()
-    spark = SparkSession.builder.appName(args.job_name).getOrCreate()
+    spark = SparkSession.builder.getOrCreate()
     created = create_table(spark, args.table)
     totals = Counter()
     reasons = Counter()

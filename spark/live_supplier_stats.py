@@ -23,7 +23,7 @@ def main() -> None:
     parser.add_argument("--watermark-seconds", type=int, default=5)
     args = parser.parse_args()
     started = time.monotonic()
-    spark = SparkSession.builder.appName("supplier-stats").getOrCreate()
+    spark = SparkSession.builder.getOrCreate()
 
     source = jobs.kafka_source(spark, args.bootstrap_servers, args.topic)
     valid = transforms.valid_orders(transforms.decode_orders(source, args.value_schema, args.schema_id))

@@ -43,7 +43,7 @@ def main() -> None:
     parser.add_argument("--report", required=True)
     args = parser.parse_args()
     started = time.monotonic()
-    spark = SparkSession.builder.appName("supplier_stats").getOrCreate()
+    spark = SparkSession.builder.getOrCreate()
     created = create_table(spark, args.target)
     day = args.day or latest_day(spark, args.source)
     if day is None:

@@ -76,10 +76,10 @@ def check(events: list[dict], settings: Settings, running_jobs: set[str] = froze
             names = ", ".join(f"{n[0]}:{n[1]}" for n in sorted(nodes))
             gaps.append(f"duplicate dataset: {kind} {namespace}:{name} is named {len(nodes)} ways: {names}")
     known = {_node(d, settings) for d in DATASETS.values()}
-    for job, nodes in sorted({**graph.inputs, **graph.outputs}.items()):
-        for node in sorted(nodes):
-            if node not in known and not any(node in aliased for aliased in graph.aliases.values() if known & aliased):
-                gaps.append(f"orphan dataset: {node[0]}:{node[1]} (used by job {job}) is no asset of the graph")
+    used = sorted({(job, node) for side in (graph.inputs, graph.outputs) for job, nodes in side.items() for node in nodes})
+    for job, node in used:
+        if node not in known and not any(node in aliased for aliased in graph.aliases.values() if known & aliased):
+            gaps.append(f"orphan dataset: {node[0]}:{node[1]} (used by job {job}) is no asset of the graph")
     for run_id, states in graph.run_states.items():
         job = states[0][0]
         kinds = [state for _, state in states]

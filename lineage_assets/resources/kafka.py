@@ -10,6 +10,10 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from lineage_assets.resources.lakehouse import LakehouseResource
 
 
+class RegistryUnavailable(RuntimeError):
+    """The schema registry could not be reached or refused a request; the message names its URL."""
+
+
 class KafkaResource(dg.ConfigurableResource):
     lakehouse: LakehouseResource
     partitions: int = 1
@@ -42,4 +46,9 @@ class KafkaResource(dg.ConfigurableResource):
 
     def register_value_schema(self, topic: str, schema_json: str) -> int:
         """Register (or find) the topic's value schema; returns its registry id."""
-        return self.registry().register_schema(f"{topic}-value", Schema(schema_json, "AVRO"))
+        url = self.lakehouse.settings().schema_registry_url
+        try:
+            return self.registry().register_schema(f"{topic}-value", Schema(schema_json, "AVRO"))
+        except Exception as error:
+            raise RegistryUnavailable(
+                f"schema registry at {url} (LINEAGE_ASSETS_REGISTRY_URL) refused subject {topic}-value: {error}") from error

@@ -94,6 +94,8 @@ class AssetRunLineage:
         return {
             "spark.extraListeners": "io.openlineage.spark.agent.OpenLineageSparkListener",
             "spark.openlineage.namespace": self.settings.lineage_namespace,
+            # The agent names its jobs after the application; keep them apart from the asset's job.
+            "spark.app.name": f"{self.dataset.job.name}_spark",
             "spark.openlineage.parentJobNamespace": self.settings.lineage_namespace,
             "spark.openlineage.parentJobName": self.dataset.job.name,
             "spark.openlineage.parentRunId": self.run_id,

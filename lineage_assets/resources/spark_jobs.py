@@ -30,7 +30,8 @@ class SparkJobsResource(dg.ConfigurableResource):
         settings = self.lakehouse.settings()
         with tempfile.TemporaryDirectory(prefix="spark-report-") as folder:
             report = Path(folder) / "report.json"
-            command = spark_submit_command(settings, PROJECT_ROOT / script, [*arguments, "--report", str(report)], extra_conf)
+            conf = {"spark.app.name": Path(script).stem, **(extra_conf or {})}
+            command = spark_submit_command(settings, PROJECT_ROOT / script, [*arguments, "--report", str(report)], conf)
             tail: deque[str] = deque(maxlen=40)
             # Spark 4 leaves an `artifacts` folder in its working directory: keep it in the state folder.
             workdir = settings.state_dir / "spark"
