@@ -194,7 +194,8 @@ def _prepare_kafka(settings: Settings) -> None:
     cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
     subprocess.run(
         [java(), "-cp", jar_classpath(settings, "kafka"), f"-Dlog4j2.configurationFile={CONF_DIR / 'jvm-log4j2.properties'}",
-         "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)],
+         # `=` form: a base64 id may start with "-" and must not be read as an option.
+         "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", f"--config={config}"],
         check=True, capture_output=True, text=True,
     )
 
