@@ -29,7 +29,7 @@ def main() -> None:
     records = transforms.archive_records(transforms.decode_orders(source, args.value_schema, args.schema_id))
     writer = (records.writeStream.format("json").partitionBy("date", "hour")
               .option("path", args.path).option("checkpointLocation", args.checkpoint))
-    query = jobs.run_query(writer, args.mode, args.trigger_seconds)
+    query = jobs.run_query(writer, args, spark)
 
     files_after, bytes_after = jobs.files_under(spark, args.path)
     summary = jobs.progress_summary(query)

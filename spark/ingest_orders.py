@@ -82,7 +82,7 @@ def main() -> None:
 
     source = jobs.kafka_source(spark, args.bootstrap_servers, args.topic)
     writer = source.writeStream.foreachBatch(write_batch).option("checkpointLocation", args.checkpoint)
-    query = jobs.run_query(writer, args.mode, args.trigger_seconds)
+    query = jobs.run_query(writer, args, spark)
     snapshot = spark.sql(f"SELECT snapshot_id FROM {args.table}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()
     jobs.write_report(args.report, {
         **jobs.progress_summary(query),

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQueryListener
 
 CATCH_UP = "catch-up"
 CONTINUOUS = "continuous"
@@ -28,7 +29,43 @@ def streaming_arguments(description: str) -> argparse.ArgumentParser:
                         help="catch-up: process what is available, commit, exit; continuous: run until stopped")
     parser.add_argument("--trigger-seconds", type=float, default=5.0, help="micro-batch interval in continuous mode")
     parser.add_argument("--report", required=True, help="where to write the JSON report")
+    parser.add_argument("--progress-file", help="append one JSON line per progress report to this file")
+    parser.add_argument("--drain-file", help="continuous mode: when this file appears, process what is "
+                                              "available, stop and exit 0")
     return parser
+
+
+class ProgressLog(StreamingQueryListener):
+    """Appends each progress report (and the termination) to a JSON-lines file, for a supervisor."""
+
+    def __init__(self, path: str):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def _append(self, record: dict) -> None:
+        with self.path.open("a") as out:
+            out.write(json.dumps(record, default=str) + "\n")
+
+    def onQueryStarted(self, event) -> None:
+        self._append({"event": "started", "id": str(event.id), "time": event.timestamp})
+
+    def onQueryProgress(self, event) -> None:
+        progress = event.progress
+        source = progress.sources[0] if progress.sources else None
+        self._append({
+            "event": "progress", "time": progress.timestamp, "batch": progress.batchId,
+            "rows": progress.numInputRows, "input_rows_per_second": progress.inputRowsPerSecond,
+            "processed_rows_per_second": progress.processedRowsPerSecond,
+            "batch_duration_ms": progress.durationMs.get("triggerExecution"),
+            "end_offsets": _offsets(source.endOffset) if source else None,
+            "latest_offsets": _offsets(source.latestOffset) if source else None,
+        })
+
+    def onQueryIdle(self, event) -> None:
+        pass
+
+    def onQueryTerminated(self, event) -> None:
+        self._append({"event": "terminated", "exception": event.exception})
 
 
 def kafka_source(spark: SparkSession, bootstrap_servers: str, topic: str) -> DataFrame:
@@ -43,14 +80,26 @@ def kafka_source(spark: SparkSession, bootstrap_servers: str, topic: str) -> Dat
     )
 
 
-def run_query(writer, mode: str, trigger_seconds: float):
-    """Start a configured DataStreamWriter in the given mode and wait for it to end."""
-    if mode == CATCH_UP:
-        writer = writer.trigger(availableNow=True)
-    else:
-        writer = writer.trigger(processingTime=f"{trigger_seconds} seconds")
-    query = writer.start()
-    query.awaitTermination()
+def run_query(writer, args: argparse.Namespace, spark: SparkSession):
+    """Start a configured DataStreamWriter in the arguments' mode and wait for it to end.
+
+    Continuous mode runs until the query fails, the process is stopped, or the drain file appears;
+    a drain processes what is available, commits, and returns normally."""
+    if args.progress_file:
+        spark.streams.addListener(ProgressLog(args.progress_file))
+    if args.mode == CATCH_UP:
+        query = writer.trigger(availableNow=True).start()
+        query.awaitTermination()
+        return query
+    query = writer.trigger(processingTime=f"{args.trigger_seconds} seconds").start()
+    drain = Path(args.drain_file) if args.drain_file else None
+    while not query.awaitTermination(1):
+        if drain is not None and drain.exists():
+            query.processAllAvailable()
+            query.stop()
+            break
+    if query.exception() is not None:
+        raise RuntimeError(f"streaming query failed: {query.exception()}")
     return query
 
 

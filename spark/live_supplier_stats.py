@@ -31,7 +31,7 @@ def main() -> None:
     writer = (transforms.supplier_stats_records(stats).writeStream.format("kafka").outputMode("append")
               .option("kafka.bootstrap.servers", args.bootstrap_servers).option("topic", args.output_topic)
               .option("checkpointLocation", args.checkpoint))
-    query = jobs.run_query(writer, args.mode, args.trigger_seconds)
+    query = jobs.run_query(writer, args, spark)
 
     summary = jobs.progress_summary(query)
     sink_rows = sum(p.sink.numOutputRows for p in query.recentProgress if p.sink and p.sink.numOutputRows > 0)

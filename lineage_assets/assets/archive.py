@@ -17,6 +17,10 @@ def archive_location(settings: Settings) -> str:
     return f"{identity.namespace}/{identity.name}"
 
 
+def archive_job_arguments(kafka: KafkaResource, spark_jobs: SparkJobsResource) -> list[str]:
+    return [*orders_source_arguments(kafka, spark_jobs, ARCHIVE), "--path", archive_location(kafka.lakehouse.settings())]
+
+
 def build_archive_assets(settings: Settings) -> list:
     @dg.asset(**asset_spec_arguments(ARCHIVE, settings, "archive"))
     def orders_archive(context: dg.AssetExecutionContext, kafka: KafkaResource, spark_jobs: SparkJobsResource,
@@ -24,8 +28,7 @@ def build_archive_assets(settings: Settings) -> list:
         """Archive every new record of `orders` (Spark Structured Streaming, catch-up run)."""
         settings = kafka.lakehouse.settings()
         with lineage.asset_run(context, ARCHIVE) as run:
-            report = spark_jobs.submit(ARCHIVE.job.source, [
-                *orders_source_arguments(kafka, spark_jobs, ARCHIVE), "--path", archive_location(settings)], log=context.log)
+            report = spark_jobs.submit(ARCHIVE.job.source, archive_job_arguments(kafka, spark_jobs), log=context.log)
             run.complete(OutputStatistics(rows=report["rows_written"], bytes=report["bytes_written"], files=report["files_written"]),
                          "CREATE" if report["files_total"] == report["files_written"] and report["files_written"] else None)
         return dg.MaterializeResult(metadata={

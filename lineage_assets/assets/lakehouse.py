@@ -16,6 +16,15 @@ DAILY = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_offset=1, time
 PRICE_MAX = "99999999.99"  # DECIMAL(10,2)
 
 
+def ingestion_job_arguments(kafka: KafkaResource, spark_jobs: SparkJobsResource) -> list[str]:
+    settings = kafka.lakehouse.settings()
+    return [
+        *orders_source_arguments(kafka, spark_jobs, LAKEHOUSE_ORDERS),
+        "--table", iceberg_table_name(settings, "orders"), "--dead-letter-topic", settings.dead_letter_topic,
+        "--job-name", LAKEHOUSE_ORDERS.job.name,
+    ]
+
+
 def build_lakehouse_definitions(settings: Settings) -> dict:
     orders_table = iceberg_table_name(settings, "orders")
     stats_table = iceberg_table_name(settings, "supplier_stats")
@@ -27,10 +36,7 @@ def build_lakehouse_definitions(settings: Settings) -> dict:
         settings = kafka.lakehouse.settings()
         with lineage.asset_run(context, LAKEHOUSE_ORDERS) as run:
             kafka.ensure_topics(settings.dead_letter_topic)
-            report = spark_jobs.submit(LAKEHOUSE_ORDERS.job.source, [
-                *orders_source_arguments(kafka, spark_jobs, LAKEHOUSE_ORDERS),
-                "--table", orders_table, "--dead-letter-topic", settings.dead_letter_topic, "--job-name", LAKEHOUSE_ORDERS.job.name,
-            ], log=context.log)
+            report = spark_jobs.submit(LAKEHOUSE_ORDERS.job.source, ingestion_job_arguments(kafka, spark_jobs), log=context.log)
             run.complete(OutputStatistics(rows=report["rows_written"]), "CREATE" if report["table_created"] else None)
         if report["dead_letters"]:
             context.log.warning(f"{report['dead_letters']} records dead-lettered to {settings.dead_letter_topic}: "

@@ -11,6 +11,11 @@ from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import Settings
 
 
+def live_stats_job_arguments(kafka: KafkaResource, spark_jobs: SparkJobsResource) -> list[str]:
+    return [*orders_source_arguments(kafka, spark_jobs, SUPPLIER_STATS_LIVE),
+            "--output-topic", kafka.lakehouse.settings().supplier_stats_topic]
+
+
 def build_live_stats_assets(settings: Settings) -> list:
     @dg.asset(**asset_spec_arguments(SUPPLIER_STATS_LIVE, settings, "live_stats"))
     def supplier_stats_live(context: dg.AssetExecutionContext, kafka: KafkaResource,
@@ -19,9 +24,8 @@ def build_live_stats_assets(settings: Settings) -> list:
         settings = kafka.lakehouse.settings()
         with lineage.asset_run(context, SUPPLIER_STATS_LIVE) as run:
             created = kafka.ensure_topics(settings.supplier_stats_topic)
-            report = spark_jobs.submit(SUPPLIER_STATS_LIVE.job.source, [
-                *orders_source_arguments(kafka, spark_jobs, SUPPLIER_STATS_LIVE), "--output-topic", settings.supplier_stats_topic],
-                log=context.log)
+            report = spark_jobs.submit(SUPPLIER_STATS_LIVE.job.source, live_stats_job_arguments(kafka, spark_jobs),
+                                       log=context.log)
             run.complete(OutputStatistics(rows=report["windows_written"]), "CREATE" if created else None)
         return dg.MaterializeResult(metadata={
             **job_metadata(SUPPLIER_STATS_LIVE, report),

@@ -34,7 +34,13 @@ def configured_transport(marquez_url: str = ""):
     """The transport openlineage-python resolves from the standard configuration; None when nothing
     is configured (its fallback, the console, is not a lineage backend)."""
     config = {"transport": {"type": "http", "url": marquez_url}} if marquez_url and not os.environ.get("OPENLINEAGE_URL") else None
-    transport = OpenLineageClient(config=config).transport
+    client_log = logging.getLogger("openlineage.client.client")
+    level = client_log.level
+    client_log.setLevel(logging.ERROR)  # its "no configuration, printing to console" notice: no backend is fine here
+    try:
+        transport = OpenLineageClient(config=config).transport
+    finally:
+        client_log.setLevel(level)
     return None if transport is None or transport.kind in ("console", "noop") else transport
 
 

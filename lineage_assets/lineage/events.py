@@ -17,9 +17,11 @@ import subprocess
 import traceback
 from dataclasses import dataclass
 
+import attr
 import dagster
 import openlineage.client
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
+from openlineage.client.generated.base import RunFacet
 from openlineage.client.facet_v2 import (
     column_lineage_dataset,
     datasource_dataset,
@@ -70,6 +72,22 @@ class OutputStatistics:
     files: int | None = None
 
 
+@attr.define
+class StreamingProgressRunFacet(RunFacet):
+    """Progress of a streaming deployment at a RUNNING event (its schema: schemas/ in this package)."""
+
+    processedRows: int  # noqa: N815  (OpenLineage facets use camelCase fields)
+    inputRowsPerSecond: float | None = attr.field(default=None)  # noqa: N815
+    processedRowsPerSecond: float | None = attr.field(default=None)  # noqa: N815
+    lastBatchDurationMs: int | None = attr.field(default=None)  # noqa: N815
+    lastBatchTime: str | None = attr.field(default=None)  # noqa: N815
+    sourceOffsets: dict | None = attr.field(default=None)  # noqa: N815
+
+    @staticmethod
+    def _get_schema() -> str:
+        return f"urn:lineage_assets:schema:StreamingProgressRunFacet:{VERSION}"
+
+
 @functools.cache
 def _git_revision() -> str | None:
     try:
@@ -79,10 +97,15 @@ def _git_revision() -> str | None:
         return None
 
 
-def _job_facets(dataset: Dataset) -> dict:
+def _job_facets(dataset: Dataset, running_interval: int | None = None) -> dict:
+    # A deployment reports periodically (RUNNING every `running_interval` s), each event complete.
+    emission = job_type_job.EmissionPattern(
+        eventTrigger="PERIODIC", eventContentMode="COMPLETE_SNAPSHOT", windowDuration=running_interval,
+    ) if running_interval else None
     return {
         "jobType": job_type_job.JobTypeJobFacet(
-            processingType=dataset.job.processing_type, integration=INTEGRATION, jobType="ASSET"),
+            processingType=dataset.job.processing_type, integration=INTEGRATION,
+            jobType="DEPLOYMENT" if running_interval else "ASSET", emissionPattern=emission),
         "documentation": documentation_job.DocumentationJobFacet(
             description=f"Materializes {dataset.title} (Dagster asset `{dataset.key}`). {dataset.description}"),
         "ownership": ownership_job.OwnershipJobFacet(owners=[ownership_job.Owner(name=owner) for owner in dataset_owners()]),
@@ -97,8 +120,8 @@ def dataset_owners() -> list[str]:
     return OWNERS
 
 
-def job(dataset: Dataset, settings: Settings) -> Job:
-    return Job(namespace=settings.lineage_namespace, name=dataset.job.name, facets=_job_facets(dataset))
+def job(dataset: Dataset, settings: Settings, running_interval: int | None = None) -> Job:
+    return Job(namespace=settings.lineage_namespace, name=dataset.job.name, facets=_job_facets(dataset, running_interval))
 
 
 def _dataset_facets(dataset: Dataset, settings: Settings) -> dict:
@@ -178,18 +201,27 @@ def error_facet(error: BaseException) -> error_message_run.ErrorMessageRunFacet:
         stackTrace="".join(traceback.format_exception(error)))
 
 
-def asset_event(state: RunState, dataset: Dataset, dagster_run: DagsterRun, settings: Settings, *,
-                statistics: OutputStatistics | None = None, lifecycle: str | None = None,
-                error: BaseException | None = None, event_time: dt.datetime | None = None) -> RunEvent:
-    """One lifecycle event of an asset's lineage run."""
-    run_facets = {"parent": parent_facet(dagster_run, settings), "processing_engine": _engine_facet()}
-    if error is not None:
+def asset_event(state: RunState, dataset: Dataset, dagster_run: DagsterRun | None, settings: Settings, *,
+                run_id: str | None = None, statistics: OutputStatistics | None = None, lifecycle: str | None = None,
+                error: BaseException | str | None = None, event_time: dt.datetime | None = None,
+                progress: StreamingProgressRunFacet | None = None, running_interval: int | None = None) -> RunEvent:
+    """One lifecycle event of a lineage run of the dataset's producing job: a materialization inside
+    ``dagster_run``, or (``dagster_run`` None, ``run_id`` given) a streaming deployment."""
+    run_facets = {"processing_engine": _engine_facet()}
+    if dagster_run is not None:
+        run_facets["parent"] = parent_facet(dagster_run, settings)
+        run_id = dagster_run.asset_run_id(dataset)
+    if isinstance(error, BaseException):
         run_facets["errorMessage"] = error_facet(error)
+    elif error:
+        run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(message=error, programmingLanguage="JAVA")
+    if progress is not None:
+        run_facets["streamingProgress"] = progress
     return RunEvent(
         eventType=state,
         eventTime=(event_time or dt.datetime.now(dt.UTC)).isoformat(),
-        run=Run(runId=dagster_run.asset_run_id(dataset), facets=run_facets),
-        job=job(dataset, settings),
+        run=Run(runId=run_id, facets=run_facets),
+        job=job(dataset, settings, running_interval),
         inputs=inputs(dataset, settings),
         outputs=[output(dataset, settings, statistics, lifecycle)],
         producer=PRODUCER,

@@ -1,0 +1,1 @@
+"""Streaming deployments: continuous Spark jobs run and supervised outside Dagster runs."""

@@ -1,0 +1,110 @@
+"""Streaming deployments on the real stack: continuous ingestion, its lifecycle lineage, idempotent deploys."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+
+from lineage_assets.catalog import LAKEHOUSE_ORDERS, iceberg_table_name
+from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
+from lineage_assets.lineage.validation import validate_event
+from lineage_assets.resources.kafka import KafkaResource
+from lineage_assets.resources.lakehouse import LakehouseResource
+from lineage_assets.resources.lineage import emitter_for
+from lineage_assets.settings import PROJECT_ROOT
+from lineage_assets.streaming.deployments import LocalDeployments
+
+SPEC = PROJECT_ROOT.parent / "shared" / "openlineage-spec"
+NAME = LAKEHOUSE_ORDERS.key
+
+
+def run_events(settings, run_id):
+    return [e for e in emitter_for(settings).events() if e["run"]["runId"] == run_id]
+
+
+def processes_of(folder: Path) -> list[int]:
+    """Live processes whose command line names the deployment folder (the runner and its Spark job)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if str(folder) in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                    pids.append(int(proc.name))
+            except OSError:
+                continue
+    return pids
+
+
+def wait_for(condition, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(2)
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def lakehouse(stack, settings):
+    lakehouse = LakehouseResource(overrides=settings.as_environment())
+    KafkaResource(lakehouse=lakehouse).ensure_topics(settings.orders_topic, settings.dead_letter_topic)
+    return lakehouse
+
+
+def test_continuous_ingestion_lifecycle(lakehouse, settings, spark):
+    deployments = LocalDeployments(lakehouse, running_interval=3, trigger_seconds=2)
+    table = iceberg_table_name(settings, "orders")
+    orders = list(generate_orders(GeneratorConfig(count=60, seed=2026, start=dt.datetime(2026, 11, 19, 8, tzinfo=dt.UTC))))
+    produce_orders(orders[:1], settings.kafka_servers, settings.schema_registry_url, settings.orders_topic)  # schema and topic exist
+
+    assert deployments.deploy(NAME) == "started"
+    assert deployments.deploy(NAME) == "unchanged"
+    folder = deployments.folder(NAME)
+    first = deployments.status(NAME)
+    assert first.running
+
+    produce_orders(orders[1:], settings.kafka_servers, settings.schema_registry_url, settings.orders_topic)
+    ids = [o.key for o in orders]
+
+    def ingested() -> int:
+        if not spark.catalog.tableExists(table.replace("`", "")):
+            return 0  # the deployment creates it with its first batch
+        spark.sql(f"REFRESH TABLE {table}")
+        return spark.table(table).where(F.col("order_id").isin(ids)).count()
+
+    wait_for(lambda: ingested() >= len(ids), 180, "the deployed ingestion to write the orders")
+    assert ingested() == len(ids)  # each once
+    wait_for(lambda: len([e for e in run_events(settings, first.run_id) if e["eventType"] == "RUNNING"]) >= 2, 60,
+             "two RUNNING events")
+    events = run_events(settings, first.run_id)
+    assert events[0]["eventType"] == "START"
+    running = [e for e in events if e["eventType"] == "RUNNING"]
+    assert max(e["run"]["facets"]["streamingProgress"]["processedRows"] for e in running + [events[-1]]) >= 0
+    assert events[0]["job"]["facets"]["jobType"]["emissionPattern"] == {
+        "eventTrigger": "PERIODIC", "eventContentMode": "COMPLETE_SNAPSHOT", "windowDuration": 3}
+    assert len([p for p in processes_of(folder) if p == first.pid]) == 1
+
+    # A changed config drains the running deployment (COMPLETE) and starts it again from its checkpoint.
+    changed = LocalDeployments(lakehouse, running_interval=3, trigger_seconds=3)
+    assert changed.deploy(NAME) == "restarted"
+    drained = run_events(settings, first.run_id)
+    assert drained[-1]["eventType"] == "COMPLETE"
+    assert drained[-1]["run"]["facets"]["streamingProgress"]["processedRows"] >= len(ids)
+    second = changed.status(NAME)
+    assert second.running and second.run_id != first.run_id
+
+    assert changed.stop(NAME) == "stopped"
+    after = changed.status(NAME)
+    assert not after.running and after.ended["state"] == "ABORT"
+    assert processes_of(folder) == []
+    states = [e["eventType"] for e in run_events(settings, second.run_id)]
+    assert states[0] == "START" and states[-1] == "ABORT" and states.count("ABORT") == 1
+    assert ingested() == len(ids)  # the restart added no duplicate
+
+    if SPEC.is_dir():
+        for event in run_events(settings, first.run_id) + run_events(settings, second.run_id):
+            assert validate_event(event, SPEC) == []
