@@ -72,6 +72,33 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _deployments(args: argparse.Namespace, settings: Settings) -> int:
+    from lineage_assets.resources.lakehouse import LakehouseResource
+    from lineage_assets.streaming.deployments import STREAMING_JOBS, DeploymentError, LocalDeployments
+
+    deployments = LocalDeployments(LakehouseResource(), running_interval=args.running_interval)
+    names = args.names or list(STREAMING_JOBS)
+    try:
+        for name in names:
+            if args.command == "deploy":
+                print(f"{name:<22} {deployments.deploy(name)}", flush=True)
+            elif args.command == "stop":
+                print(f"{name:<22} {deployments.stop(name, drain=args.drain)}", flush=True)
+    except DeploymentError as error:
+        print(f"lineage-assets: {error}", file=sys.stderr)
+        return 2
+    if args.command == "status":
+        statuses = [deployments.status(name) for name in names]
+        if args.json:
+            print(json.dumps([status.as_dict() for status in statuses], indent=2))
+        for status in statuses if not args.json else []:
+            progress = status.last_progress or {}
+            state = "running" if status.running else (f"ended {status.ended['state']}" if status.ended else "not deployed")
+            print(f"{status.name:<22} {state:<14} pid={status.pid or '-'} run={status.run_id or '-'} "
+                  f"rows/s={progress.get('processed_rows_per_second', '-')} last batch={progress.get('time', '-')}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lineage-assets", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -95,6 +122,16 @@ def build_parser() -> argparse.ArgumentParser:
     lineage.add_argument("--out", default="lineage-events.jsonl", help="export: the output file")
     lineage.add_argument("--timeout", type=float, default=30.0, help="flush: how long to keep trying")
     lineage.set_defaults(handler=_lineage)
+
+    for name, text in (("deploy", "start streaming jobs in continuous mode (idempotent; a changed config restarts)"),
+                       ("stop", "stop streaming deployments (ABORT; --drain finishes what is available: COMPLETE)"),
+                       ("status", "show streaming deployments")):
+        command = commands.add_parser(name, help=text)
+        command.add_argument("names", nargs="*", help="asset keys (default: all streaming assets)")
+        command.add_argument("--drain", action="store_true", help="stop: process what is available first")
+        command.add_argument("--running-interval", type=int, default=10, help="seconds between RUNNING events")
+        command.add_argument("--json", action="store_true", help="status as JSON")
+        command.set_defaults(handler=_deployments)
 
     settings = commands.add_parser("settings", help="list every setting, its variable and default")
     settings.set_defaults(handler=_settings)

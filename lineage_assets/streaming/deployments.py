@@ -58,7 +58,7 @@ class DeploymentStatus:
         return asdict(self)
 
 
-def _read_json(path: Path) -> dict | None:
+def read_json(path: Path) -> dict | None:
     try:
         return json.loads(path.read_text())
     except (FileNotFoundError, json.JSONDecodeError):
@@ -75,7 +75,7 @@ def last_progress(folder: Path) -> dict | None:
 
 def runner_alive(folder: Path) -> int | None:
     """The runner's pid while it runs (its command line names this deployment's folder)."""
-    runner = _read_json(folder / "runner.json")
+    runner = read_json(folder / "runner.json")
     if not runner:
         return None
     try:
@@ -122,13 +122,13 @@ class LocalDeployments:
 
     def status(self, name: str) -> DeploymentStatus:
         folder = self.folder(name)
-        deployment = _read_json(folder / "deployment.json") or {}
-        runner = _read_json(folder / "runner.json") or {}
+        deployment = read_json(folder / "deployment.json") or {}
+        runner = read_json(folder / "runner.json") or {}
         pid = runner_alive(folder)
         return DeploymentStatus(
             name=name, job=self._job(name)[0].job.name, running=pid is not None, pid=pid, run_id=runner.get("run_id"),
             config_hash=deployment.get("config_hash"), started_at=runner.get("started_at"),
-            last_progress=last_progress(folder), ended=_read_json(folder / "ended.json"), log=str(folder / "runner.log"))
+            last_progress=last_progress(folder), ended=read_json(folder / "ended.json"), log=str(folder / "runner.log"))
 
     def deploy(self, name: str) -> str:
         """Start the deployment; "unchanged" when it already runs with this config, "restarted"

@@ -69,12 +69,14 @@ def main(folder: Path) -> int:
                                    {"spark.app.name": f"{dataset.job.name}-deployment"})
     workdir = settings.state_dir / "spark"
     workdir.mkdir(parents=True, exist_ok=True)
-    (folder / "runner.json").write_text(json.dumps(
-        {"pid": os.getpid(), "run_id": run_id, "started_at": dt.datetime.now(dt.UTC).isoformat()}))
+    runner = {"pid": os.getpid(), "run_id": run_id, "started_at": dt.datetime.now(dt.UTC).isoformat()}
+    (folder / "runner.json").write_text(json.dumps(runner))
     emit(RunState.START)
     spark_log = (folder / "spark.log").open("ab")
     job = subprocess.Popen(command, stdout=spark_log, stderr=subprocess.STDOUT, env=spark_submit_env(), cwd=workdir,
                            start_new_session=True)
+    # The job's process group, so that a supervisor can stop it if this runner dies without a word.
+    (folder / "runner.json").write_text(json.dumps({**runner, "spark_pgid": job.pid}))
     last_running = time.monotonic()
     reported_rows = 0
     while job.poll() is None:

@@ -108,3 +108,62 @@ def test_continuous_ingestion_lifecycle(lakehouse, settings, spark):
     if SPEC.is_dir():
         for event in run_events(settings, first.run_id) + run_events(settings, second.run_id):
             assert validate_event(event, SPEC) == []
+
+
+def evaluate_supervisor(lakehouse, instance):
+    from lineage_assets.definitions import build_definitions
+    import dagster as dg
+
+    definitions = build_definitions(lakehouse)
+    sensor = definitions.resolve_sensor_def("streaming_deployments_supervisor")
+    with dg.build_sensor_context(instance=instance, definitions=definitions,
+                                 resources={"kafka": definitions.resources["kafka"]}) as context:
+        return sensor.evaluate_tick(context)
+
+
+def test_a_killed_deployment_ends_with_one_fail_and_resumes_from_its_checkpoint(lakehouse, settings, spark):
+    import os
+    import signal
+
+    import dagster as dg
+
+    deployments = LocalDeployments(lakehouse, running_interval=3, trigger_seconds=2)
+    table = iceberg_table_name(settings, "orders")
+    orders = list(generate_orders(GeneratorConfig(count=40, seed=777, start=dt.datetime(2026, 11, 18, 9, tzinfo=dt.UTC))))
+    ids = [o.key for o in orders]
+
+    def ingested() -> int:
+        if not spark.catalog.tableExists(table.replace("`", "")):
+            return 0
+        spark.sql(f"REFRESH TABLE {table}")
+        return spark.table(table).where(F.col("order_id").isin(ids)).count()
+
+    assert deployments.deploy(NAME) in ("started", "restarted")
+    killed = deployments.status(NAME)
+    produce_orders(orders[:20], settings.kafka_servers, settings.schema_registry_url, settings.orders_topic)
+
+    with dg.instance_for_test() as instance:
+        wait_for(lambda: ingested() >= 20, 180, "the first orders in Iceberg")
+        running = evaluate_supervisor(lakehouse, instance)
+        observed = [e for e in running.asset_events if isinstance(e, dg.AssetObservation)]
+        assert [o.asset_key for o in observed] == [dg.AssetKey(["lakehouse", "orders"])]
+        assert observed[0].metadata["deployment/run_id"].value == killed.run_id
+        assert observed[0].metadata["deployment/consumer_lag"].value >= 0
+
+        os.kill(killed.pid, signal.SIGKILL)  # no chance to report anything
+        wait_for(lambda: not deployments.status(NAME).running, 30, "the runner to be gone")
+        evaluate_supervisor(lakehouse, instance)
+        failed = [e for e in run_events(settings, killed.run_id) if e["eventType"] == "FAIL"]
+        assert len(failed) == 1 and "runner process is gone" in failed[0]["run"]["facets"]["errorMessage"]["message"]
+        wait_for(lambda: processes_of(deployments.folder(NAME)) == [], 90, "the orphaned Spark job to stop")
+
+        evaluate_supervisor(lakehouse, instance)  # a second pass emits nothing more
+        assert len([e for e in run_events(settings, killed.run_id) if e["eventType"] in ("FAIL", "ABORT", "COMPLETE")]) == 1
+
+    # Redeployed, it resumes from the checkpoint: every order once, none twice.
+    produce_orders(orders[20:], settings.kafka_servers, settings.schema_registry_url, settings.orders_topic)
+    assert deployments.deploy(NAME) == "started"
+    wait_for(lambda: ingested() >= len(ids), 180, "the remaining orders in Iceberg")
+    assert deployments.stop(NAME, drain=True) == "stopped"
+    assert ingested() == len(ids)
+    assert deployments.status(NAME).ended["state"] == "COMPLETE"
