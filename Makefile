@@ -36,8 +36,9 @@ $(CACHE)/jars/.resolved: infra/pom.xml
 	done
 	@touch $@
 
+# `make demo CONTINUOUS=1` also leaves the three streaming jobs deployed in continuous mode.
 demo: setup
-	$(BIN)/lineage-assets demo
+	$(BIN)/lineage-assets demo $(if $(CONTINUOUS),--continuous)
 
 test: setup
 	$(BIN)/pytest -q -ra

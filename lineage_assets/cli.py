@@ -40,7 +40,7 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
 
     seed = args.seed if args.seed is not None else time.time_ns() % 1_000_000
     print(f"demo: {args.orders} orders, seed {seed}")
-    return main_demo(settings, orders=args.orders, seed=seed)
+    return main_demo(settings, orders=args.orders, seed=seed, continuous=args.continuous)
 
 
 def _lineage(args: argparse.Namespace, settings: Settings) -> int:
@@ -113,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--orders", type=int, default=500, help="how many orders to generate (default 500)")
     demo.add_argument("--seed", type=int, default=None,
                       help="generator seed (default: from the clock, so that repeated demos add new order ids)")
+    demo.add_argument("--continuous", action="store_true", help="then deploy the three streaming jobs in continuous mode")
     demo.set_defaults(handler=_demo)
 
     lineage = commands.add_parser("lineage", help="check, export or deliver the OpenLineage events")

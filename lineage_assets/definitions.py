@@ -15,7 +15,7 @@ from lineage_assets.resources.lineage import RUN_LINEAGE_SENSORS, LineageResourc
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import Settings
 from lineage_assets.spark_conf import spark_conf
-from lineage_assets.streaming.supervision import streaming_deployments_supervisor
+from lineage_assets.streaming.supervision import streaming_deployments, streaming_deployments_supervisor
 
 
 def build_resources(lakehouse: LakehouseResource) -> dict:
@@ -38,7 +38,7 @@ def build_definitions(lakehouse: LakehouseResource | None = None) -> dg.Definiti
     return dg.Definitions(
         assets=[build_orders_asset(settings), archive[0], *build_live_stats_assets(settings), *lakehouse_definitions["assets"]],
         asset_checks=[archive[1], *lakehouse_definitions["asset_checks"]],
-        jobs=lakehouse_definitions["jobs"],
+        jobs=[*lakehouse_definitions["jobs"], streaming_deployments],
         sensors=[*lakehouse_definitions["sensors"], *RUN_LINEAGE_SENSORS, streaming_deployments_supervisor],
         resources=build_resources(lakehouse),
     )

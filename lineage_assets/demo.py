@@ -113,7 +113,7 @@ def summary(run: PipelineRun) -> str:
     return "\n".join(lines)
 
 
-def main_demo(settings: Settings, orders: int, seed: int) -> int:
+def main_demo(settings: Settings, orders: int, seed: int, continuous: bool = False) -> int:
     Supervisor(settings, progress=print).up()
     run = run_pipeline(LakehouseResource(), dagster_instance(settings), {"count": orders, "seed": seed})
     print(summary(run))
@@ -125,4 +125,12 @@ def main_demo(settings: Settings, orders: int, seed: int) -> int:
           + ("the lineage graph matches the asset graph" if not gaps else f"{len(gaps)} gaps"))
     for gap in gaps:
         print(f"  - {gap}")
+    if continuous:
+        from lineage_assets.streaming.deployments import STREAMING_JOBS, LocalDeployments
+
+        deployments = LocalDeployments(LakehouseResource())
+        print("\nStreaming deployments (continuous mode):")
+        for name in STREAMING_JOBS:
+            print(f"  {name:<22} {deployments.deploy(name)}  log: {deployments.status(name).log}")
+        print("  `lineage-assets status` shows them; `lineage-assets stop` stops them (ABORT), `--drain` first finishes (COMPLETE).")
     return 0 if all(run.checks.values()) and not gaps else 1

@@ -35,16 +35,22 @@ def streaming_arguments(description: str) -> argparse.ArgumentParser:
     return parser
 
 
+def append_progress(path: str, record: dict) -> None:
+    """One JSON line in the progress file that a supervisor reads."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.open("a") as out:
+        out.write(json.dumps(record, default=str) + "\n")
+
+
 class ProgressLog(StreamingQueryListener):
     """Appends each progress report (and the termination) to a JSON-lines file, for a supervisor."""
 
     def __init__(self, path: str):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
 
     def _append(self, record: dict) -> None:
-        with self.path.open("a") as out:
-            out.write(json.dumps(record, default=str) + "\n")
+        append_progress(self.path, record)
 
     def onQueryStarted(self, event) -> None:
         self._append({"event": "started", "id": str(event.id), "time": event.timestamp})

@@ -1,17 +1,18 @@
 """Supervision of streaming deployments: live health as asset observations, and a truthful end for
 deployments whose runner died without reporting one."""
 
-from __future__ import annotations
 
 import datetime as dt
 import json
 import os
 import signal
+from enum import Enum
 
 import dagster as dg
 from openlineage.client.event_v2 import RunState
 
 from lineage_assets.assets.common import asset_key
+from lineage_assets.catalog import LAKEHOUSE_ORDERS
 from lineage_assets.lineage import events
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lineage import emitter_for
@@ -38,6 +39,24 @@ def _stop_orphaned_job(runner: dict) -> bool:
         return True
     except ProcessLookupError:
         return False
+
+
+def new_commits(deployments: LocalDeployments, name: str, seen: dict[str, int]) -> list[dg.AssetMaterialization]:
+    """The deployment's Iceberg commits not reported yet, as materializations carrying the days they
+    touched (so the `supplier_stats` asset sensor reacts to continuous ingestion as to a catch-up
+    run). ``seen`` (run id -> commits reported) is the sensor's cursor and is updated."""
+    status = deployments.status(name)
+    path = deployments.folder(name) / "progress.jsonl"
+    if status.run_id is None or not path.exists():
+        return []
+    commits = [json.loads(line) for line in path.read_text().splitlines() if '"committed"' in line]
+    reported = seen.get(status.run_id, 0)
+    seen[status.run_id] = len(commits)
+    dataset = STREAMING_JOBS[name][0]
+    return [dg.AssetMaterialization(asset_key=asset_key(dataset), metadata={
+        "days": dg.MetadataValue.json(commit["days"]), "rows_out": commit["rows"], "dead_letters": commit["dead_letters"],
+        "deployment/run_id": status.run_id, "deployment/batch": commit["batch"],
+    }) for commit in commits[reported:]]
 
 
 def supervise(deployments: LocalDeployments, kafka: KafkaResource) -> tuple[list[dg.AssetObservation], list[str]]:
@@ -78,7 +97,38 @@ def supervise(deployments: LocalDeployments, kafka: KafkaResource) -> tuple[list
            description="Observes streaming deployments (rows/s, consumer lag, last batch) and ends with FAIL "
                        "any deployment whose process died without reporting an end.")
 def streaming_deployments_supervisor(context: dg.SensorEvaluationContext, kafka: KafkaResource) -> dg.SensorResult:
-    observations, ended = supervise(LocalDeployments(kafka.lakehouse), kafka)
+    deployments = LocalDeployments(kafka.lakehouse)
+    seen = json.loads(context.cursor) if context.cursor else {}
+    commits = new_commits(deployments, LAKEHOUSE_ORDERS.key, seen)
+    observations, ended = supervise(deployments, kafka)
     for name in ended:
         context.log.warning(f"deployment {name} died without a terminal event: FAIL emitted")
-    return dg.SensorResult(asset_events=observations)
+    return dg.SensorResult(asset_events=[*commits, *observations], cursor=json.dumps(seen))
+
+
+class DeploymentAction(str, Enum):
+    DEPLOY = "deploy"
+    STOP = "stop"  # ABORT
+    DRAIN = "drain"  # finish what is available, then COMPLETE
+
+
+class DeploymentsConfig(dg.Config):
+    action: DeploymentAction = DeploymentAction.DEPLOY
+    assets: list[str] = []  # asset keys, e.g. "lakehouse/orders"; empty = every streaming asset
+    running_interval: int = 10
+
+
+@dg.op(description="Deploy, stop or drain the streaming jobs in continuous mode (outside this run).")
+def manage_streaming_deployments(context: dg.OpExecutionContext, config: DeploymentsConfig, kafka: KafkaResource) -> None:
+    deployments = LocalDeployments(kafka.lakehouse, running_interval=config.running_interval)
+    for name in config.assets or list(STREAMING_JOBS):
+        if config.action == DeploymentAction.DEPLOY:
+            outcome = deployments.deploy(name)
+        else:
+            outcome = deployments.stop(name, drain=config.action == DeploymentAction.DRAIN)
+        context.log.info(f"{name}: {outcome}")
+
+
+@dg.job(description="Streaming deployments from the UI: launch with config action=deploy|stop|drain.")
+def streaming_deployments():
+    manage_streaming_deployments()

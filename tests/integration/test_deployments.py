@@ -10,6 +10,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from lineage_assets.catalog import LAKEHOUSE_ORDERS, iceberg_table_name
+from lineage_assets.definitions import build_definitions
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.lineage.validation import validate_event
 from lineage_assets.resources.kafka import KafkaResource
@@ -88,6 +89,23 @@ def test_continuous_ingestion_lifecycle(lakehouse, settings, spark):
         "eventTrigger": "PERIODIC", "eventContentMode": "COMPLETE_SNAPSHOT", "windowDuration": 3}
     assert len([p for p in processes_of(folder) if p == first.pid]) == 1
 
+    # The supervisor reports each commit once; the asset sensor asks for supplier_stats of its days.
+    import dagster as dg
+
+    with dg.instance_for_test() as instance:
+        definitions = build_definitions(lakehouse)
+        tick = evaluate_supervisor(lakehouse, instance)
+        commits = [e for e in tick.asset_events if isinstance(e, dg.AssetMaterialization)]
+        assert commits and {d for c in commits for d in c.metadata["days"].data} == {"2026-11-19"}
+        assert sum(c.metadata["rows_out"].value for c in commits) == len(ids)
+        assert [e for e in evaluate_supervisor(lakehouse, instance, tick.cursor).asset_events
+                if isinstance(e, dg.AssetMaterialization)] == []
+        for commit in commits:
+            instance.report_runless_asset_event(commit)
+        with dg.build_sensor_context(instance=instance, definitions=definitions) as context:
+            requests = definitions.resolve_sensor_def("supplier_stats_on_new_orders").evaluate_tick(context).run_requests
+        assert {r.partition_key for r in requests} == {"2026-11-19"}
+
     # A changed config drains the running deployment (COMPLETE) and starts it again from its checkpoint.
     changed = LocalDeployments(lakehouse, running_interval=3, trigger_seconds=3)
     assert changed.deploy(NAME) == "restarted"
@@ -110,15 +128,32 @@ def test_continuous_ingestion_lifecycle(lakehouse, settings, spark):
             assert validate_event(event, SPEC) == []
 
 
-def evaluate_supervisor(lakehouse, instance):
-    from lineage_assets.definitions import build_definitions
+def evaluate_supervisor(lakehouse, instance, cursor=None):
     import dagster as dg
 
     definitions = build_definitions(lakehouse)
     sensor = definitions.resolve_sensor_def("streaming_deployments_supervisor")
-    with dg.build_sensor_context(instance=instance, definitions=definitions,
+    with dg.build_sensor_context(instance=instance, definitions=definitions, cursor=cursor,
                                  resources={"kafka": definitions.resources["kafka"]}) as context:
         return sensor.evaluate_tick(context)
+
+
+def test_the_ui_job_deploys_and_stops_and_names_a_bad_action(lakehouse, settings):
+    import dagster as dg
+
+    definitions = build_definitions(lakehouse)
+    job = definitions.resolve_job_def("streaming_deployments")
+    op_config = lambda action: {"ops": {"manage_streaming_deployments": {"config": {  # noqa: E731
+        "action": action.upper(), "assets": ["orders_archive"], "running_interval": 3}}}}
+    with dg.instance_for_test() as instance:
+        with pytest.raises(dg.DagsterInvalidConfigError, match="action not in enum type DeploymentAction got EXPLODE"):
+            job.execute_in_process(run_config=op_config("explode"), instance=instance)
+        assert job.execute_in_process(run_config=op_config("deploy"), instance=instance).success
+        deployments = LocalDeployments(lakehouse, running_interval=3)
+        assert deployments.status("orders_archive").running
+        assert job.execute_in_process(run_config=op_config("drain"), instance=instance).success
+    status = deployments.status("orders_archive")
+    assert not status.running and status.ended["state"] == "COMPLETE"
 
 
 def test_a_killed_deployment_ends_with_one_fail_and_resumes_from_its_checkpoint(lakehouse, settings, spark):
@@ -144,6 +179,7 @@ def test_a_killed_deployment_ends_with_one_fail_and_resumes_from_its_checkpoint(
 
     with dg.instance_for_test() as instance:
         wait_for(lambda: ingested() >= 20, 180, "the first orders in Iceberg")
+        wait_for(lambda: deployments.status(NAME).last_progress is not None, 60, "a progress report")
         running = evaluate_supervisor(lakehouse, instance)
         observed = [e for e in running.asset_events if isinstance(e, dg.AssetObservation)]
         assert [o.asset_key for o in observed] == [dg.AssetKey(["lakehouse", "orders"])]
