@@ -74,9 +74,9 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
 
 def _deployments(args: argparse.Namespace, settings: Settings) -> int:
     from lineage_assets.resources.lakehouse import LakehouseResource
-    from lineage_assets.streaming.deployments import STREAMING_JOBS, DeploymentError, LocalDeployments
+    from lineage_assets.streaming.deployments import STREAMING_JOBS, DeploymentError, deployments_for
 
-    deployments = LocalDeployments(LakehouseResource(), running_interval=args.running_interval)
+    deployments = deployments_for(LakehouseResource(), running_interval=args.running_interval)
     names = args.names or list(STREAMING_JOBS)
     try:
         for name in names:

@@ -126,9 +126,9 @@ def main_demo(settings: Settings, orders: int, seed: int, continuous: bool = Fal
     for gap in gaps:
         print(f"  - {gap}")
     if continuous:
-        from lineage_assets.streaming.deployments import STREAMING_JOBS, LocalDeployments
+        from lineage_assets.streaming.deployments import STREAMING_JOBS, deployments_for
 
-        deployments = LocalDeployments(LakehouseResource())
+        deployments = deployments_for(LakehouseResource())
         print("\nStreaming deployments (continuous mode):")
         for name in STREAMING_JOBS:
             print(f"  {name:<22} {deployments.deploy(name)}  log: {deployments.status(name).log}")

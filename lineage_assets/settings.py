@@ -59,6 +59,8 @@ class Settings:
     spark_master: str = _setting("local[2]", "Spark master URL for the jobs")
     spark_driver_memory: str = _setting("2g", "driver memory of local Spark jobs")
     lineage_namespace: str = _setting("lineage_assets", "OpenLineage namespace of the project's jobs")
+    deployment_backend: str = _setting("local", "where streaming deployments run: local (processes) or docker")
+    docker_image: str = _setting("lineage-assets:latest", "image of the docker deployment backend (infra/Dockerfile)")
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:

@@ -120,11 +120,39 @@ class LocalDeployments:
         spec["config_hash"] = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
         return spec
 
+    # --- how a deployment's runner process lives: the hooks a backend provides --------------
+    def _launch(self, name: str, folder: Path) -> Callable[[], int | None]:
+        """Start the runner; returns a probe giving its exit code once it has exited."""
+        with (folder / "runner.log").open("ab") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "lineage_assets.streaming.runner", str(folder)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        return process.poll
+
+    def _running(self, folder: Path) -> int | None:
+        return runner_alive(folder)
+
+    def _signal(self, folder: Path, signum: int) -> None:
+        pid = runner_alive(folder)
+        if pid is not None:
+            os.kill(pid, signum)
+
+    def stop_orphan(self, folder: Path) -> bool:
+        """Stop the Spark job of a runner that died without stopping it (its process group)."""
+        pgid = (read_json(folder / "runner.json") or {}).get("spark_pgid")
+        try:
+            if not pgid or str(folder) not in Path(f"/proc/{pgid}/cmdline").read_bytes().decode(errors="replace"):
+                return False  # gone, or the pid now belongs to another process
+            os.killpg(pgid, signal.SIGTERM)
+            return True
+        except (OSError, ProcessLookupError):
+            return False
+
     def status(self, name: str) -> DeploymentStatus:
         folder = self.folder(name)
         deployment = read_json(folder / "deployment.json") or {}
         runner = read_json(folder / "runner.json") or {}
-        pid = runner_alive(folder)
+        pid = self._running(folder)
         return DeploymentStatus(
             name=name, job=self._job(name)[0].job.name, running=pid is not None, pid=pid, run_id=runner.get("run_id"),
             config_hash=deployment.get("config_hash"), started_at=runner.get("started_at"),
@@ -146,16 +174,13 @@ class LocalDeployments:
         for leftover in ("drain", "ended.json", "runner.json", "progress.jsonl"):
             (folder / leftover).unlink(missing_ok=True)
         (folder / "deployment.json").write_text(json.dumps(spec, indent=2))
-        with (folder / "runner.log").open("ab") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "lineage_assets.streaming.runner", str(folder)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + 30
-        while runner_alive(folder) is None:
-            if process.poll() is not None:
-                raise DeploymentError(f"{name}: the runner exited with code {process.returncode}; log: {folder / 'runner.log'}")
+        exit_code = self._launch(name, folder)
+        deadline = time.monotonic() + 60
+        while self._running(folder) is None:
+            if exit_code() is not None:
+                raise DeploymentError(f"{name}: the runner exited with code {exit_code()}; log: {folder / 'runner.log'}")
             if time.monotonic() > deadline:
-                raise DeploymentError(f"{name}: the runner did not come up within 30 s; log: {folder / 'runner.log'}")
+                raise DeploymentError(f"{name}: the runner did not come up within 60 s; log: {folder / 'runner.log'}")
             time.sleep(0.2)
         return outcome
 
@@ -163,17 +188,113 @@ class LocalDeployments:
         """Stop the deployment: ``drain`` finishes what is available and ends COMPLETE; otherwise the
         job is terminated and ends ABORT. Returns "stopped" or "not running"."""
         folder = self.folder(name)
-        pid = runner_alive(folder)
-        if pid is None:
+        if self._running(folder) is None:
             return "not running"
         if drain:
             (folder / "drain").touch()
         else:
-            os.kill(pid, signal.SIGTERM)
+            self._signal(folder, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while runner_alive(folder) is not None:
+        while self._running(folder) is not None:
             if time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
+                self._signal(folder, signal.SIGKILL)
                 raise DeploymentError(f"{name}: did not stop within {timeout:.0f} s and was killed; log: {folder / 'runner.log'}")
             time.sleep(0.5)
         return "stopped"
+
+
+class DockerDeployments(LocalDeployments):
+    """Deployments as detached containers of the project image, for users with a Docker engine.
+
+    The container runs the same runner with the same deployment folder: the state and jar folders
+    are bind-mounted at their host paths, and the container shares the host network, so every
+    address in the settings means the same inside. Not Dagster Pipes: a Pipes container lives for
+    one Dagster run, a deployment outlives the run that started it. The configuration is checked
+    with dagster-docker's own validators; containers are managed with the Docker SDK it uses.
+    """
+
+    LABEL = "lineage-assets.deployment"
+
+    def __init__(self, lakehouse: LakehouseResource, running_interval: int = 10, trigger_seconds: float = 5.0,
+                 container_kwargs: dict | None = None, client=None):
+        from dagster_docker.utils import validate_docker_config, validate_docker_image
+
+        super().__init__(lakehouse, running_interval, trigger_seconds)
+        self.image = lakehouse.settings().docker_image
+        validate_docker_image(self.image)
+        validate_docker_config(None, None, container_kwargs)
+        self.container_kwargs = container_kwargs or {}
+        self._client = client
+
+    @property
+    def client(self):
+        if self._client is None:
+            import docker
+
+            self._client = docker.from_env()
+        return self._client
+
+    def container_name(self, folder: Path) -> str:
+        return f"lineage-assets-{folder.name}"
+
+    def container_spec(self, name: str) -> dict:
+        """Arguments of ``containers.run`` for the deployment (pure: the unit-tested part)."""
+        settings = self.lakehouse.settings()
+        folder = self.folder(name)
+        return {
+            **self.container_kwargs,
+            "image": self.image,
+            "name": self.container_name(folder),
+            "command": ["python", "-m", "lineage_assets.streaming.runner", str(folder)],
+            "environment": settings.as_environment(),
+            "volumes": {
+                str(settings.state_dir): {"bind": str(settings.state_dir), "mode": "rw"},
+                str(settings.cache_dir): {"bind": str(settings.cache_dir), "mode": "ro"},
+            },
+            "network_mode": "host",
+            "labels": {self.LABEL: self._job(name)[0].job.name},
+            "detach": True,
+            "stop_signal": "SIGTERM",
+        }
+
+    def _container(self, folder: Path):
+        import docker.errors
+
+        try:
+            return self.client.containers.get(self.container_name(folder))
+        except docker.errors.NotFound:
+            return None
+
+    def _launch(self, name: str, folder: Path) -> Callable[[], int | None]:
+        old = self._container(folder)
+        if old is not None:
+            old.remove(force=True)
+        container = self.client.containers.run(**self.container_spec(name))
+
+        def exit_code() -> int | None:
+            container.reload()
+            return container.attrs["State"]["ExitCode"] if container.status == "exited" else None
+        return exit_code
+
+    def _running(self, folder: Path) -> int | None:
+        container = self._container(folder)
+        if container is None or container.status != "running":
+            return None
+        return container.attrs["State"]["Pid"]
+
+    def _signal(self, folder: Path, signum: int) -> None:
+        container = self._container(folder)
+        if container is not None:
+            container.kill(signal=signum)
+
+    def stop_orphan(self, folder: Path) -> bool:
+        return False  # the job lives and dies with its container
+
+
+def deployments_for(lakehouse: LakehouseResource, **options) -> LocalDeployments:
+    """The deployment backend the settings choose (``LINEAGE_ASSETS_DEPLOYMENT_BACKEND``)."""
+    backend = lakehouse.settings().deployment_backend
+    backends = {"local": LocalDeployments, "docker": DockerDeployments}
+    if backend not in backends:
+        raise DeploymentError(f"LINEAGE_ASSETS_DEPLOYMENT_BACKEND={backend!r}: choose local or docker")
+    return backends[backend](lakehouse, **options)

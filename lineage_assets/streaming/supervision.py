@@ -4,8 +4,6 @@ deployments whose runner died without reporting one."""
 
 import datetime as dt
 import json
-import os
-import signal
 from enum import Enum
 
 import dagster as dg
@@ -16,7 +14,7 @@ from lineage_assets.catalog import LAKEHOUSE_ORDERS
 from lineage_assets.lineage import events
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lineage import emitter_for
-from lineage_assets.streaming.deployments import STREAMING_JOBS, LocalDeployments, read_json
+from lineage_assets.streaming.deployments import STREAMING_JOBS, LocalDeployments, deployments_for, read_json
 
 SUPERVISION_INTERVAL_SECONDS = 30
 
@@ -28,17 +26,6 @@ def consumer_lag(kafka: KafkaResource, topic: str, progress: dict | None) -> int
         return None
     ends = kafka.end_offsets(topic)
     return sum(max(0, end - committed.get(str(partition), 0)) for partition, end in ends.items())
-
-
-def _stop_orphaned_job(runner: dict) -> bool:
-    pgid = runner.get("spark_pgid")
-    if not pgid:
-        return False
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-        return True
-    except ProcessLookupError:
-        return False
 
 
 def new_commits(deployments: LocalDeployments, name: str, seen: dict[str, int]) -> list[dg.AssetMaterialization]:
@@ -79,8 +66,7 @@ def supervise(deployments: LocalDeployments, kafka: KafkaResource) -> tuple[list
             }))
         elif status.ended is None:
             folder = deployments.folder(name)
-            runner = read_json(folder / "runner.json") or {}
-            orphan_stopped = _stop_orphaned_job(runner)
+            orphan_stopped = deployments.stop_orphan(folder)
             reason = ("the deployment's runner process is gone without reporting an end (killed, out of memory "
                       "or machine restart)" + ("; its orphaned Spark job was stopped" if orphan_stopped else ""))
             (folder / "ended.json").write_text(json.dumps({
@@ -97,7 +83,7 @@ def supervise(deployments: LocalDeployments, kafka: KafkaResource) -> tuple[list
            description="Observes streaming deployments (rows/s, consumer lag, last batch) and ends with FAIL "
                        "any deployment whose process died without reporting an end.")
 def streaming_deployments_supervisor(context: dg.SensorEvaluationContext, kafka: KafkaResource) -> dg.SensorResult:
-    deployments = LocalDeployments(kafka.lakehouse)
+    deployments = deployments_for(kafka.lakehouse)
     seen = json.loads(context.cursor) if context.cursor else {}
     commits = new_commits(deployments, LAKEHOUSE_ORDERS.key, seen)
     observations, ended = supervise(deployments, kafka)
@@ -120,7 +106,7 @@ class DeploymentsConfig(dg.Config):
 
 @dg.op(description="Deploy, stop or drain the streaming jobs in continuous mode (outside this run).")
 def manage_streaming_deployments(context: dg.OpExecutionContext, config: DeploymentsConfig, kafka: KafkaResource) -> None:
-    deployments = LocalDeployments(kafka.lakehouse, running_interval=config.running_interval)
+    deployments = deployments_for(kafka.lakehouse, running_interval=config.running_interval)
     for name in config.assets or list(STREAMING_JOBS):
         if config.action == DeploymentAction.DEPLOY:
             outcome = deployments.deploy(name)

@@ -1,0 +1,59 @@
+"""The docker deployment backend: the container it builds (checked here), and a real run where an
+engine is available."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from lineage_assets.resources.lakehouse import LakehouseResource
+from lineage_assets.settings import Settings
+from lineage_assets.streaming.deployments import DeploymentError, DockerDeployments, deployments_for
+
+
+def docker_backend(tmp_path, **overrides) -> DockerDeployments:
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache", **overrides)
+    return DockerDeployments(LakehouseResource(overrides=settings.as_environment()), running_interval=7,
+                             container_kwargs={"mem_limit": "4g"}, client=object())
+
+
+def test_container_runs_the_runner_on_the_shared_folders_and_network(tmp_path):
+    backend = docker_backend(tmp_path, kafka_port=29999)
+    spec = backend.container_spec("lakehouse/orders")
+    folder = tmp_path / "state" / "deployments" / "iceberg-ingestion"
+    assert spec["image"] == "lineage-assets:latest"
+    assert spec["name"] == "lineage-assets-iceberg-ingestion"
+    assert spec["command"] == ["python", "-m", "lineage_assets.streaming.runner", str(folder)]
+    assert spec["volumes"] == {
+        str(tmp_path / "state"): {"bind": str(tmp_path / "state"), "mode": "rw"},
+        str(tmp_path / "cache"): {"bind": str(tmp_path / "cache"), "mode": "ro"},
+    }
+    assert spec["network_mode"] == "host" and spec["detach"] is True and spec["mem_limit"] == "4g"
+    assert spec["environment"]["LINEAGE_ASSETS_KAFKA_PORT"] == "29999"
+    assert spec["labels"] == {"lineage-assets.deployment": "iceberg-ingestion"}
+
+
+def test_bad_docker_configuration_is_named(tmp_path):
+    with pytest.raises(Exception, match="not correctly formatted"):
+        docker_backend(tmp_path, docker_image="Not A Valid/Image::name")
+    settings = Settings(state_dir=tmp_path)
+    with pytest.raises(Exception, match="'environment' cannot be used"):
+        DockerDeployments(LakehouseResource(overrides=settings.as_environment()), container_kwargs={"environment": {}})
+    with pytest.raises(DeploymentError, match="LINEAGE_ASSETS_DEPLOYMENT_BACKEND='kubernetes'"):
+        deployments_for(LakehouseResource(overrides=Settings(deployment_backend="kubernetes").as_environment()))
+
+
+def docker_engine_available() -> bool:
+    return shutil.which("docker") is not None and subprocess.run(
+        ["docker", "info"], capture_output=True, timeout=20).returncode == 0
+
+
+@pytest.mark.skipif(not docker_engine_available(), reason="no Docker engine on this machine (`docker info` fails)")
+def test_docker_deployment_starts_and_stops(tmp_path):
+    backend = DockerDeployments(LakehouseResource(), running_interval=5)
+    assert backend.deploy("orders_archive") in ("started", "restarted", "unchanged")
+    assert backend.status("orders_archive").running
+    assert backend.stop("orders_archive") == "stopped"
+    assert backend.status("orders_archive").ended["state"] == "ABORT"
