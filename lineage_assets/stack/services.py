@@ -12,6 +12,7 @@ import os
 import pwd
 import shutil
 import socket
+import stat
 import string
 import subprocess
 import urllib.error
@@ -119,11 +120,27 @@ def _postgres_binary(name: str) -> str:
     return str(binary)
 
 
+def as_user(user: str | None) -> dict:
+    """subprocess arguments that run a child as ``user`` with its own group only (none of ours)."""
+    if not user:
+        return {}
+    entry = pwd.getpwnam(user)
+    return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+
+
 def _chown_for(path: Path, user: str | None) -> None:
     if user:
         entry = pwd.getpwnam(user)
         for folder in [path, *path.rglob("*")]:
             os.chown(folder, entry.pw_uid, entry.pw_gid)
+        # The server's user must be able to reach its folder: grant search (not listing) on any
+        # parent that denies it, as a checkout inside a private temporary folder does.
+        for parent in path.parents:
+            mode = parent.stat().st_mode
+            if not mode & stat.S_IXOTH:
+                os.chmod(parent, mode | stat.S_IXOTH)
+        if subprocess.run(["test", "-w", str(path)], **as_user(user)).returncode != 0:
+            raise StackError(f"postgres: user {user} cannot write {path}; give it access or set LINEAGE_ASSETS_STATE_DIR")
 
 
 def _prepare_postgres(settings: Settings) -> None:
@@ -136,7 +153,7 @@ def _prepare_postgres(settings: Settings) -> None:
     subprocess.run(
         [_postgres_binary("initdb"), "-D", str(data / "pgdata"), "-U", settings.postgres_user,
          "--auth=trust", "-E", "UTF8", "--no-locale"],
-        check=True, user=user, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, **as_user(user),
     )
 
 

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from lineage_assets.settings import Settings
-from lineage_assets.stack.services import SERVICES, Service, StackError
+from lineage_assets.stack.services import SERVICES, Service, StackError, as_user
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ class Supervisor:
             process = subprocess.Popen(
                 command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,  # outlives the CLI that started it
-                user=service.run_as(), env={**os.environ, **service.env(settings)}, cwd=service.data_dir(settings),
+                env={**os.environ, **service.env(settings)}, cwd=service.data_dir(settings), **as_user(service.run_as()),
             )
         record = self._record_path(service)
         record.parent.mkdir(parents=True, exist_ok=True)

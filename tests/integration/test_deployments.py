@@ -203,3 +203,16 @@ def test_a_killed_deployment_ends_with_one_fail_and_resumes_from_its_checkpoint(
     assert deployments.stop(NAME, drain=True) == "stopped"
     assert ingested() == len(ids)
     assert deployments.status(NAME).ended["state"] == "COMPLETE"
+
+
+def test_a_deployment_whose_job_dies_ends_with_fail_and_the_error(lakehouse, settings):
+    broken = LakehouseResource(overrides={**settings.as_environment(), "LINEAGE_ASSETS_CATALOG_URL": "http://127.0.0.1:9"})
+    deployments = LocalDeployments(broken, running_interval=3)
+    assert deployments.deploy(NAME) in ("started", "restarted")
+    run_id = deployments.status(NAME).run_id
+    wait_for(lambda: not deployments.status(NAME).running, 180, "the broken deployment to die")
+    assert deployments.status(NAME).ended["state"] == "FAIL"
+    events = run_events(settings, run_id)
+    assert [e["eventType"] for e in events][0] == "START" and events[-1]["eventType"] == "FAIL"
+    message = events[-1]["run"]["facets"]["errorMessage"]["message"]
+    assert "exited with code" in message and "127.0.0.1:9" in message
