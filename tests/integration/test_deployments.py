@@ -40,6 +40,14 @@ def processes_of(folder: Path) -> list[int]:
     return pids
 
 
+def rows_with_ids(spark, table: str, ids: list[str]) -> int:
+    """Rows of the Iceberg table with these order ids, as committed now (0 before the table exists)."""
+    if not spark.catalog.tableExists(table.replace("`", "")):
+        return 0  # the deployment creates it with its first batch
+    spark.sql(f"REFRESH TABLE {table}")
+    return spark.table(table).where(F.col("order_id").isin(ids)).count()
+
+
 def wait_for(condition, timeout: float, what: str):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -72,10 +80,7 @@ def test_continuous_ingestion_lifecycle(lakehouse, settings, spark):
     ids = [o.key for o in orders]
 
     def ingested() -> int:
-        if not spark.catalog.tableExists(table.replace("`", "")):
-            return 0  # the deployment creates it with its first batch
-        spark.sql(f"REFRESH TABLE {table}")
-        return spark.table(table).where(F.col("order_id").isin(ids)).count()
+        return rows_with_ids(spark, table, ids)
 
     wait_for(lambda: ingested() >= len(ids), 180, "the deployed ingestion to write the orders")
     assert ingested() == len(ids)  # each once
@@ -168,10 +173,7 @@ def test_a_killed_deployment_ends_with_one_fail_and_resumes_from_its_checkpoint(
     ids = [o.key for o in orders]
 
     def ingested() -> int:
-        if not spark.catalog.tableExists(table.replace("`", "")):
-            return 0
-        spark.sql(f"REFRESH TABLE {table}")
-        return spark.table(table).where(F.col("order_id").isin(ids)).count()
+        return rows_with_ids(spark, table, ids)
 
     assert deployments.deploy(NAME) in ("started", "restarted")
     killed = deployments.status(NAME)
