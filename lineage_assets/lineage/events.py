@@ -66,6 +66,15 @@ class DagsterRun:
 
 
 @dataclass(frozen=True)
+class JobError:
+    """An error reported by a process other than this one (a Spark job), as text."""
+
+    message: str
+    stack_trace: str | None = None
+    language: str = "JAVA"
+
+
+@dataclass(frozen=True)
 class OutputStatistics:
     rows: int | None = None
     bytes: int | None = None
@@ -203,7 +212,7 @@ def error_facet(error: BaseException) -> error_message_run.ErrorMessageRunFacet:
 
 def asset_event(state: RunState, dataset: Dataset, dagster_run: DagsterRun | None, settings: Settings, *,
                 run_id: str | None = None, statistics: OutputStatistics | None = None, lifecycle: str | None = None,
-                error: BaseException | str | None = None, event_time: dt.datetime | None = None,
+                error: BaseException | JobError | None = None, event_time: dt.datetime | None = None,
                 progress: StreamingProgressRunFacet | None = None, running_interval: int | None = None) -> RunEvent:
     """One lifecycle event of a lineage run of the dataset's producing job: a materialization inside
     ``dagster_run``, or (``dagster_run`` None, ``run_id`` given) a streaming deployment."""
@@ -213,8 +222,9 @@ def asset_event(state: RunState, dataset: Dataset, dagster_run: DagsterRun | Non
         run_id = dagster_run.asset_run_id(dataset)
     if isinstance(error, BaseException):
         run_facets["errorMessage"] = error_facet(error)
-    elif error:
-        run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(message=error, programmingLanguage="JAVA")
+    elif error is not None:
+        run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
+            message=error.message, programmingLanguage=error.language, stackTrace=error.stack_trace)
     if progress is not None:
         run_facets["streamingProgress"] = progress
     return RunEvent(

@@ -18,7 +18,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections import deque
 from pathlib import Path
 
 from openlineage.client.event_v2 import RunState
@@ -40,6 +39,18 @@ def progress_facet(folder: Path, processed_rows: int) -> events.StreamingProgres
         processedRowsPerSecond=latest.get("processed_rows_per_second"),
         lastBatchDurationMs=latest.get("batch_duration_ms"), lastBatchTime=latest.get("time"),
         sourceOffsets=latest.get("end_offsets"))
+
+
+def job_error(log_text: str, exit_code: int) -> events.JobError:
+    """What a failed job's log says went wrong: its exception and causes as the message, the log's
+    last non-INFO lines as the stack trace."""
+    lines = [line for line in log_text.splitlines() if " INFO " not in line and " WARN " not in line]
+    heads = [line.strip() for line in lines if not line.strip().startswith("at ")]  # no stack frames
+    causes = [line for line in heads if "Error" in line.split(":")[0] or "Exception" in line.split(":")[0]
+              or line.startswith(("Caused by:", ": "))]
+    unique = list(dict.fromkeys(causes))[-12:]
+    return events.JobError(message=f"streaming job exited with code {exit_code}: " + " | ".join(unique),
+                           stack_trace="\n".join(lines[-200:]), language="PYTHON")
 
 
 def processed_rows(folder: Path) -> int:
@@ -97,12 +108,11 @@ def main(folder: Path) -> int:
 
     rows = processed_rows(folder)
     if stop_requested:
-        state, error = RunState.ABORT, f"deployment stopped by signal {stop_requested[0]}"
+        state, error = RunState.ABORT, events.JobError(f"deployment stopped by signal {stop_requested[0]}", language="PYTHON")
     elif job.returncode == 0:
         state, error = RunState.COMPLETE, None
     else:
-        tail = deque((folder / "spark.log").read_text(errors="replace").splitlines(), maxlen=30)
-        state, error = RunState.FAIL, f"streaming job exited with code {job.returncode}:\n" + "\n".join(tail)
+        state, error = RunState.FAIL, job_error((folder / "spark.log").read_text(errors="replace"), job.returncode)
     emit(state, error=error, statistics=events.OutputStatistics(rows=max(rows, reported_rows)),
          progress=progress_facet(folder, rows))
     (folder / "ended.json").write_text(json.dumps(

@@ -74,7 +74,8 @@ def supervise(deployments: LocalDeployments, kafka: KafkaResource) -> tuple[list
                 "by": "supervision sensor", "reason": reason}))
             interval = (read_json(folder / "deployment.json") or {}).get("running_interval")
             emitter_for(settings).emit(events.asset_event(
-                RunState.FAIL, dataset, None, settings, run_id=status.run_id, error=reason, running_interval=interval))
+                RunState.FAIL, dataset, None, settings, run_id=status.run_id,
+                error=events.JobError(reason, language="PYTHON"), running_interval=interval))
             ended.append(name)
     return observations, ended
 
