@@ -3,7 +3,14 @@
 import dagster as dg
 from dagster_pyspark import PySparkResource
 
-from lineage_assets.assets.common import asset_key, asset_spec_arguments, consumed_records, job_metadata, orders_source_arguments
+from lineage_assets.assets.common import (
+    asset_key,
+    asset_spec_arguments,
+    consumed_records,
+    ensure_not_deployed,
+    job_metadata,
+    orders_source_arguments,
+)
 from lineage_assets.catalog import ARCHIVE
 from lineage_assets.lineage.events import OutputStatistics
 from lineage_assets.resources.kafka import KafkaResource
@@ -27,6 +34,7 @@ def build_archive_assets(settings: Settings) -> list:
                        lineage: LineageResource) -> dg.MaterializeResult:
         """Archive every new record of `orders` (Spark Structured Streaming, catch-up run)."""
         settings = kafka.lakehouse.settings()
+        ensure_not_deployed(ARCHIVE, kafka)
         with lineage.asset_run(context, ARCHIVE) as run:
             report = spark_jobs.submit(ARCHIVE.job.source, archive_job_arguments(kafka, spark_jobs), log=context.log)
             run.complete(OutputStatistics(rows=report["rows_written"], bytes=report["bytes_written"], files=report["files_written"]),

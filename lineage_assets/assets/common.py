@@ -52,6 +52,21 @@ def asset_spec_arguments(dataset: Dataset, settings: Settings, group: str) -> di
     }
 
 
+class DeployedElsewhere(RuntimeError):
+    """A catch-up run was asked for a streaming job that runs as a deployment (same checkpoint)."""
+
+
+def ensure_not_deployed(dataset: Dataset, kafka: KafkaResource) -> None:
+    """Catch-up runs and a continuous deployment of one job share its checkpoint: never both at once."""
+    from lineage_assets.streaming.deployments import deployments_for  # deployments build on the assets
+
+    status = deployments_for(kafka.lakehouse).status(dataset.key)
+    if status.running:
+        raise DeployedElsewhere(
+            f"{dataset.key} runs as a continuous deployment (pid {status.pid}, run {status.run_id}); it keeps the "
+            f"asset up to date. Stop it first for a catch-up run: lineage-assets stop {dataset.key}")
+
+
 def orders_source_arguments(kafka: KafkaResource, spark_jobs: SparkJobsResource, dataset: Dataset) -> list[str]:
     """spark-submit arguments that read the orders topic with its registered value schema."""
     settings = kafka.lakehouse.settings()

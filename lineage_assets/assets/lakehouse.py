@@ -4,7 +4,14 @@ checks, and the sensor that recomputes `supplier_stats` for the days new orders 
 import dagster as dg
 from dagster_pyspark import PySparkResource
 
-from lineage_assets.assets.common import asset_key, asset_spec_arguments, consumed_records, job_metadata, orders_source_arguments
+from lineage_assets.assets.common import (
+    asset_key,
+    asset_spec_arguments,
+    consumed_records,
+    ensure_not_deployed,
+    job_metadata,
+    orders_source_arguments,
+)
 from lineage_assets.catalog import LAKEHOUSE_ORDERS, SUPPLIER_STATS, iceberg_table_name
 from lineage_assets.lineage.events import OutputStatistics
 from lineage_assets.resources.kafka import KafkaResource
@@ -34,6 +41,7 @@ def build_lakehouse_definitions(settings: Settings) -> dict:
                          spark_jobs: SparkJobsResource, lineage: LineageResource) -> dg.MaterializeResult:
         """Ingest new orders into Iceberg; invalid ones go to the dead-letter topic."""
         settings = kafka.lakehouse.settings()
+        ensure_not_deployed(LAKEHOUSE_ORDERS, kafka)
         with lineage.asset_run(context, LAKEHOUSE_ORDERS) as run:
             kafka.ensure_topics(settings.dead_letter_topic)
             report = spark_jobs.submit(LAKEHOUSE_ORDERS.job.source, ingestion_job_arguments(kafka, spark_jobs), log=context.log)

@@ -2,7 +2,12 @@
 
 import dagster as dg
 
-from lineage_assets.assets.common import asset_spec_arguments, job_metadata, orders_source_arguments
+from lineage_assets.assets.common import (
+    asset_spec_arguments,
+    ensure_not_deployed,
+    job_metadata,
+    orders_source_arguments,
+)
 from lineage_assets.catalog import SUPPLIER_STATS_LIVE
 from lineage_assets.lineage.events import OutputStatistics
 from lineage_assets.resources.kafka import KafkaResource
@@ -22,6 +27,7 @@ def build_live_stats_assets(settings: Settings) -> list:
                             spark_jobs: SparkJobsResource, lineage: LineageResource) -> dg.MaterializeResult:
         """Aggregate new orders into 5 s windows and publish the windows the watermark has closed."""
         settings = kafka.lakehouse.settings()
+        ensure_not_deployed(SUPPLIER_STATS_LIVE, kafka)
         with lineage.asset_run(context, SUPPLIER_STATS_LIVE) as run:
             created = kafka.ensure_topics(settings.supplier_stats_topic)
             report = spark_jobs.submit(SUPPLIER_STATS_LIVE.job.source, live_stats_job_arguments(kafka, spark_jobs),

@@ -86,6 +86,16 @@ def test_continuous_ingestion_lifecycle(lakehouse, settings, spark):
     first = deployments.status(NAME)
     assert first.running
 
+    # While deployed, a catch-up run of the same job (same checkpoint) is refused, saying why.
+    import dagster as dg
+
+    definitions = build_definitions(lakehouse)
+    refused = dg.materialize([*definitions.assets], selection=[dg.AssetKey(["lakehouse", "orders"])],
+                             resources=definitions.resources, raise_on_error=False)
+    assert not refused.success
+    failure = next(e for e in refused.all_events if e.is_step_failure).step_failure_data.error
+    assert "lineage-assets stop lakehouse/orders" in (failure.cause or failure).message
+
     produce_orders(orders[1:], settings.kafka_servers, settings.schema_registry_url, settings.orders_topic)
     ids = [o.key for o in orders]
 
