@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 CACHE := .cache
 MVN := mvn -q -B -f infra/pom.xml -Dmaven.repo.local=$(CURDIR)/$(CACHE)/m2
 
-.PHONY: setup system-packages jars venv demo test test-unit dev stack-up stack-down stack-status bench clean
+.PHONY: setup system-packages jars venv demo test test-unit dev stack-up stack-down stack-status bench bench-quick clean
 
 setup: system-packages $(BIN)/lineage-assets jars
 
@@ -59,6 +59,13 @@ stack-down:
 
 stack-status:
 	$(BIN)/lineage-assets stack status
+
+# Benchmarks (their own stack on ports shifted by 20000); results in bench/results/latest.{json,md}.
+bench: setup
+	$(BIN)/python -m bench.run
+
+bench-quick: setup
+	$(BIN)/python -m bench.run --quick
 
 clean: stack-down
 	rm -rf .state

@@ -99,7 +99,12 @@ class LineageEmitter:
         while not self._stop.is_set():
             self._wake.wait(self.poll_seconds)
             self._wake.clear()
-            if self.deliver_pending() is False:
+            try:
+                delivered = self.deliver_pending(should_stop=self._stop.is_set)
+            except Exception:  # the sender must outlive any surprise; what is undelivered stays in the log
+                log.exception("OpenLineage sender failed; retrying")
+                delivered = False
+            if delivered is False:
                 self._stop.wait(delay)
                 delay = min(delay * 2, self.retry_seconds[1])
             else:
@@ -125,26 +130,36 @@ class LineageEmitter:
         temporary.write_text(str(offset))
         temporary.replace(self.cursor_path)
 
-    def deliver_pending(self) -> bool | None:
+    def deliver_pending(self, should_stop=lambda: False, batch: int = 50) -> bool | None:
         """Send what the log holds beyond the cursor, in order. True when all is delivered, False
-        when the backend refused or was unreachable, None when another process is sending."""
+        when the backend refused or was unreachable, None when another process is sending or
+        ``should_stop()`` turned true (checked between events). The cursor advances every ``batch`` events: after a crash at most that
+        many are sent again, each with its run id, so no run is ever doubled."""
         if self.transport is None or not self.log_path.exists():
             return True
         with _locked(self.folder / "sender.lock", blocking=False) as lock:
             if lock is None:
                 return None
-            offset = self._cursor()
-            with self.log_path.open("rb") as source:
-                source.seek(offset)
-                for line in source:
-                    if line.strip():
-                        try:
-                            self.transport.emit(json.loads(line))
-                        except Exception as error:
-                            log.warning("lineage backend unavailable (%s); %d events wait in %s",
-                                        error, self.pending(), self.log_path)
-                            return False
-                    offset += len(line)
+            offset = start = self._cursor()
+            sent = 0
+            try:
+                with self.log_path.open("rb") as source:
+                    source.seek(offset)
+                    for line in source:
+                        if should_stop():
+                            return None
+                        if line.strip():
+                            try:
+                                self.transport.emit(json.loads(line))
+                            except Exception as error:
+                                log.warning("lineage backend unavailable (%s); events wait in %s", error, self.log_path)
+                                return False
+                            sent += 1
+                        offset += len(line)
+                        if sent % batch == 0:
+                            self._advance(offset)
+            finally:
+                if offset != start:
                     self._advance(offset)
         return True
 
@@ -152,16 +167,18 @@ class LineageEmitter:
         """Try to deliver everything within ``timeout``; what is left stays in the log for later."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.deliver_pending():
+            if self.deliver_pending(should_stop=lambda: time.monotonic() > deadline):
                 return True
             time.sleep(min(self.retry_seconds[0], max(0.0, deadline - time.monotonic())))
         return self.pending() == 0
 
     def close(self, timeout: float = 10.0) -> bool:
+        """Stop the sender thread, then try to deliver what is left for up to ``timeout`` seconds."""
         self._stop.set()
         self._wake.set()
         if self._sender is not None:
-            self._sender.join(timeout=1.0)
+            self._sender.join()  # it stops between two events
+            self._sender = None
         return self.flush(timeout)
 
     def events(self) -> list[dict]:

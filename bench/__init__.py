@@ -1,0 +1,1 @@
+"""Benchmarks: what lineage costs, how fast the pipeline runs. `make bench` (or `python -m bench.run`)."""
