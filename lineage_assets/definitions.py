@@ -13,7 +13,6 @@ from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lakehouse import LakehouseResource
 from lineage_assets.resources.lineage import RUN_LINEAGE_SENSORS, LineageResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
-from lineage_assets.settings import Settings
 from lineage_assets.spark_conf import spark_conf
 from lineage_assets.streaming.supervision import streaming_deployments, streaming_deployments_supervisor
 

@@ -47,7 +47,7 @@ def decode_orders(raw: DataFrame, avro_schema: str, schema_id: int) -> DataFrame
         .when(writer_id != schema_id, F.concat(F.lit("unexpected schema id "), writer_id.cast("string")))
         .when(malformed, F.lit("value is not valid Avro for the registered schema"))
         .when(F.concat_ws(",", *missing) != "", F.concat(F.lit("missing field: "), F.concat_ws(",", *missing)))
-        .when(price.isNull(), F.concat(F.lit(f"price '"), F.col("order.price"), F.lit(f"' is not a {PRICE_TYPE}")))
+        .when(price.isNull(), F.concat(F.lit("price '"), F.col("order.price"), F.lit(f"' is not a {PRICE_TYPE}")))
     )
     return decoded.select(
         *KAFKA_COLUMNS,

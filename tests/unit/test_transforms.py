@@ -7,7 +7,6 @@ import json
 from decimal import Decimal
 
 import pytest
-from pyspark.sql import Row
 from pyspark.sql import types as T
 
 from lineage_assets.catalog import ORDERS_AVRO_SCHEMA, orders_avro_schema_json
