@@ -28,6 +28,9 @@ from openlineage.client.naming.dataset import S3, Kafka
 from lineage_assets.settings import Settings
 
 
+OWNERS = ("team:data-platform",)  # owners of every dataset and its job (Dagster owners, OpenLineage ownership)
+
+
 class Kind(str, Enum):
     KAFKA = "kafka"
     S3 = "s3"

@@ -14,7 +14,7 @@ from decimal import Decimal
 import dagster as dg
 
 from lineage_assets.assets.common import asset_key
-from lineage_assets.catalog import ARCHIVE, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS, SUPPLIER_STATS_LIVE
+from lineage_assets.catalog import DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS
 from lineage_assets.definitions import build_definitions
 from lineage_assets.lineage.check import check
 from lineage_assets.resources.lakehouse import LakehouseResource
@@ -22,7 +22,7 @@ from lineage_assets.resources.lineage import emitter_for, end_dagster_run
 from lineage_assets.settings import Settings
 from lineage_assets.stack.supervisor import Supervisor
 
-STREAMING = (ARCHIVE, SUPPLIER_STATS_LIVE, LAKEHOUSE_ORDERS)
+STREAMING = tuple(d for d in DATASETS.values() if d.job.streaming)
 
 
 @dataclass

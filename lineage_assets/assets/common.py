@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import dagster as dg
 
-from lineage_assets.catalog import DATASETS, Dataset
+from lineage_assets.catalog import DATASETS, OWNERS, Dataset
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import Settings
-
-OWNERS = ["team:data-platform"]
 
 
 def asset_key(dataset: Dataset) -> dg.AssetKey:
@@ -46,7 +44,7 @@ def asset_spec_arguments(dataset: Dataset, settings: Settings, group: str) -> di
         "description": dataset.description,
         "kinds": {dataset.kind.value, dataset.job.engine},
         "group_name": group,
-        "owners": OWNERS,
+        "owners": list(OWNERS),
         "metadata": definition_metadata(dataset, settings),
         "deps": [asset_key(DATASETS[key]) for key in dataset.upstream],
     }

@@ -40,7 +40,7 @@ from openlineage.client.facet_v2 import (
 )
 from openlineage.client.uuid import generate_static_uuid
 
-from lineage_assets.catalog import DATASETS, Dataset
+from lineage_assets.catalog import DATASETS, OWNERS, Dataset
 from lineage_assets.settings import PROJECT_ROOT, Settings
 
 VERSION = "0.1.0"
@@ -117,16 +117,10 @@ def _job_facets(dataset: Dataset, running_interval: int | None = None) -> dict:
             jobType="DEPLOYMENT" if running_interval else "ASSET", emissionPattern=emission),
         "documentation": documentation_job.DocumentationJobFacet(
             description=f"Materializes {dataset.title} (Dagster asset `{dataset.key}`). {dataset.description}"),
-        "ownership": ownership_job.OwnershipJobFacet(owners=[ownership_job.Owner(name=owner) for owner in dataset_owners()]),
+        "ownership": ownership_job.OwnershipJobFacet(owners=[ownership_job.Owner(name=owner) for owner in OWNERS]),
         "sourceCodeLocation": source_code_location_job.SourceCodeLocationJobFacet(
             type="git", url=PROJECT_ROOT.as_uri(), path=dataset.job.source, version=_git_revision()),
     }
-
-
-def dataset_owners() -> list[str]:
-    from lineage_assets.assets.common import OWNERS
-
-    return OWNERS
 
 
 def job(dataset: Dataset, settings: Settings, running_interval: int | None = None) -> Job:

@@ -128,7 +128,8 @@ class LineageResource(dg.ConfigurableResource):
         """START now; on leaving, COMPLETE, FAIL with the error, or ABORT if the run was interrupted.
         Emission never raises into the asset."""
         settings = self.lakehouse.settings()
-        # A directly invoked asset (an asset unit test) has a run id but no run record.
+        # A directly invoked asset (an asset unit test) has a run id but no run record. `context.run`
+        # (the non-deprecated spelling) raises for such contexts, so the run id is read directly.
         dagster_run = dagster_run_of(context.instance, context.run_id)
         start_dagster_run(settings, dagster_run)
         run = AssetRunLineage(self.emitter(), dataset, dagster_run, settings)

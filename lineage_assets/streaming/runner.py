@@ -28,11 +28,10 @@ from lineage_assets.lineage import events
 from lineage_assets.resources.lineage import emitter_for
 from lineage_assets.settings import PROJECT_ROOT, Settings
 from lineage_assets.spark_conf import spark_submit_command, spark_submit_env
+from lineage_assets.streaming.deployments import last_progress
 
 
 def progress_facet(folder: Path, processed_rows: int) -> events.StreamingProgressRunFacet:
-    from lineage_assets.streaming.deployments import last_progress
-
     latest = last_progress(folder) or {}
     return events.StreamingProgressRunFacet(
         processedRows=processed_rows, inputRowsPerSecond=latest.get("input_rows_per_second"),
