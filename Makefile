@@ -10,12 +10,16 @@ MVN := mvn -q -B -f infra/pom.xml -Dmaven.repo.local=$(CURDIR)/$(CACHE)/m2
 
 setup: system-packages $(BIN)/lineage-assets jars
 
-# PostgreSQL comes from Debian; everything else from PyPI and Maven Central.
+# PostgreSQL and Chromium (lineage pictures, browser tests) come from Debian; the rest from PyPI and Maven Central.
+SUDO := $(shell [ $$(id -u) -eq 0 ] || echo sudo)
 system-packages:
-	@if [ ! -x /usr/lib/postgresql/15/bin/postgres ]; then \
-	  echo "installing PostgreSQL 15 from Debian"; \
-	  $$( [ $$(id -u) -eq 0 ] || echo sudo ) apt-get update -qq && \
-	  $$( [ $$(id -u) -eq 0 ] || echo sudo ) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 >/dev/null; \
+	@missing=""; \
+	test -x /usr/lib/postgresql/15/bin/postgres || missing="$$missing postgresql-15"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing from Debian:$$missing"; \
+	  $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 	@command -v java >/dev/null || { echo "setup: java not found; install a Java 17 runtime"; exit 1; }
 	@command -v mvn >/dev/null || { echo "setup: mvn not found; install Maven"; exit 1; }
@@ -23,7 +27,7 @@ system-packages:
 $(BIN)/lineage-assets: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,bench]'
 	@touch $@
 
 # Resolved once into the project-local cache; later runs find the stamp and stay offline.
@@ -60,11 +64,13 @@ stack-down:
 stack-status:
 	$(BIN)/lineage-assets stack status
 
-# Benchmarks (their own stack on ports shifted by 20000); results in bench/results/latest.{json,md}.
+# Benchmarks (their own stack on ports shifted by 20000); results in bench/results/latest.{json,md,png}.
 bench: setup
+	$(BIN)/pip install -q -e '.[test,bench]'
 	$(BIN)/python -m bench.run
 
 bench-quick: setup
+	$(BIN)/pip install -q -e '.[test,bench]'
 	$(BIN)/python -m bench.run --quick
 
 clean: stack-down

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 
@@ -48,7 +49,11 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
     from lineage_assets.resources.lineage import emitter_for
 
     emitter = emitter_for(settings)
+    if args.action == "show":
+        args.out = args.out or "lineage.html"
+        return _show(args, settings, emitter)
     if args.action == "export":
+        args.out = args.out or "lineage-events.jsonl"
         with open(args.out, "w") as out:
             for event in emitter.events():
                 out.write(json.dumps(event) + "\n")
@@ -69,6 +74,34 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
         return 1
     print(f"lineage check: the lineage in {emitter.log_path} matches the asset graph "
           f"({len(emitter.events())} events)")
+    return 0
+
+
+def _show(args: argparse.Namespace, settings: Settings, emitter) -> int:
+    from pathlib import Path
+
+    from lineage_assets.catalog import DATASETS
+    from lineage_assets.lineage.graph import LineageGraph
+    from lineage_assets.lineage.page import render
+
+    source = Path(args.events) if args.events else emitter.log_path
+    if args.events:
+        with source.open() as lines:
+            recorded = [json.loads(line) for line in lines if line.strip()]
+    else:
+        recorded = emitter.events()
+    labels = {}
+    for dataset in DATASETS.values():
+        identity = dataset.identity(settings)
+        labels[(identity.namespace, identity.name)] = dataset.key
+    page = render(LineageGraph.from_events(recorded), labels, "lineage_assets: OpenLineage graph",
+                  f"{len(recorded)} events in {source}")
+    try:
+        page.write(Path(args.out), Path(args.png) if args.png else None)
+    except (RuntimeError, subprocess.SubprocessError) as error:
+        print(f"lineage-assets: {error}", file=sys.stderr)
+        return 1
+    print(f"wrote {', '.join(filter(None, (args.out, args.png)))}")
     return 0
 
 
@@ -117,10 +150,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=_demo)
 
     lineage = commands.add_parser("lineage", help="check, export or deliver the OpenLineage events")
-    lineage.add_argument("action", choices=["check", "export", "flush"],
+    lineage.add_argument("action", choices=["check", "export", "flush", "show"],
                          help="check: compare with the asset graph; export: write every event as JSON lines; "
-                              "flush: deliver waiting events to the configured backend")
-    lineage.add_argument("--out", default="lineage-events.jsonl", help="export: the output file")
+                              "flush: deliver waiting events to the configured backend; "
+                              "show: draw the graph as a self-contained HTML page (and PNG)")
+    lineage.add_argument("--out", help="export: the output file (default lineage-events.jsonl); "
+                                       "show: the HTML page (default lineage.html)")
+    lineage.add_argument("--png", help="show: also render the page, column edges shown, to this PNG (needs Chromium)")
+    lineage.add_argument("--events", help="show: read an exported JSON-lines file instead of the event log")
     lineage.add_argument("--timeout", type=float, default=30.0, help="flush: how long to keep trying")
     lineage.set_defaults(handler=_lineage)
 

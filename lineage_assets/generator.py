@@ -14,9 +14,10 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import random
+import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from lineage_assets.catalog import orders_avro_schema_json
@@ -106,8 +107,10 @@ class ProduceReport:
 
 
 def produce_orders(orders: list[GeneratedOrder], bootstrap_servers: str, registry_url: str, topic: str,
-                   progress_every: int = 1000) -> ProduceReport:
-    """Send the orders; returns once every record is acknowledged (idempotent producer, acks=all)."""
+                   progress: Callable[[str], None] = log.info, progress_every_s: float = 5.0) -> ProduceReport:
+    """Send the orders; returns once every record is acknowledged (idempotent producer, acks=all).
+
+    ``progress`` gets a line at most every ``progress_every_s`` seconds while sending."""
     from confluent_kafka import Producer
     from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.schema_registry.avro import AvroSerializer
@@ -123,13 +126,15 @@ def produce_orders(orders: list[GeneratedOrder], bootstrap_servers: str, registr
             failures.append(f"{message.key()!r}: {error}")
 
     context = SerializationContext(topic, MessageField.VALUE)
+    last_progress = time.monotonic()
     for i, order in enumerate(orders, start=1):
         value = order.raw_value if order.order is None else serializer(order.order, context)
         producer.produce(topic, key=order.key.encode(), value=value, on_delivery=delivered,
                          timestamp=int(order.sent_at.timestamp() * 1000))
         producer.poll(0)
-        if i % progress_every == 0:
-            log.info("produced %d of %d orders", i, len(orders))
+        if time.monotonic() - last_progress >= progress_every_s:
+            last_progress = time.monotonic()
+            progress(f"produced {i} of {len(orders)} orders")
     remaining = producer.flush(60)
     if remaining or failures:
         raise RuntimeError(f"{remaining} orders not acknowledged, {len(failures)} failed: {failures[:3]}")

@@ -74,6 +74,36 @@ class ProgressLog(StreamingQueryListener):
         self._append({"event": "terminated", "exception": event.exception})
 
 
+PROGRESS_EVERY_S = 5.0
+PROGRESS_PREFIX = "progress: "  # the caller forwards these lines to its log (lineage_assets/resources/spark_jobs.py)
+
+
+class ProgressPrinter(StreamingQueryListener):
+    """Prints the query's progress to stdout at a readable rate (at most one line per interval)."""
+
+    def __init__(self, every_s: float = PROGRESS_EVERY_S):
+        self.every_s = every_s
+        self.last_printed = 0.0
+        self.rows = 0
+
+    def onQueryStarted(self, event) -> None:
+        print(f"{PROGRESS_PREFIX}query {event.name or event.id} started", flush=True)
+
+    def onQueryProgress(self, event) -> None:
+        progress = event.progress
+        self.rows += progress.numInputRows
+        if time.monotonic() - self.last_printed >= self.every_s:
+            self.last_printed = time.monotonic()
+            print(f"{PROGRESS_PREFIX}batch {progress.batchId}: {self.rows} rows so far, "
+                  f"{progress.processedRowsPerSecond or 0:.0f} rows/s", flush=True)
+
+    def onQueryIdle(self, event) -> None:
+        pass
+
+    def onQueryTerminated(self, event) -> None:
+        print(f"{PROGRESS_PREFIX}query ended after {self.rows} rows", flush=True)
+
+
 def kafka_source(spark: SparkSession, bootstrap_servers: str, topic: str) -> DataFrame:
     return (
         spark.readStream.format("kafka")
@@ -91,6 +121,7 @@ def run_query(writer, args: argparse.Namespace, spark: SparkSession):
 
     Continuous mode runs until the query fails, the process is stopped, or the drain file appears;
     a drain processes what is available, commits, and returns normally."""
+    spark.streams.addListener(ProgressPrinter())
     if args.progress_file:
         spark.streams.addListener(ProgressLog(args.progress_file))
     if args.mode == CATCH_UP:

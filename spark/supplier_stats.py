@@ -51,9 +51,11 @@ def main() -> None:
         spark.stop()
         return
 
+    print(f"{jobs.PROGRESS_PREFIX}computing {day} from {args.source}", flush=True)
     orders = transforms.orders_of_day(spark.table(args.source), day).persist()
     stats = transforms.hourly_supplier_stats(orders).persist()
     stats.writeTo(args.target).overwrite(F.col("bid_date") == F.lit(day))
+    print(f"{jobs.PROGRESS_PREFIX}replaced {day} in {args.target} after {time.monotonic() - started:.0f} s", flush=True)
     snapshot = spark.sql(f"SELECT snapshot_id, summary FROM {args.target}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()[0]
     jobs.write_report(args.report, {
         "day": day.isoformat(),

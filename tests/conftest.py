@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -51,3 +52,31 @@ def spark(settings: Settings):
     session = local_session(settings, "lineage-assets-tests")
     yield session
     session.stop()
+
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
+# What this machine's closed network needs: no background calls to Google's services.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's headless Chromium (installed by `make setup`), driven by Playwright."""
+    from playwright.sync_api import sync_playwright
+
+    executable = shutil.which("chromium")
+    assert executable, "Chromium is missing: `make setup` installs Debian's chromium package"
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def screenshots(request) -> Path:
+    """Where a browser test saves its screenshots (kept as CI artifacts)."""
+    folder = ARTIFACTS / "screenshots" / request.node.name
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder

@@ -39,7 +39,8 @@ def build_orders_asset(settings: Settings) -> dg.AssetsDefinition:
             created = kafka.ensure_topics(settings.orders_topic, settings.supplier_stats_topic, settings.dead_letter_topic)
             schema_id = kafka.register_value_schema(settings.orders_topic, orders_avro_schema_json())
             generated = list(generate_orders(config.generator()))
-            report = produce_orders(generated, settings.kafka_servers, settings.schema_registry_url, settings.orders_topic)
+            report = produce_orders(generated, settings.kafka_servers, settings.schema_registry_url, settings.orders_topic,
+                                    progress=context.log.info)
             run.complete(OutputStatistics(rows=report.produced), "CREATE" if settings.orders_topic in created else None)
         context.log.info(f"produced {report.produced} orders to {settings.orders_topic}: {report.by_kind}")
         return dg.MaterializeResult(metadata={

@@ -7,42 +7,9 @@ line; no gap means the check passes.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from dataclasses import dataclass, field
-
 from lineage_assets.catalog import DATASETS, Dataset
+from lineage_assets.lineage.graph import TERMINAL, LineageGraph
 from lineage_assets.settings import Settings
-
-TERMINAL = {"COMPLETE", "FAIL", "ABORT"}
-
-
-@dataclass
-class LineageGraph:
-    """What the events say: job -> inputs/outputs, column edges, dataset aliases, run states."""
-
-    inputs: dict[str, set[tuple[str, str]]] = field(default_factory=lambda: defaultdict(set))
-    outputs: dict[str, set[tuple[str, str]]] = field(default_factory=lambda: defaultdict(set))
-    column_edges: set[tuple[tuple[str, str], str, tuple[str, str], str]] = field(default_factory=set)
-    aliases: dict[tuple[str, str, str], set[tuple[str, str]]] = field(default_factory=lambda: defaultdict(set))
-    run_states: dict[str, list[tuple[str, str]]] = field(default_factory=lambda: defaultdict(list))  # run -> [(job, state)]
-
-    @classmethod
-    def from_events(cls, events: list[dict]) -> LineageGraph:
-        graph = cls()
-        for event in events:
-            job = f"{event['job']['namespace']}/{event['job']['name']}"
-            graph.run_states[event["run"]["runId"]].append((job, event.get("eventType", "OTHER")))
-            for side, target in (("inputs", graph.inputs), ("outputs", graph.outputs)):
-                for dataset in event.get(side) or []:
-                    node = (dataset["namespace"], dataset["name"])
-                    target[job].add(node)
-                    facets = dataset.get("facets") or {}
-                    for identifier in (facets.get("symlinks") or {}).get("identifiers", []):
-                        graph.aliases[(identifier["namespace"], identifier["name"], identifier["type"])].add(node)
-                    for column, lineage in ((facets.get("columnLineage") or {}).get("fields") or {}).items():
-                        for source in lineage.get("inputFields", []):
-                            graph.column_edges.add(((source["namespace"], source["name"]), source["field"], node, column))
-        return graph
 
 
 def _node(dataset: Dataset, settings: Settings) -> tuple[str, str]:

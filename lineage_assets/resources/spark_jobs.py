@@ -14,6 +14,10 @@ from lineage_assets.resources.lakehouse import LakehouseResource
 from lineage_assets.settings import PROJECT_ROOT
 from lineage_assets.spark_conf import spark_submit_command, spark_submit_env
 
+# Jobs print their progress on lines with this prefix (spark/jobs.py, which cannot import this
+# package: the scripts run under spark-submit, apart from Dagster); they go to the run's log.
+PROGRESS_PREFIX = "progress: "
+
 
 class SparkJobError(RuntimeError):
     """A Spark job exited non-zero; the message carries the end of its output."""
@@ -41,7 +45,8 @@ class SparkJobsResource(dg.ConfigurableResource):
                 try:
                     for line in process.stdout:
                         tail.append(line.rstrip())
-                        if log is not None and (" ERROR " in line or "Traceback" in line):
+                        if log is not None and (line.startswith(PROGRESS_PREFIX) or " ERROR " in line
+                                                or "Traceback" in line):
                             log.info(line.rstrip())
                 except BaseException:  # the run was cancelled: the job must not outlive it
                     process.terminate()

@@ -44,6 +44,8 @@ class Service:
     # After the first healthy probe: buckets, databases. Idempotent too.
     after_start: Callable[[Settings], None] = lambda settings: None
     requires: tuple[str, ...] = ()
+    # Settings that, when set, point the project at this service run elsewhere (a real cluster).
+    replaced_by: tuple[str, ...] = ()
     run_as: Callable[[], str | None] = lambda: None
     stop_signal: int = 15
     start_timeout: float = 90.0
@@ -54,6 +56,10 @@ class Service:
 
     def log_file(self, settings: Settings) -> Path:
         return settings.logs_dir / f"{self.name}.log"
+
+    def replaced(self, settings: Settings) -> list[str]:
+        """The settings that point elsewhere for this service (empty: the stack runs it)."""
+        return [name for name in self.replaced_by if getattr(settings, name)]
 
 
 def render(template: str, target: Path, **values) -> Path:
@@ -182,6 +188,7 @@ def _postgres_healthy(settings: Settings) -> bool:
 
 POSTGRES = Service(
     name="postgres",
+    replaced_by=("catalog_url",),  # it only stores the local catalog
     ports=lambda s: [s.postgres_port],
     command=lambda s: [
         _postgres_binary("postgres"), "-D", str(s.state_dir / "postgres" / "pgdata"),
@@ -231,6 +238,7 @@ def _kafka_healthy(settings: Settings) -> bool:
 
 KAFKA = Service(
     name="kafka",
+    replaced_by=("kafka_bootstrap",),
     ports=lambda s: [s.kafka_port, s.kafka_controller_port],
     command=lambda s: [
         java(), "-Xms256m", "-Xmx1g", "-XX:+UseG1GC",
@@ -288,6 +296,7 @@ def _create_buckets(settings: Settings) -> None:
 
 S3 = Service(
     name="s3",
+    replaced_by=("s3_endpoint",),
     ports=lambda s: [s.s3_port],
     command=lambda s: [
         java(), "-Xmx512m", "-jar", single_jar(s, "s3proxy"),
@@ -326,6 +335,7 @@ def _iceberg_rest_env(settings: Settings) -> dict[str, str]:
 
 ICEBERG_REST = Service(
     name="iceberg-rest",
+    replaced_by=("catalog_url",),
     ports=lambda s: [s.iceberg_rest_port],
     command=lambda s: [
         java(), "-Xmx512m", f"-Dlog4j2.configurationFile={CONF_DIR / 'jvm-log4j2.properties'}",
@@ -343,6 +353,7 @@ ICEBERG_REST = Service(
 
 REGISTRY = Service(
     name="registry",
+    replaced_by=("registry_url",),
     ports=lambda s: [s.registry_port],
     command=lambda s: [
         java(), "-Xmx512m", f"-Dquarkus.http.host={s.host}", f"-Dquarkus.http.port={s.registry_port}",

@@ -87,7 +87,13 @@ class Supervisor:
 
     # --- up -------------------------------------------------------------------------------------
     def up(self, names: Iterable[str] | None = None) -> list[ServiceStatus]:
-        wanted = self._with_requirements(self._select(names))
+        wanted = []
+        for service in self._with_requirements(self._select(names)):
+            if replaced := service.replaced(self.settings):
+                setting = ", ".join(f"LINEAGE_ASSETS_{name.upper()}" for name in replaced)
+                self.progress(f"{service.name:<12} not started: {setting} points elsewhere")
+            else:
+                wanted.append(service)
         healthy: set[str] = set()
         pending = list(wanted)
         while pending:
@@ -100,7 +106,7 @@ class Supervisor:
                 self._await_healthy(service, *launched[service.name])
                 healthy.add(service.name)
                 pending.remove(service)
-        return self.status([s.name for s in wanted])
+        return self.status([s.name for s in wanted]) if wanted else []
 
     def _with_requirements(self, services: list[Service]) -> list[Service]:
         ordered: list[Service] = []
@@ -118,12 +124,17 @@ class Supervisor:
         if self._recorded_pid(service) is not None:
             self.progress(f"{service.name:<12} already running at {service.address(settings)}")
             return None
-        for port in service.ports(settings):
-            if _port_taken(settings.host, port):
-                raise StackError(
-                    f"{service.name}: port {port} on {settings.host} is already in use by another process; "
-                    f"stop it or choose another port (see `lineage-assets settings`); log: {service.log_file(settings)}"
-                )
+        taken = [port for port in service.ports(settings) if _port_taken(settings.host, port)]
+        if taken and service.healthy(settings):
+            # The same service run by someone else (infra/compose.yaml, a developer's own server): use it.
+            self.progress(f"{service.name:<12} already served at {service.address(settings)} by a process outside "
+                          f"this stack; using it (it is not stopped by `stack down`)")
+            return None
+        if taken:
+            raise StackError(
+                f"{service.name}: port {taken[0]} on {settings.host} is already in use by another process; "
+                f"stop it or choose another port (see `lineage-assets settings`); log: {service.log_file(settings)}"
+            )
         log_path = service.log_file(settings)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         try:

@@ -130,3 +130,13 @@ def test_port_in_use_is_a_clear_error_naming_the_service(tmp_path):
             Supervisor(settings).up(["s3"])
     message = str(error.value)
     assert message.startswith("s3:") and f"port {port}" in message and "s3.log" in message
+
+
+def test_a_healthy_service_run_elsewhere_is_used_and_left_alone(stack, settings, tmp_path):
+    # The test stack's s3proxy plays a server started outside this stack (e.g. by infra/compose.yaml).
+    outsider = isolated_settings("external-probe", offset=13000, state_dir=tmp_path / "state", s3_port=settings.s3_port)
+    supervisor = Supervisor(outsider)
+    (status,) = supervisor.up(["s3"])
+    assert status.healthy and _processes_using(outsider.state_dir) == []
+    assert supervisor.down(["s3"]) == []
+    assert stack.status(["s3"])[0].healthy

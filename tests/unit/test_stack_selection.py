@@ -1,0 +1,24 @@
+"""Which local services `stack up` starts when settings point at services run elsewhere."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from lineage_assets.settings import Settings
+from lineage_assets.stack.supervisor import Supervisor
+
+
+def test_services_replaced_by_settings_are_not_started_and_say_which_setting(tmp_path):
+    settings = dataclasses.replace(
+        Settings.from_env(), state_dir=tmp_path, kafka_bootstrap="kafka.example:9092", s3_endpoint="https://s3.example",
+        registry_url="https://registry.example/apis/ccompat/v7", catalog_url="https://catalog.example")
+    said: list[str] = []
+    assert Supervisor(settings, progress=said.append).up() == []
+    assert said == [
+        "postgres     not started: LINEAGE_ASSETS_CATALOG_URL points elsewhere",
+        "kafka        not started: LINEAGE_ASSETS_KAFKA_BOOTSTRAP points elsewhere",
+        "s3           not started: LINEAGE_ASSETS_S3_ENDPOINT points elsewhere",
+        "iceberg-rest not started: LINEAGE_ASSETS_CATALOG_URL points elsewhere",
+        "registry     not started: LINEAGE_ASSETS_REGISTRY_URL points elsewhere",
+    ]
+    assert not any(tmp_path.iterdir()), "nothing prepared for services that are not started"
