@@ -18,6 +18,13 @@ ENV_PREFIX = "LINEAGE_ASSETS_"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
+def _parse_bool(raw: str) -> bool:
+    words = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": False, "no": False, "off": False}
+    if raw.strip().lower() not in words:
+        raise ValueError(raw)
+    return words[raw.strip().lower()]
+
+
 def _setting(default, help: str):
     return field(default=default, metadata={"help": help})
 
@@ -61,6 +68,7 @@ class Settings:
     lineage_namespace: str = _setting("lineage_assets", "OpenLineage namespace of the project's jobs")
     deployment_backend: str = _setting("local", "where streaming deployments run: local (processes) or docker")
     docker_image: str = _setting("lineage-assets:latest", "image of the docker deployment backend (infra/Dockerfile)")
+    restart_dead_deployments: bool = _setting(False, "the supervision sensor redeploys a deployment it finds dead")
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
@@ -74,7 +82,7 @@ class Settings:
             raw = environ[name]
             kind = type(f.default)
             try:
-                values[f.name] = kind(raw)
+                values[f.name] = _parse_bool(raw) if kind is bool else kind(raw)
             except ValueError:
                 raise ValueError(f"{name}={raw!r} is not a valid {kind.__name__} ({f.metadata['help']})") from None
         return cls(**values)

@@ -87,6 +87,7 @@ def build_lakehouse_definitions(settings: Settings) -> dict:
     supplier_stats_job = dg.define_asset_job("supplier_stats_job", selection=[asset_key(SUPPLIER_STATS)])
 
     @dg.asset_sensor(asset_key=asset_key(LAKEHOUSE_ORDERS), job=supplier_stats_job, minimum_interval_seconds=30,
+                     default_status=dg.DefaultSensorStatus.RUNNING,
                      description="A new `lakehouse/orders` materialization requests `supplier_stats` for each day it touched.")
     def supplier_stats_on_new_orders(context: dg.SensorEvaluationContext, asset_event: dg.EventLogEntry):
         days = asset_event.asset_materialization.metadata.get("days")

@@ -145,18 +145,21 @@ class LineageResource(dg.ConfigurableResource):
         run.emit(RunState.COMPLETE)
 
 
+# Running by default: without them a Dagster run's lineage would stay RUNNING forever.
 @dg.run_status_sensor(run_status=dg.DagsterRunStatus.SUCCESS, monitor_all_code_locations=False,
+                      default_status=dg.DefaultSensorStatus.RUNNING,
                       description="Sends the terminal lineage event of each finished Dagster run.")
 def dagster_run_succeeded_lineage(context: dg.RunStatusSensorContext, lineage: LineageResource):
     end_dagster_run(lineage.lakehouse.settings(), context.instance, context.dagster_run.run_id)
 
 
-@dg.run_failure_sensor(description="Sends the FAIL lineage event of each failed Dagster run.")
+@dg.run_failure_sensor(default_status=dg.DefaultSensorStatus.RUNNING,
+                       description="Sends the FAIL lineage event of each failed Dagster run.")
 def dagster_run_failed_lineage(context: dg.RunFailureSensorContext, lineage: LineageResource):
     end_dagster_run(lineage.lakehouse.settings(), context.instance, context.dagster_run.run_id)
 
 
-@dg.run_status_sensor(run_status=dg.DagsterRunStatus.CANCELED,
+@dg.run_status_sensor(run_status=dg.DagsterRunStatus.CANCELED, default_status=dg.DefaultSensorStatus.RUNNING,
                       description="Sends the ABORT lineage event of each cancelled Dagster run.")
 def dagster_run_cancelled_lineage(context: dg.RunStatusSensorContext, lineage: LineageResource):
     end_dagster_run(lineage.lakehouse.settings(), context.instance, context.dagster_run.run_id)

@@ -137,16 +137,30 @@ class LocalDeployments:
         if pid is not None:
             os.kill(pid, signum)
 
-    def stop_orphan(self, folder: Path) -> bool:
-        """Stop the Spark job of a runner that died without stopping it (its process group)."""
+    def stop_orphan(self, folder: Path, wait_s: float = 0.0) -> bool:
+        """Stop the Spark job of a runner that died without stopping it (its process group); with
+        ``wait_s``, wait that long for it to exit, then kill it. True when there was one."""
         pgid = (read_json(folder / "runner.json") or {}).get("spark_pgid")
-        try:
-            if not pgid or str(folder) not in Path(f"/proc/{pgid}/cmdline").read_bytes().decode(errors="replace"):
-                return False  # gone, or the pid now belongs to another process
-            os.killpg(pgid, signal.SIGTERM)
-            return True
-        except (OSError, ProcessLookupError):
+
+        def alive() -> bool:
+            try:  # the pid may have been reused by another process
+                return str(folder) in Path(f"/proc/{pgid}/cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                return False
+
+        if not pgid or not alive():
             return False
+        try:
+            os.killpg(pgid, signal.SIGTERM)
+            deadline = time.monotonic() + wait_s
+            while wait_s and alive():
+                if time.monotonic() > deadline:
+                    os.killpg(pgid, signal.SIGKILL)
+                    break
+                time.sleep(0.5)
+        except ProcessLookupError:
+            pass
+        return True
 
     def status(self, name: str) -> DeploymentStatus:
         folder = self.folder(name)
@@ -171,6 +185,8 @@ class LocalDeployments:
             outcome = "restarted"
         folder = self.folder(name)
         folder.mkdir(parents=True, exist_ok=True)
+        # A dead runner's Spark job must be gone before a new one takes the same checkpoint.
+        self.stop_orphan(folder, wait_s=60.0)
         for leftover in ("drain", "ended.json", "runner.json", "progress.jsonl"):
             (folder / leftover).unlink(missing_ok=True)
         (folder / "deployment.json").write_text(json.dumps(spec, indent=2))
@@ -287,7 +303,7 @@ class DockerDeployments(LocalDeployments):
         if container is not None:
             container.kill(signal=signum)
 
-    def stop_orphan(self, folder: Path) -> bool:
+    def stop_orphan(self, folder: Path, wait_s: float = 0.0) -> bool:
         return False  # the job lives and dies with its container
 
 

@@ -82,7 +82,8 @@ def supervise(deployments: LocalDeployments, kafka: KafkaResource) -> tuple[list
 
 @dg.sensor(minimum_interval_seconds=SUPERVISION_INTERVAL_SECONDS, default_status=dg.DefaultSensorStatus.RUNNING,
            description="Observes streaming deployments (rows/s, consumer lag, last batch) and ends with FAIL "
-                       "any deployment whose process died without reporting an end.")
+                       "any deployment whose process died without reporting an end (and redeploys it when "
+                       "LINEAGE_ASSETS_RESTART_DEAD_DEPLOYMENTS is on).")
 def streaming_deployments_supervisor(context: dg.SensorEvaluationContext, kafka: KafkaResource) -> dg.SensorResult:
     deployments = deployments_for(kafka.lakehouse)
     seen = json.loads(context.cursor) if context.cursor else {}
@@ -90,6 +91,9 @@ def streaming_deployments_supervisor(context: dg.SensorEvaluationContext, kafka:
     observations, ended = supervise(deployments, kafka)
     for name in ended:
         context.log.warning(f"deployment {name} died without a terminal event: FAIL emitted")
+        if kafka.lakehouse.settings().restart_dead_deployments:
+            # A new lineage run, resuming from the checkpoint; the dead one keeps its FAIL.
+            context.log.info(f"deployment {name} redeployed: {deployments.deploy(name)}")
     return dg.SensorResult(asset_events=[*commits, *observations], cursor=json.dumps(seen))
 
 

@@ -17,7 +17,7 @@ from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lakehouse import LakehouseResource
 from lineage_assets.resources.lineage import emitter_for
 from lineage_assets.settings import PROJECT_ROOT
-from lineage_assets.streaming.deployments import STREAMING_JOBS, LocalDeployments
+from lineage_assets.streaming.deployments import STREAMING_JOBS, LocalDeployments, read_json
 
 SPEC = PROJECT_ROOT.parent / "shared" / "openlineage-spec"
 NAME = LAKEHOUSE_ORDERS.key
@@ -184,7 +184,7 @@ def test_the_ui_job_deploys_and_stops_and_names_a_bad_action(lakehouse, settings
     assert not status.running and status.ended["state"] == "COMPLETE"
 
 
-def test_a_killed_deployment_ends_with_one_fail_and_resumes_from_its_checkpoint(lakehouse, settings, spark):
+def test_a_killed_deployment_ends_with_one_fail_and_its_opt_in_restart_resumes_from_the_checkpoint(lakehouse, settings, spark):
     import os
     import signal
 
@@ -211,23 +211,28 @@ def test_a_killed_deployment_ends_with_one_fail_and_resumes_from_its_checkpoint(
         assert observed[0].metadata["deployment/run_id"].value == killed.run_id
         assert observed[0].metadata["deployment/consumer_lag"].value >= 0
 
+        killed_spark = (read_json(deployments.folder(NAME) / "runner.json") or {}).get("spark_pgid")
         os.kill(killed.pid, signal.SIGKILL)  # no chance to report anything
         wait_for(lambda: not deployments.status(NAME).running, 30, "the runner to be gone")
-        evaluate_supervisor(lakehouse, instance)
+        # The opt-in restart: the tick that finds it dead ends its run with FAIL and redeploys it.
+        restarting = LakehouseResource(overrides={**settings.as_environment(), "LINEAGE_ASSETS_RESTART_DEAD_DEPLOYMENTS": "on"})
+        evaluate_supervisor(restarting, instance)
         failed = [e for e in run_events(settings, killed.run_id) if e["eventType"] == "FAIL"]
         assert len(failed) == 1 and "runner process is gone" in failed[0]["run"]["facets"]["errorMessage"]["message"]
-        wait_for(lambda: processes_of(deployments.folder(NAME)) == [], 90, "the orphaned Spark job to stop")
+        restarted = deployments.status(NAME)
+        assert restarted.running and restarted.run_id != killed.run_id
+        assert killed_spark and killed_spark not in processes_of(deployments.folder(NAME)), "the orphan is stopped first"
 
-        evaluate_supervisor(lakehouse, instance)  # a second pass emits nothing more
+        evaluate_supervisor(lakehouse, instance)  # a second pass emits nothing more for the dead run
         assert len([e for e in run_events(settings, killed.run_id) if e["eventType"] in ("FAIL", "ABORT", "COMPLETE")]) == 1
 
-    # Redeployed, it resumes from the checkpoint: every order once, none twice.
+    # The new run resumes from the checkpoint: every order once, none twice.
     produce_orders(orders[20:], settings.kafka_servers, settings.schema_registry_url, settings.orders_topic)
-    assert deployments.deploy(NAME) == "started"
     wait_for(lambda: ingested() >= len(ids), 180, "the remaining orders in Iceberg")
     assert deployments.stop(NAME, drain=True) == "stopped"
     assert ingested() == len(ids)
     assert deployments.status(NAME).ended["state"] == "COMPLETE"
+    assert [e["eventType"] for e in run_events(settings, restarted.run_id)][0] == "START"
 
 
 def test_a_deployment_whose_job_dies_ends_with_fail_and_the_error(lakehouse, settings):

@@ -2,7 +2,7 @@
 
 The user opens the asset graph, looks at an asset's columns and owners, clicks *Materialize all*,
 picks today's partition for the daily asset, launches the run, and sees it succeed and every asset
-materialized.
+materialized; the asset sensor follows up, and every run's lineage ends.
 Screenshots go to artifacts/screenshots/.
 """
 
@@ -20,6 +20,8 @@ import dagster as dg
 import pytest
 
 from lineage_assets.catalog import DATASETS
+from lineage_assets.lineage.check import check
+from lineage_assets.resources.lineage import dagster_run_of, emitter_for
 from lineage_assets.settings import PROJECT_ROOT
 
 RUN_TIMEOUT_S = 900
@@ -95,7 +97,18 @@ def test_catalog_lists_every_asset_and_shows_the_lakehouse_columns_owners_and_ki
     page.screenshot(path=screenshots / "supplier_stats.png", full_page=True)
 
 
-def test_materialize_all_from_the_asset_graph(page, dagster_dev, screenshots):
+def wait_for_runs(instance, wanted, timeout_s: float = RUN_TIMEOUT_S) -> list:
+    """The runs ``wanted`` picks, once there is one and all have finished."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        runs = [run for run in instance.get_runs() if wanted(run)]
+        if runs and all(run.is_finished for run in runs):
+            return runs
+        assert time.monotonic() < deadline, f"no finished run after {timeout_s} s: {runs}"
+        time.sleep(5)
+
+
+def test_materialize_all_from_the_asset_graph(page, dagster_dev, settings, screenshots):
     url, home = dagster_dev
     open_ui(page, f"{url}/asset-groups")
     page.screenshot(path=screenshots / "asset-graph.png")
@@ -113,19 +126,25 @@ def test_materialize_all_from_the_asset_graph(page, dagster_dev, screenshots):
 
     everything = {dg.AssetKey(dataset.asset_key_path) for dataset in DATASETS.values()}
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        deadline = time.monotonic() + RUN_TIMEOUT_S
-        while True:
-            launched = [run for run in instance.get_runs() if set(run.asset_selection or ()) == everything]
-            if launched and launched[0].is_finished:
-                break
-            assert time.monotonic() < deadline, f"no finished run of every asset after {RUN_TIMEOUT_S} s: {launched}"
-            time.sleep(5)
-        (run,) = launched
+        (run,) = wait_for_runs(instance, lambda r: set(r.asset_selection or ()) == everything)
         assert run.status == dg.DagsterRunStatus.SUCCESS, f"run {run.run_id} ended {run.status}"
         assert run.tags.get("dagster/partition") == today
         for key in everything:
             event = instance.get_latest_materialization_event(key)
             assert event is not None and event.run_id == run.run_id, key
+        # The asset sensor (on by default) asks for today's supplier_stats after the new orders.
+        (followup,) = wait_for_runs(instance, lambda r: r.tags.get("dagster/sensor_name") == "supplier_stats_on_new_orders")
+        assert followup.status == dg.DagsterRunStatus.SUCCESS and followup.tags.get("dagster/partition") == today
+        dagster_runs = [dagster_run_of(instance, r.run_id) for r in (run, followup)]
+
+    # Each Dagster run's own lineage run ends (the run-status sensors are on by default).
+    emitter = emitter_for(settings)
+    deadline = time.monotonic() + 120
+    while unfinished := [r.run_id for r in dagster_runs if not any(
+            e["run"]["runId"] == r.lineage_run_id and e["eventType"] == "COMPLETE" for e in emitter.events())]:
+        assert time.monotonic() < deadline, f"no COMPLETE lineage event for Dagster runs {unfinished}"
+        time.sleep(5)
+    assert not [gap for gap in check(emitter.events(), settings) if gap.startswith("run left RUNNING")]
 
     open_ui(page, f"{url}/runs/{run.run_id}")
     page.get_by_text("Success", exact=True).first.wait_for()

@@ -42,3 +42,11 @@ def test_dagster_validates_the_workspace():
     result = subprocess.run([sys.executable, "-m", "dagster", "definitions", "validate", "-w", "workspace.yaml"],
                             cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_sensor_runs_by_default_so_dagster_dev_keeps_lineage_truthful():
+    # Stopped run-status sensors would leave every Dagster run's lineage RUNNING; a stopped asset
+    # sensor would leave supplier_stats stale under continuous ingestion.
+    sensors = {sensor.name: sensor.default_status for sensor in defs.sensors}
+    assert len(sensors) == 5
+    assert set(sensors.values()) == {dg.DefaultSensorStatus.RUNNING}, sensors
