@@ -19,6 +19,7 @@ from pathlib import Path
 from openlineage.client.event_v2 import RunState
 from openlineage.client.transport.http import HttpConfig, HttpTransport
 
+from bench.measure import percentile
 from lineage_assets.catalog import SUPPLIER_STATS
 from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import LineageEmitter
@@ -49,11 +50,6 @@ def _closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 def measure(url: str, count: int) -> dict:
@@ -88,3 +84,7 @@ def run(quick: bool) -> dict:
     worst = max(r["p99_ms"] for r in results.values())
     return {"name": "emission_latency", "target": "p99 <= 1 ms in all three", "met": worst <= 1.0,
             "worst_p99_ms": worst, "cases": results}
+
+
+def summary(result: dict) -> str:
+    return ", ".join(f"{case}: p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms" for case, r in result["cases"].items())

@@ -1,0 +1,91 @@
+"""The results as one PNG: each benchmark's figure against its target (dashed), and the scaling curve."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: files only
+import matplotlib.pyplot as plt  # noqa: E402 (after choosing the backend)
+
+from bench import cold_start  # noqa: E402
+
+
+def _bars(ax, labels: list[str], values: list[float], target: float | None, title: str, unit: str) -> None:
+    ax.bar(labels, values, color="tab:blue")
+    if target is not None:
+        ax.axhline(target, color="tab:red", linestyle="--", label=f"target {target:g}{unit}")
+        ax.legend(loc="best", fontsize=8)
+    ax.set_title(title, fontsize=10)
+    ax.tick_params(axis="x", labelsize=8)
+    for x, value in enumerate(values):
+        ax.annotate(f"{value:g}", (x, value), ha="center", va="bottom", fontsize=8)
+
+
+def emission(ax, result: dict) -> None:
+    cases = result["cases"]
+    _bars(ax, [case.split(" ")[0] for case in cases], [r["p99_ms"] for r in cases.values()], 1.0,
+          "emission latency p99 (ms), lower is better", " ms")
+
+
+def lineage_overhead(ax, result: dict) -> None:
+    _bars(ax, ["lineage on / off"], [result["ratio"]], 1.03, "batch lineage overhead (ratio), lower is better", "")
+
+
+def throughput(ax, result: dict) -> None:
+    ratios = result["ratios"]
+    _bars(ax, list(ratios), list(ratios.values()), 0.5, "streaming throughput / raw consumer, higher is better", "")
+
+
+def freshness(ax, result: dict) -> None:
+    values = {f"{where} {q}": result[where][f"{q}_s"] for where in ("table", "window") for q in ("p50", "p95")}
+    _bars(ax, list(values), [v if v is not None else 0 for v in values.values()], None, "freshness (s from produce)", "")
+
+
+def scaling(ax, result: dict) -> None:
+    sizes = [m["orders"] for m in result["sizes"]]
+    for key, label in (("median_asset_s", f"asset (exponent {result['exponent_asset']})"),
+                       ("median_floor_s", f"bare spark-submit (exponent {result['exponent_floor']})")):
+        ax.plot(sizes, [m[key] for m in result["sizes"]], marker="o", label=label)
+    for m in result["sizes"]:
+        ax.annotate(f"×{m['ratio']:g}", (m["orders"], m["median_asset_s"]), textcoords="offset points", xytext=(0, 6),
+                    ha="center", fontsize=8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("orders in the day", fontsize=8)
+    ax.set_ylabel("seconds", fontsize=8)
+    ax.set_title("batch scaling: supplier_stats (ratio asset / floor)", fontsize=10)
+    ax.legend(fontsize=8)
+
+
+def cold(ax, result: dict) -> None:
+    runs = result["median_phases_s"]
+    left = {name: 0.0 for name in runs}
+    for phase in cold_start.PHASES:
+        widths = [runs[name][phase] for name in runs]
+        ax.barh(list(runs), widths, left=[left[name] for name in runs], label=phase.removesuffix("_s").replace("_", " "))
+        for name, width in zip(runs, widths):
+            left[name] += width
+    ax.set_xlabel("seconds (median)", fontsize=8)
+    ax.set_title(f"cold start (class loading {runs['dagster_cli']['class_loading_s']} s inside Spark phases)", fontsize=10)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3)
+
+
+PANELS = {"emission_latency": emission, "lineage_overhead_batch": lineage_overhead, "streaming_throughput": throughput,
+          "freshness": freshness, "batch_scaling": scaling, "cold_start": cold}
+
+
+def draw(results: dict, path: Path) -> None:
+    drawn = [bench for bench in results["benchmarks"] if bench["name"] in PANELS and "error" not in bench]
+    rows = max(1, math.ceil(len(drawn) / 2))
+    figure, axes = plt.subplots(rows, 2, figsize=(13, 4 * rows), squeeze=False)
+    for ax, bench in zip(axes.flat, drawn):
+        PANELS[bench["name"]](ax, bench)
+    for ax in list(axes.flat)[len(drawn):]:
+        ax.axis("off")
+    figure.suptitle(f"lineage_assets benchmarks, {results['finished']} ({'quick' if results['quick'] else 'full'} mode)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)

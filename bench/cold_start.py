@@ -1,0 +1,175 @@
+"""Cold start: `dagster asset materialize` of `lakehouse/supplier_stats` for one day from a fresh
+process (the CLI, its own Dagster instance), against a bare spark-submit of the same job, alternately;
+each run's time split into phases.
+
+Where the split comes from (every clock is the machine's wall clock):
+- launch and exit: this process, around the subprocess;
+- Dagster's step start and end: the run's event log in the throw-away instance;
+- the driver JVM's creation and its class-loading time: HotSpot's performance counters, saved at
+  JVM exit (-XX:+PerfDataSaveToFile; `sun.rt.createVmBeginTime`, `sun.cls.time`) and read with jstat;
+- the SparkContext's start, the Spark SQL executions and the application's end: Spark's event log.
+Both settings reach the job through a spark-defaults.conf in SPARK_CONF_DIR, so the job and the asset
+run unchanged.
+
+Phases: before Spark (up to the driver JVM's creation: Python imports, Dagster loading the
+definitions and starting the run and step, the spark-submit launcher JVM), Spark start (driver JVM up to the SparkContext's start:
+the Python driver and the py4j gateway), session and catalog (SparkContext and session set-up up to
+the first SQL statement, which includes opening the Iceberg REST catalog), work (first to last SQL
+execution), Spark stop, and after Spark (driver exit; for the CLI also the asset recording its
+materialization and lineage and the run ending). For the CLI, the launch to Dagster's step start and
+the step end to exit are given too. Jar load is the driver's class-loading time (load, verify, link, static initializers; of Spark's,
+Iceberg's, Hadoop's and the AWS SDK's jars and the JDK's own classes); it happens inside the Spark
+phases, so it is reported beside them, not added to them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import dagster as dg
+
+from bench.measure import alternate, median, rounded
+from bench.scaling import day_for, fill_days
+from bench.supplier_stats_runs import bare_submit
+from lineage_assets.catalog import SUPPLIER_STATS
+from lineage_assets.resources.lakehouse import LakehouseResource
+from lineage_assets.resources.spark_jobs import SparkJobsResource
+from lineage_assets.settings import PROJECT_ROOT
+
+PHASES = ("before_spark_s", "spark_start_s", "session_and_catalog_s", "work_s", "spark_stop_s", "after_spark_s")
+SQL_START = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart"
+SQL_END = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd"
+
+
+class Instrumented:
+    """A folder with a spark-defaults.conf that makes the driver leave an event log and its HotSpot counters."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.events, self.counters = folder / "events", folder / "driver.hsperf"
+        self.events.mkdir(parents=True)
+        (folder / "spark-defaults.conf").write_text("\n".join([
+            "spark.eventLog.enabled true",
+            f"spark.eventLog.dir file://{self.events}",
+            "spark.eventLog.compress false",
+            "spark.eventLog.rolling.enabled false",
+            f"spark.driver.extraJavaOptions -XX:+PerfDataSaveToFile -XX:PerfDataSaveFile={self.counters}",
+        ]) + "\n")
+
+    @contextlib.contextmanager
+    def active(self):
+        """spark-submit reads SPARK_CONF_DIR from the environment it inherits."""
+        previous = os.environ.get("SPARK_CONF_DIR")
+        os.environ["SPARK_CONF_DIR"] = str(self.folder)
+        try:
+            yield
+        finally:
+            if previous is None:
+                del os.environ["SPARK_CONF_DIR"]
+            else:
+                os.environ["SPARK_CONF_DIR"] = previous
+
+    def reset(self) -> None:
+        for log in self.events.iterdir():
+            log.unlink()
+        self.counters.unlink(missing_ok=True)
+
+    def spark_times(self) -> dict:
+        """Wall-clock seconds of the last run's Spark milestones, and its driver's class-loading time."""
+        (log,) = self.events.iterdir()
+        events = [json.loads(line) for line in log.read_text().splitlines()]
+        starts = [e["time"] for e in events if e["Event"] == SQL_START]
+        ends = [e["time"] for e in events if e["Event"] == SQL_END]
+        at = lambda name: next(e["Timestamp"] for e in events if e["Event"] == name) / 1000  # noqa: E731
+        counters = hotspot_counters(self.counters)
+        return {"jvm_created": counters["sun.rt.createVmBeginTime"] / 1000, "context_started": at("SparkListenerApplicationStart"),
+                "first_sql": min(starts) / 1000, "last_sql": max(ends) / 1000, "stopped": at("SparkListenerApplicationEnd"),
+                "class_loading_s": counters["sun.cls.time"] / counters["sun.os.hrt.frequency"],
+                "classes_loaded": counters["java.cls.loadedClasses"] + counters["java.cls.sharedLoadedClasses"]}
+
+
+def hotspot_counters(path: Path) -> dict[str, int]:
+    snapshot = subprocess.run(["jstat", "-J-Djstat.showUnsupported=true", "-snap", f"file://{path}"],
+                              capture_output=True, text=True, check=True).stdout
+    pairs = (line.split("=", 1) for line in snapshot.splitlines() if "=" in line)
+    return {key: int(value) for key, value in pairs if value.isdigit()}
+
+
+def phases(launched: float, spark: dict, exited: float) -> dict:
+    """The run's timeline cut at its milestones (seconds); ``class_loading_s`` lies inside the Spark phases."""
+    cuts = [launched, spark["jvm_created"], spark["context_started"], spark["first_sql"], spark["last_sql"], spark["stopped"], exited]
+    split = {name: round(end - start, 3) for name, start, end in zip(PHASES, cuts, cuts[1:])}
+    return {**split, "total_s": round(exited - launched, 3), "class_loading_s": round(spark["class_loading_s"], 3),
+            "classes_loaded": spark["classes_loaded"]}
+
+
+def dagster_step_times(home: Path) -> tuple[float, float]:
+    """(start, end) of the materialization's step, from the run's event log."""
+    instance = dg.DagsterInstance.from_config(str(home))
+    (run,) = instance.get_runs()
+    logs = {entry.dagster_event.event_type_value: entry.timestamp for entry in instance.all_logs(run.run_id) if entry.dagster_event}
+    if "STEP_SUCCESS" not in logs:
+        raise RuntimeError(f"the cold materialization did not succeed: {sorted(logs)}")
+    return logs["STEP_START"], logs["STEP_SUCCESS"]
+
+
+def run(lakehouse: LakehouseResource, quick: bool, orders: int | None = None) -> dict:
+    orders = orders or (10_000 if quick else 1_000_000)
+    rounds = 1 if quick else 2
+    day = day_for(orders)
+    spark_jobs = SparkJobsResource(lakehouse=lakehouse)
+    fill_days(spark_jobs, (orders,))
+    cli = [str(Path(sys.executable).with_name("dagster")), "asset", "materialize", "-m", "lineage_assets.definitions",
+           "--select", SUPPLIER_STATS.key, "--partition", day]
+    splits: dict[str, list[dict]] = {"spark_submit": [], "dagster_cli": []}
+
+    with tempfile.TemporaryDirectory(prefix="bench-cold-") as scratch:
+        instrumented = Instrumented(Path(scratch) / "spark-conf")
+
+        def bare(_: int) -> float:
+            instrumented.reset()
+            launched = time.time()
+            bare_submit(spark_jobs, day)
+            exited = time.time()
+            splits["spark_submit"].append(phases(launched, instrumented.spark_times(), exited))
+            return exited - launched
+
+        def cold_cli(round_number: int) -> float:
+            instrumented.reset()
+            home = Path(scratch) / f"dagster-{round_number}"
+            home.mkdir()
+            (home / "dagster.yaml").touch()
+            environment = {**os.environ, **lakehouse.settings().as_environment(), "DAGSTER_HOME": str(home)}
+            launched = time.time()
+            subprocess.run(cli, cwd=PROJECT_ROOT, env=environment, check=True, capture_output=True)
+            exited = time.time()
+            step_started, step_ended = dagster_step_times(home)
+            splits["dagster_cli"].append({**phases(launched, instrumented.spark_times(), exited),
+                                          "to_step_start_s": round(step_started - launched, 3),
+                                          "after_step_s": round(exited - step_ended, 3)})
+            shutil.rmtree(home)
+            return exited - launched
+
+        with instrumented.active():
+            timings = alternate(rounds, {"spark_submit": bare, "dagster_cli": cold_cli})
+
+    medians = {name: {key: median([s[key] for s in runs]) for key in runs[0]} for name, runs in splits.items()}
+    return {"name": "cold_start", "target": "none set: phases reported", "met": None, "orders_in_day": orders,
+            "rounds": rounds, "ratio": round(median(timings["dagster_cli"]) / median(timings["spark_submit"]), 4),
+            "median_phases_s": medians, "timings_s": rounded(timings), "runs": splits}
+
+
+def summary(result: dict) -> str:
+    cli, bare = result["median_phases_s"]["dagster_cli"], result["median_phases_s"]["spark_submit"]
+    split = ", ".join(f"{name.removesuffix('_s').replace('_', ' ')} {cli[name]} s" for name in PHASES)
+    return (f"`dagster asset materialize` {cli['total_s']} s vs bare spark-submit {bare['total_s']} s (ratio {result['ratio']}): "
+            f"{split}; jar (class) loading {cli['class_loading_s']} s inside the Spark phases "
+            f"(bare: Spark start {bare['spark_start_s']} s, session {bare['session_and_catalog_s']} s, work {bare['work_s']} s)")

@@ -1,0 +1,61 @@
+"""Batch scaling: `supplier_stats` on one day of 1, 4 and 16 million orders, the asset materialized
+through Dagster (lineage on) against a bare spark-submit of the same job (the floor), alternately;
+the ratio per size and the growth exponent (slope of log time against log size).
+
+The days are written straight into the Iceberg `orders` table by a Spark job (bench/synthetic_orders.py):
+pushing 16 million orders through Kafka would take longer than the benchmark itself.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+from bench.measure import alternate, growth_exponent, median, rounded, wall_seconds
+from bench.supplier_stats_runs import bare_submit, materialize
+from lineage_assets.catalog import iceberg_table_name
+from lineage_assets.resources.lakehouse import LakehouseResource
+from lineage_assets.resources.spark_jobs import SparkJobsResource
+
+FULL_SIZES = (1_000_000, 4_000_000, 16_000_000)
+QUICK_SIZES = (10_000, 40_000, 160_000)
+SYNTHETIC_ORDERS_JOB = "bench/synthetic_orders.py"
+ROUNDS = 1  # one alternated pair per size: more 16-million-order runs do not fit a full run of ~40 minutes
+
+
+def day_for(size: int) -> str:
+    """One day per size (numbered by log2 of the size from 2025-01-01: a past day, as the asset's
+    partitions end today), so the quick and full days stay side by side in the table and each is
+    generated once per bench state."""
+    return (dt.date(2025, 1, 1) + dt.timedelta(days=round(math.log2(size)))).isoformat()
+
+
+def fill_days(spark_jobs: SparkJobsResource, sizes: tuple[int, ...]) -> dict:
+    table = iceberg_table_name(spark_jobs.lakehouse.settings(), "orders")
+    days = [argument for size in sizes for argument in ("--day", f"{day_for(size)}={size}")]
+    return spark_jobs.submit(SYNTHETIC_ORDERS_JOB, ["--table", table, *days])
+
+
+def run(lakehouse: LakehouseResource, quick: bool, sizes: tuple[int, ...] | None = None) -> dict:
+    sizes = tuple(sizes or (QUICK_SIZES if quick else FULL_SIZES))
+    spark_jobs = SparkJobsResource(lakehouse=lakehouse)
+    filled = fill_days(spark_jobs, sizes)
+    measured = []
+    for size in sizes:
+        day = day_for(size)
+        timings = alternate(ROUNDS, {"floor": wall_seconds(lambda _: bare_submit(spark_jobs, day)),
+                                     "asset": wall_seconds(lambda _: materialize(lakehouse, day))})
+        floor, asset = median(timings["floor"]), median(timings["asset"])
+        measured.append({"orders": size, "day": day, "median_floor_s": floor, "median_asset_s": asset,
+                         "ratio": round(asset / floor, 4), "timings_s": rounded(timings)})
+    return {"name": "batch_scaling", "target": "none set: ratio per size and growth exponent reported", "met": None,
+            "rounds": ROUNDS, "generated": filled["generated"], "sizes": measured,
+            "exponent_floor": round(growth_exponent(list(sizes), [m["median_floor_s"] for m in measured]), 3),
+            "exponent_asset": round(growth_exponent(list(sizes), [m["median_asset_s"] for m in measured]), 3)}
+
+
+def summary(result: dict) -> str:
+    sizes = ", ".join(f"{m['orders']:,}: {m['median_asset_s']} s vs {m['median_floor_s']} s (ratio {m['ratio']})"
+                      for m in result["sizes"])
+    return (f"asset vs bare spark-submit per day of orders: {sizes}; growth exponent "
+            f"{result['exponent_asset']} (asset), {result['exponent_floor']} (floor)")

@@ -1,0 +1,156 @@
+"""Streaming throughput: orders/s the ingestion job (Kafka -> Iceberg) and the archive job (Kafka ->
+S3 JSON) process, against the raw read rate of a plain confluent-kafka consumer on the same topic
+(the ceiling), alternately.
+
+"Sustained" is measured as the catch-up run (Trigger.AvailableNow) of a job over a topic pre-filled
+with N orders, each round from a fresh checkpoint. A job's rate is rows / query time: from the
+query's start to the end of its last micro-batch, as the job's StreamingQueryListener progress log
+records them, so Spark's session start-up and the table set-up before the query are left out (the
+spark-submit wall time, the job's own duration and each batch's are reported beside it). The ceiling reads and counts the raw records, no
+decoding. The jobs run on their own topic, Iceberg table and archive prefix, emptied at the start.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import boto3
+from confluent_kafka import Consumer, TopicPartition
+
+from bench.measure import alternate, median, rounded
+from lineage_assets.assets.archive import archive_job_arguments
+from lineage_assets.assets.lakehouse import ingestion_job_arguments
+from lineage_assets.catalog import ARCHIVE, LAKEHOUSE_ORDERS, iceberg_table_name, orders_avro_schema_json
+from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
+from lineage_assets.resources.kafka import KafkaResource
+from lineage_assets.resources.lakehouse import LakehouseResource
+from lineage_assets.resources.spark_jobs import SparkJobsResource
+from lineage_assets.settings import Settings
+
+TOPIC_PREFIX = "bench-throughput-"  # one topic per size: a job reads its topic whole
+TABLE = "bench_throughput_orders"
+ARCHIVE_PREFIX = "bench-throughput"
+TARGET = 0.5
+
+
+def with_option(arguments: list[str], option: str, value: str) -> list[str]:
+    """The arguments with ``option``'s value replaced (appended when absent)."""
+    if option not in arguments:
+        return [*arguments, option, value]
+    at = arguments.index(option) + 1
+    return [*arguments[:at], value, *arguments[at + 1:]]
+
+
+def fill_topic(kafka: KafkaResource, count: int) -> int:
+    """Top the size's topic up to ``count`` generated orders (kept between runs); returns how many were produced."""
+    settings = kafka.lakehouse.settings()
+    topic = settings.orders_topic
+    kafka.ensure_topics(topic)
+    kafka.register_value_schema(topic, orders_avro_schema_json())
+    present = sum(kafka.end_offsets(topic).values())
+    start = dt.datetime(2026, 2, 1, tzinfo=dt.UTC)
+    orders = list(generate_orders(GeneratorConfig(count=count, seed=11, start=start, interval_seconds=0.01)))[present:]
+    if orders:
+        produce_orders(orders, settings.kafka_servers, settings.schema_registry_url, topic)
+    return len(orders)
+
+
+def empty_sinks(settings: Settings) -> None:
+    """Drop the bench table (through the REST catalog) and the archive prefix, so each run starts empty."""
+    request = urllib.request.Request(
+        f"{settings.iceberg_catalog_url}/v1/namespaces/{settings.iceberg_namespace}/tables/{TABLE}?purgeRequested=true",
+        method="DELETE")
+    try:
+        urllib.request.urlopen(request, timeout=30).close()
+    except urllib.error.HTTPError as error:
+        if error.code != 404:
+            raise
+    s3 = boto3.resource("s3", endpoint_url=settings.s3_url, aws_access_key_id=settings.s3_access_key,
+                        aws_secret_access_key=settings.s3_secret_key, region_name=settings.s3_region)
+    s3.Bucket(settings.archive_bucket).objects.filter(Prefix=f"{ARCHIVE_PREFIX}/").delete()
+
+
+def ceiling(settings: Settings, count: int) -> float:
+    """Records/s of a plain consumer reading the whole topic from its first offset, raw."""
+    topic = settings.orders_topic
+    consumer = Consumer({"bootstrap.servers": settings.kafka_servers, "group.id": "bench-throughput-ceiling",
+                         "enable.auto.commit": False, "fetch.max.bytes": 52_428_800})
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        started, seen = time.monotonic(), 0
+        while seen < count:
+            seen += sum(1 for message in consumer.consume(10_000, timeout=5) if message.error() is None)
+        return count / (time.monotonic() - started)
+    finally:
+        consumer.close()
+
+
+def query_profile(progress_file: Path) -> dict:
+    """The query's time from its start to the end of its last micro-batch, the time before its first
+    batch began, and its batches, as the job's progress log has them (seconds)."""
+    records = [json.loads(line) for line in progress_file.read_text().splitlines()]
+    started = next(dt.datetime.fromisoformat(r["time"]) for r in records if r["event"] == "started")
+    batches = [(dt.datetime.fromisoformat(r["time"]), r["batch_duration_ms"] / 1000) for r in records if r["event"] == "progress"]
+    ended = max(at + dt.timedelta(seconds=duration) for at, duration in batches)
+    return {"query_s": round((ended - started).total_seconds(), 3), "batches": len(batches),
+            "before_first_batch_s": round((min(at for at, _ in batches) - started).total_seconds(), 3),
+            "batch_s": [round(duration, 3) for _, duration in batches]}
+
+
+class JobRounds:
+    """Catch-up runs of one streaming job over the bench topic, each from a fresh checkpoint."""
+
+    def __init__(self, spark_jobs: SparkJobsResource, script: str, arguments: list[str], count: int):
+        self.spark_jobs, self.script, self.arguments, self.count = spark_jobs, script, arguments, count
+        self.profiles: list[dict] = []
+
+    def __call__(self, round_number: int) -> float:
+        folder = self.spark_jobs.lakehouse.settings().state_dir / "bench-throughput" / f"{Path(self.script).stem}-{time.time_ns()}"
+        progress = folder / "progress.jsonl"
+        arguments = with_option(self.arguments, "--checkpoint", str(folder / "checkpoint"))
+        started = time.monotonic()
+        report = self.spark_jobs.submit(self.script, [*arguments, "--progress-file", str(progress)])
+        submit_s = round(time.monotonic() - started, 3)
+        if report["rows_in"] != self.count:
+            raise RuntimeError(f"{self.script} read {report['rows_in']} records, expected {self.count}")
+        self.profiles.append({**query_profile(progress), "spark_submit_s": submit_s, "job_report_s": report["duration_seconds"]})
+        shutil.rmtree(folder)
+        return self.count / self.profiles[-1]["query_s"]
+
+
+def run(lakehouse: LakehouseResource, quick: bool, count: int | None = None) -> dict:
+    count = count or (20_000 if quick else 300_000)
+    rounds = 1 if quick else 2
+    bench_topic = LakehouseResource(overrides={**lakehouse.overrides, "LINEAGE_ASSETS_ORDERS_TOPIC": f"{TOPIC_PREFIX}{count}"})
+    settings = bench_topic.settings()
+    kafka, spark_jobs = KafkaResource(lakehouse=bench_topic), SparkJobsResource(lakehouse=bench_topic)
+    produced = fill_topic(kafka, count)
+    empty_sinks(settings)
+    jobs = {
+        "ingestion": JobRounds(spark_jobs, LAKEHOUSE_ORDERS.job.source, with_option(
+            ingestion_job_arguments(kafka, spark_jobs), "--table", iceberg_table_name(settings, TABLE)), count),
+        "archive": JobRounds(spark_jobs, ARCHIVE.job.source, with_option(
+            archive_job_arguments(kafka, spark_jobs), "--path", f"s3://{settings.archive_bucket}/{ARCHIVE_PREFIX}"), count),
+    }
+    rates = alternate(rounds, {"ceiling": lambda _: ceiling(settings, count), **jobs})
+    top = median(rates["ceiling"], 1)
+    ratios = {name: round(median(rates[name], 1) / top, 4) for name in jobs}
+    return {"name": "streaming_throughput", "target": f"ratio to ceiling >= {TARGET} (both jobs)",
+            "met": min(ratios.values()) >= TARGET, "orders": count, "rounds": rounds, "produced_now": produced,
+            "median_rows_per_s": {name: median(values, 1) for name, values in rates.items()}, "ratios": ratios,
+            "rates_rows_per_s": rounded(rates, 1),
+            "runs": {name: job.profiles for name, job in jobs.items()}}
+
+
+def summary(result: dict) -> str:
+    rates = result["median_rows_per_s"]
+    return (f"ceiling (raw consumer) {rates['ceiling']:,} orders/s; ingestion {rates['ingestion']:,}/s "
+            f"(ratio {result['ratios']['ingestion']}), archive {rates['archive']:,}/s (ratio {result['ratios']['archive']}); "
+            f"{result['orders']:,} orders, catch-up, query time")
