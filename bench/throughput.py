@@ -105,16 +105,24 @@ def query_profile(progress_file: Path) -> dict:
 
 
 class JobRounds:
-    """Catch-up runs of one streaming job over the bench topic, each from a fresh checkpoint."""
+    """Catch-up runs of one streaming job over the bench topic, each from a fresh checkpoint and,
+    given ``fresh_location`` (an option and a base location), into a fresh location below it: Spark's
+    file sink skips batch ids its output folder's ``_spark_metadata`` log already holds."""
 
-    def __init__(self, spark_jobs: SparkJobsResource, script: str, arguments: list[str], count: int):
+    def __init__(self, spark_jobs: SparkJobsResource, script: str, arguments: list[str], count: int,
+                 fresh_location: tuple[str, str] | None = None):
         self.spark_jobs, self.script, self.arguments, self.count = spark_jobs, script, arguments, count
+        self.fresh_location = fresh_location
         self.profiles: list[dict] = []
 
     def __call__(self, round_number: int) -> float:
-        folder = self.spark_jobs.lakehouse.settings().state_dir / "bench-throughput" / f"{Path(self.script).stem}-{time.time_ns()}"
+        name = f"{Path(self.script).stem}-{time.time_ns()}"
+        folder = self.spark_jobs.lakehouse.settings().state_dir / "bench-throughput" / name
         progress = folder / "progress.jsonl"
         arguments = with_option(self.arguments, "--checkpoint", str(folder / "checkpoint"))
+        if self.fresh_location:
+            option, base = self.fresh_location
+            arguments = with_option(arguments, option, f"{base}/{name}")
         started = time.monotonic()
         report = self.spark_jobs.submit(self.script, [*arguments, "--progress-file", str(progress)])
         submit_s = round(time.monotonic() - started, 3)
@@ -136,8 +144,8 @@ def run(lakehouse: LakehouseResource, quick: bool, count: int | None = None) -> 
     jobs = {
         "ingestion": JobRounds(spark_jobs, LAKEHOUSE_ORDERS.job.source, with_option(
             ingestion_job_arguments(kafka, spark_jobs), "--table", iceberg_table_name(settings, TABLE)), count),
-        "archive": JobRounds(spark_jobs, ARCHIVE.job.source, with_option(
-            archive_job_arguments(kafka, spark_jobs), "--path", f"s3://{settings.archive_bucket}/{ARCHIVE_PREFIX}"), count),
+        "archive": JobRounds(spark_jobs, ARCHIVE.job.source, archive_job_arguments(kafka, spark_jobs), count,
+                             fresh_location=("--path", f"s3://{settings.archive_bucket}/{ARCHIVE_PREFIX}")),
     }
     rates = alternate(rounds, {"ceiling": lambda _: ceiling(settings, count), **jobs})
     top = median(rates["ceiling"], 1)

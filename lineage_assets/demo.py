@@ -118,7 +118,7 @@ def main_demo(settings: Settings, orders: int, seed: int, continuous: bool = Fal
     run = run_pipeline(LakehouseResource(), dagster_instance(settings), {"count": orders, "seed": seed})
     print(summary(run))
     emitter = emitter_for(settings)
-    if emitter.transport is not None and not emitter.flush(timeout=30):
+    if emitter.backend is not None and not emitter.flush(timeout=30):
         print(f"lineage: {emitter.pending()} events wait for the backend in {emitter.log_path} (`lineage-assets lineage flush`)")
     gaps = check(emitter.events(), settings)
     print(f"\nLineage check ({len(emitter.events())} events in {emitter.log_path}): "

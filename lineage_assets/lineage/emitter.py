@@ -1,51 +1,111 @@
-"""Delivery of OpenLineage events that never blocks, fails or loses: a durable log plus a sender.
+"""Delivery of OpenLineage events that never blocks, fails or loses: a durable log plus a sender process.
 
 ``emit`` writes the event as one line of ``<state>/lineage/events.jsonl`` (the record of every event
-the project emitted; appends are serialized across processes with a file lock) and wakes a
-background sender; it never raises and never waits on the network. The sender delivers the log, in
-order, to the transport openlineage-python configures from the standard sources (``openlineage.yml``,
-``OPENLINEAGE_URL``, ``OPENLINEAGE__…`` variables), or to ``LINEAGE_ASSETS_MARQUEZ_URL``. It records
-how far it got in a cursor file, so when the backend is slow or down, events wait in the log and go
-out in order when it is back, from this process or the next one (``lineage-assets lineage flush``).
-One process at a time sends (a lock on the cursor), so no event is sent twice by two senders.
+the project emitted; appends are serialized across processes with a file lock) and makes sure a
+sender process is running; it never raises and never waits on the network. The sender
+(``lineage_assets.lineage.sender``) delivers the log, in order, to the transport openlineage-python
+configures from the standard sources (``openlineage.yml``, ``OPENLINEAGE_URL``, ``OPENLINEAGE__…``
+variables), or to ``LINEAGE_ASSETS_MARQUEZ_URL``. It records how far it got in a cursor file, so when
+the backend is slow or down, events wait in the log and go out in order when it is back, from this
+sender or the next one (or ``lineage-assets lineage flush``). One process at a time sends (a lock on
+the cursor), so no event is sent twice by two senders.
 
+Why a process, not a thread: a sender thread's JSON and HTTP work holds the job's GIL, and the job's
+thread then waits for it (up to Python's 5 ms switch interval) in the middle of an ``emit``.
 Why not openlineage-python's own async transport: it buffers in memory, so events are lost when the
 process ends while the backend is down; here the log is the buffer.
 """
 
 from __future__ import annotations
 
+import enum
 import fcntl
+import functools
 import json
 import logging
 import os
-import threading
+import subprocess
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import attrs
 from openlineage.client import OpenLineageClient
-from openlineage.client.serde import Serde
 
 log = logging.getLogger(__name__)
 
+BACKEND_VARIABLE = "LINEAGE_ASSETS_LINEAGE_BACKEND"  # how the sender process learns its Backend
+STARTUP_S = 10.0  # a sender takes well under this to start; it lingers longer (sender.LINGER_S)
 
-def configured_transport(marquez_url: str = ""):
-    """The transport openlineage-python resolves from the standard configuration; None when nothing
-    is configured (its fallback, the console, is not a lineage backend)."""
-    config = {"transport": {"type": "http", "url": marquez_url}} if marquez_url and not os.environ.get("OPENLINEAGE_URL") else None
-    client_log = logging.getLogger("openlineage.client.client")
-    level = client_log.level
-    client_log.setLevel(logging.ERROR)  # its "no configuration, printing to console" notice: no backend is fine here
-    try:
-        transport = OpenLineageClient(config=config).transport
-    finally:
-        client_log.setLevel(level)
-    return None if transport is None or transport.kind in ("console", "noop") else transport
+
+@attrs.frozen
+class Backend:
+    """Where events are delivered: an ``OpenLineageClient`` configuration (``None``: the standard
+    sources, read by the sender process from the environment and working folder it inherits)."""
+
+    client_config: dict | None = None
+
+    def transport(self):
+        """openlineage-python's transport for this configuration; None when it resolves to nothing
+        (its fallback, the console, is not a lineage backend)."""
+        client_log = logging.getLogger("openlineage.client.client")
+        level = client_log.level
+        client_log.setLevel(logging.ERROR)  # its "no configuration, printing to console" notice: no backend is fine here
+        try:
+            transport = OpenLineageClient(config=self.client_config).transport
+        finally:
+            client_log.setLevel(level)
+        return None if transport is None or transport.kind in ("console", "noop") else transport
+
+    def to_json(self) -> str:
+        return json.dumps(attrs.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> Backend:
+        return cls(**json.loads(text))
+
+
+def configured_backend(marquez_url: str = "") -> Backend | None:
+    """The backend the standard configuration names (or ``marquez_url`` when it names none); None when
+    there is none."""
+    explicit = {"transport": {"type": "http", "url": marquez_url}} if marquez_url and not os.environ.get("OPENLINEAGE_URL") else None
+    backend = Backend(explicit)
+    return backend if backend.transport() is not None else None
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(field.name for field in attrs.fields(cls))
+
+
+def plain(value):
+    """An openlineage-python event as JSON-ready data, exactly as its ``Serde.to_dict`` gives it (None
+    left out, enums as values, no empty objects in lists) in one pass: Serde's ``attr.asdict`` and
+    then a second walk cost the job's thread about twice as much, on every event."""
+    kind = value.__class__
+    if kind in (str, int, float, bool):
+        return value
+    if attrs.has(kind):
+        return {name: item for name in _field_names(kind) if (item := plain(getattr(value, name))) is not None}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {key: item for key, raw in value.items() if (item := plain(raw)) is not None}
+    if isinstance(value, (list, tuple)):
+        return [item for raw in value if (item := plain(raw)) is not None and item != {}]
+    return value
+
+
+def event_line(event) -> str:
+    """One line of the event log: a serialized event as it is, anything else serialized."""
+    text = event if isinstance(event, str) else json.dumps(
+        plain(event), sort_keys=True, default=lambda o: f"<<non-serializable: {type(o).__qualname__}>>")  # as Serde
+    return text.replace("\n", " ") + "\n"
 
 
 @contextmanager
-def _locked(path: Path, blocking: bool = True):
+def file_lock(path: Path, blocking: bool = True):
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a+") as handle:
         try:
@@ -60,55 +120,66 @@ def _locked(path: Path, blocking: bool = True):
 
 
 class LineageEmitter:
-    def __init__(self, folder: Path, transport=None, retry_seconds: tuple[float, float] = (0.5, 30.0),
-                 poll_seconds: float = 1.0):
+    def __init__(self, folder: Path, backend: Backend | None = None):
         self.folder = folder
         self.log_path = folder / "events.jsonl"
         self.cursor_path = folder / "delivered.offset"
-        self.transport = transport
-        self.retry_seconds = retry_seconds
-        self.poll_seconds = poll_seconds
+        self.sender_lock_path = folder / "sender.lock"
+        self.backend = backend
         self.emit_failures = 0
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._sender: threading.Thread | None = None
+        self._transport = None
+        self._spawned: subprocess.Popen | None = None
+        self._spawned_at = 0.0
         folder.mkdir(parents=True, exist_ok=True)
 
     # --- the caller's side: cheap, never raises ---------------------------------------------
     def emit(self, event) -> None:
         try:
-            line = (event if isinstance(event, str) else Serde.to_json(event)).replace("\n", " ") + "\n"
-            with _locked(self.folder / "events.lock") as _, self.log_path.open("a") as out:
+            line = event_line(event)
+            with file_lock(self.folder / "events.lock") as _, self.log_path.open("a") as out:
                 out.write(line)
         except Exception:  # lineage must never fail the data job; the failure is counted and logged
             self.emit_failures += 1
             log.exception("could not record an OpenLineage event")
             return
-        if self.transport is not None:
+        if self.backend is not None:
             self._ensure_sender()
-            self._wake.set()
 
-    # --- the sender ---------------------------------------------------------------------------
     def _ensure_sender(self) -> None:
-        if self._sender is None or not self._sender.is_alive():
-            self._sender = threading.Thread(target=self._send_loop, name="openlineage-sender", daemon=True)
-            self._sender.start()
+        """Start a sender process unless one runs. A sender re-reads the log after it lets go of its
+        lock, so an event appended before this check is seen by the sender holding the lock, or
+        finds the lock free here. A sender lingers far longer than its start-up takes, so one this
+        process started moments ago and still alive is starting or sending, not leaving."""
+        starting = self._spawned is not None and self._spawned.poll() is None and time.monotonic() - self._spawned_at < STARTUP_S
+        if starting or self.sender_running():
+            return
+        try:
+            with (self.folder / "sender.log").open("ab") as sender_log:
+                self._spawned = subprocess.Popen(
+                    [sys.executable, "-m", "lineage_assets.lineage.sender", str(self.folder)],
+                    env={**os.environ, BACKEND_VARIABLE: self.backend.to_json()}, stdin=subprocess.DEVNULL,
+                    stdout=sender_log, stderr=sender_log, start_new_session=True)
+            self._spawned_at = time.monotonic()
+        except Exception:  # the events wait in the log for the next sender or `lineage flush`
+            log.exception("could not start the OpenLineage sender; events wait in %s", self.log_path)
 
-    def _send_loop(self) -> None:
-        delay = self.retry_seconds[0]
-        while not self._stop.is_set():
-            self._wake.wait(self.poll_seconds)
-            self._wake.clear()
-            try:
-                delivered = self.deliver_pending(should_stop=self._stop.is_set)
-            except Exception:  # the sender must outlive any surprise; what is undelivered stays in the log
-                log.exception("OpenLineage sender failed; retrying")
-                delivered = False
-            if delivered is False:
-                self._stop.wait(delay)
-                delay = min(delay * 2, self.retry_seconds[1])
-            else:
-                delay = self.retry_seconds[0]
+    def stop_sender(self) -> None:
+        """Stop the sender this emitter started, if it runs; what it has not delivered stays in the log."""
+        if self._spawned is not None and self._spawned.poll() is None:
+            self._spawned.terminate()
+            self._spawned.wait()
+
+    def sender_running(self) -> bool:
+        """True while some process (a sender, or a flush) holds the sender lock."""
+        with file_lock(self.sender_lock_path, blocking=False) as lock:
+            return lock is None
+
+    # --- delivery -------------------------------------------------------------------------
+    @property
+    def transport(self):
+        if self._transport is None and self.backend is not None:
+            self._transport = self.backend.transport()
+        return self._transport
 
     def pending(self) -> int:
         """Events in the log not yet delivered."""
@@ -130,56 +201,56 @@ class LineageEmitter:
         temporary.write_text(str(offset))
         temporary.replace(self.cursor_path)
 
-    def deliver_pending(self, should_stop=lambda: False, batch: int = 50) -> bool | None:
+    def deliver_pending(self, should_stop=lambda: False) -> bool | None:
         """Send what the log holds beyond the cursor, in order. True when all is delivered, False
         when the backend refused or was unreachable, None when another process is sending or
-        ``should_stop()`` turned true (checked between events). The cursor advances every ``batch`` events: after a crash at most that
-        many are sent again, each with its run id, so no run is ever doubled."""
+        ``should_stop()`` turned true."""
         if self.transport is None or not self.log_path.exists():
             return True
-        with _locked(self.folder / "sender.lock", blocking=False) as lock:
-            if lock is None:
-                return None
-            offset = start = self._cursor()
-            sent = 0
-            try:
-                with self.log_path.open("rb") as source:
-                    source.seek(offset)
-                    for line in source:
-                        if should_stop():
-                            return None
-                        if line.strip():
-                            try:
-                                self.transport.emit(json.loads(line))
-                            except Exception as error:
-                                log.warning("lineage backend unavailable (%s); events wait in %s", error, self.log_path)
-                                return False
-                            sent += 1
-                        offset += len(line)
-                        if sent % batch == 0:
-                            self._advance(offset)
-            finally:
-                if offset != start:
-                    self._advance(offset)
+        with file_lock(self.sender_lock_path, blocking=False) as lock:
+            return None if lock is None else self.deliver_locked(should_stop)
+
+    def deliver_locked(self, should_stop=lambda: False, batch: int = 50) -> bool | None:
+        """``deliver_pending`` for the holder of the sender lock. ``should_stop()`` is checked between
+        events. The cursor advances every ``batch`` events: after a crash at most that many are sent
+        again, each with its run id, so no run is ever doubled."""
+        if self.transport is None or not self.log_path.exists():
+            return True
+        offset = start = self._cursor()
+        sent = 0
+        try:
+            with self.log_path.open("rb") as source:
+                source.seek(offset)
+                for line in source:
+                    if should_stop():
+                        return None
+                    if line.strip():
+                        try:
+                            self.transport.emit(json.loads(line))
+                        except Exception as error:
+                            log.warning("lineage backend unavailable (%s); events wait in %s", error, self.log_path)
+                            return False
+                        sent += 1
+                    offset += len(line)
+                    if sent % batch == 0:
+                        self._advance(offset)
+        finally:
+            if offset != start:
+                self._advance(offset)
         return True
 
-    def flush(self, timeout: float = 10.0) -> bool:
-        """Try to deliver everything within ``timeout``; what is left stays in the log for later."""
+    def flush(self, timeout: float = 10.0, retry_seconds: float = 0.5) -> bool:
+        """Deliver everything within ``timeout`` (here, or by waiting for a running sender); what is
+        left stays in the log for later."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.deliver_pending(should_stop=lambda: time.monotonic() > deadline):
+        while True:
+            if self.deliver_pending(should_stop=lambda: time.monotonic() > deadline) or self.pending() == 0:
                 return True
-            time.sleep(min(self.retry_seconds[0], max(0.0, deadline - time.monotonic())))
-        return self.pending() == 0
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(min(retry_seconds, max(0.0, deadline - time.monotonic())))
 
-    def close(self, timeout: float = 10.0) -> bool:
-        """Stop the sender thread, then try to deliver what is left for up to ``timeout`` seconds."""
-        self._stop.set()
-        self._wake.set()
-        if self._sender is not None:
-            self._sender.join()  # it stops between two events
-            self._sender = None
-        return self.flush(timeout)
+    close = flush  # a process ending hands delivery to the log: whatever is left goes out with the next sender
 
     def events(self) -> list[dict]:
         """Every event recorded, in order (for `lineage export`, the lineage check and tests)."""

@@ -13,7 +13,7 @@ from openlineage.client.event_v2 import RunState
 
 from lineage_assets.catalog import Dataset
 from lineage_assets.lineage import events
-from lineage_assets.lineage.emitter import LineageEmitter, configured_transport
+from lineage_assets.lineage.emitter import LineageEmitter, configured_backend
 from lineage_assets.resources.lakehouse import LakehouseResource
 from lineage_assets.settings import Settings
 
@@ -25,10 +25,10 @@ def lineage_folder(settings: Settings) -> Path:
 
 
 def emitter_for(settings: Settings) -> LineageEmitter:
-    """One emitter per lineage folder and process (its sender thread is shared by every asset)."""
+    """One emitter per lineage folder and process (shared by every asset)."""
     folder = lineage_folder(settings)
     if folder not in _EMITTERS:
-        _EMITTERS[folder] = LineageEmitter(folder, configured_transport(settings.marquez_url))
+        _EMITTERS[folder] = LineageEmitter(folder, configured_backend(settings.marquez_url))
     return _EMITTERS[folder]
 
 
@@ -43,10 +43,13 @@ def _first_time(settings: Settings, run_id: str, what: str) -> bool:
         return False
 
 
+DIRECT_INVOCATION = "direct_invocation"  # the job name of an asset invoked directly (no Dagster run record)
+
+
 def dagster_run_of(instance: dg.DagsterInstance, run_id: str) -> events.DagsterRun:
     record = instance.get_run_record_by_id(run_id)
     if record is None:
-        return events.DagsterRun(run_id=run_id, job_name="direct_invocation", started_at=dt.datetime.now(dt.UTC))
+        return events.DagsterRun(run_id=run_id, job_name=DIRECT_INVOCATION, started_at=dt.datetime.now(dt.UTC))
     return events.DagsterRun(run_id=run_id, job_name=record.dagster_run.job_name, started_at=record.create_timestamp)
 
 
@@ -126,7 +129,8 @@ class LineageResource(dg.ConfigurableResource):
     @contextmanager
     def asset_run(self, context: dg.AssetExecutionContext, dataset: Dataset):
         """START now; on leaving, COMPLETE, FAIL with the error, or ABORT if the run was interrupted.
-        Emission never raises into the asset."""
+        A directly invoked asset is its whole run: no run-status sensor will end the parent run, so
+        it ends here too. Emission never raises into the asset."""
         settings = self.lakehouse.settings()
         # A directly invoked asset (an asset unit test) has a run id but no run record. `context.run`
         # (the non-deprecated spelling) raises for such contexts, so the run id is read directly.
@@ -134,15 +138,20 @@ class LineageResource(dg.ConfigurableResource):
         start_dagster_run(settings, dagster_run)
         run = AssetRunLineage(self.emitter(), dataset, dagster_run, settings)
         run.emit(RunState.START)
+        state, error = RunState.COMPLETE, None
         try:
             yield run
         except (DagsterExecutionInterruptedError, KeyboardInterrupt) as interrupted:
-            run.emit(RunState.ABORT, error=interrupted)
+            state, error = RunState.ABORT, interrupted
             raise
-        except BaseException as error:
-            run.emit(RunState.FAIL, error=error)
+        except BaseException as raised:
+            state, error = RunState.FAIL, raised
             raise
-        run.emit(RunState.COMPLETE)
+        finally:
+            run.emit(state, error=error)
+            if dagster_run.job_name == DIRECT_INVOCATION:
+                self.emitter().emit(events.dagster_run_event(
+                    state, dagster_run, settings, error_message=f"{type(error).__name__}: {error}" if error else None))
 
 
 # Running by default: without them a Dagster run's lineage would stay RUNNING forever.

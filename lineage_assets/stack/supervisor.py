@@ -27,8 +27,8 @@ class ServiceStatus:
     name: str
     address: str
     pid: int | None
-    running: bool
-    healthy: bool
+    running: bool  # started by this stack, and alive
+    healthy: bool  # answers its health probe, whoever runs it
     log: str
 
     def as_dict(self) -> dict:
@@ -81,7 +81,7 @@ class Supervisor:
             pid = self._recorded_pid(service)
             statuses.append(ServiceStatus(
                 name=service.name, address=service.address(self.settings), pid=pid, running=pid is not None,
-                healthy=pid is not None and service.healthy(self.settings), log=str(service.log_file(self.settings)),
+                healthy=service.healthy(self.settings), log=str(service.log_file(self.settings)),
             ))
         return statuses
 

@@ -25,10 +25,13 @@ def test_orders_asset_produces_the_configured_orders_and_reports_them(stack, set
     assert sum(metadata["records_by_kind"].data.values()) == 25 and metadata["records_by_kind"].data.get("valid", 0) < 25
     after = resources["kafka"].end_offsets(settings.orders_topic)
     assert sum(after.values()) - sum(topic_before.values()) == 25
-    # Directly invoked, the asset still reports a complete lineage run.
-    states = [e["eventType"] for e in emitter_for(settings).events()
-              if e["job"]["name"] == ORDERS.job.name and e["run"]["facets"]["parent"]["job"]["name"] == "dagster.direct_invocation"]
-    assert states[-2:] == ["START", "COMPLETE"]
+    # Directly invoked, the asset still reports a complete lineage run, and ends its parent run.
+    recorded = emitter_for(settings).events()
+    asset_run = [e for e in recorded if e["job"]["name"] == ORDERS.job.name
+                 and e["run"]["facets"]["parent"]["job"]["name"] == "dagster.direct_invocation"][-2:]
+    assert [e["eventType"] for e in asset_run] == ["START", "COMPLETE"]
+    parent_id = asset_run[-1]["run"]["facets"]["parent"]["run"]["runId"]
+    assert [e["eventType"] for e in recorded if e["run"]["runId"] == parent_id] == ["START", "COMPLETE"]
 
 
 def _topic_exists(resources, settings) -> bool:

@@ -1,7 +1,7 @@
 """Emission never blocks or fails the caller, and never loses or reorders an event.
 
 The backend is openlineage-python's own FileTransport: "down" is its folder missing (every emit
-raises), "back" is the folder created.
+raises), "back" is the folder created. Delivery runs in a sender process, as in a job.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import json
 import dagster as dg
 import pytest
 from dagster._core.errors import DagsterExecutionInterruptedError
-from openlineage.client.transport.file import FileConfig, FileTransport
 
 from lineage_assets.catalog import SUPPLIER_STATS
-from lineage_assets.lineage.emitter import LineageEmitter
+from lineage_assets.lineage import sender
+from lineage_assets.lineage.emitter import Backend, LineageEmitter
 from lineage_assets.resources.lakehouse import LakehouseResource
 from lineage_assets.resources.lineage import LineageResource, emitter_for
 from lineage_assets.settings import Settings
@@ -27,8 +27,8 @@ def event(n: int) -> dict:
             "producer": "urn:test", "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"}
 
 
-def backend(folder):
-    return FileTransport(FileConfig(log_file_path=str(folder / "received.jsonl"), append=True))
+def backend(folder) -> Backend:
+    return Backend({"transport": {"type": "file", "log_file_path": str(folder / "received.jsonl"), "append": True}})
 
 
 def received(folder) -> list[int]:
@@ -38,17 +38,18 @@ def received(folder) -> list[int]:
 
 def test_events_wait_while_the_backend_is_down_and_arrive_in_order_once_it_is_back(tmp_path):
     down = tmp_path / "backend"  # missing: the transport cannot write
-    emitter = LineageEmitter(tmp_path / "lineage", backend(down), retry_seconds=(0.05, 0.2), poll_seconds=0.05)
+    emitter = LineageEmitter(tmp_path / "lineage", backend(down))
     for n in range(50):
         emitter.emit(event(n))  # returns at once, whatever the backend does
     assert emitter.flush(timeout=0.5) is False
     assert emitter.pending() == 50 and emitter.emit_failures == 0
+    assert emitter.sender_running()  # delivery is another process's work
 
     down.mkdir()
-    assert emitter.flush(timeout=10)
-    emitter.close()
+    assert emitter.flush(timeout=30)
     assert received(down) == list(range(50))
     assert emitter.pending() == 0
+    emitter.stop_sender()
 
 
 def test_a_later_process_delivers_what_an_earlier_one_left(tmp_path):
@@ -56,16 +57,29 @@ def test_a_later_process_delivers_what_an_earlier_one_left(tmp_path):
     first = LineageEmitter(tmp_path / "lineage", backend(down))
     for n in range(5):
         first.emit(event(n))
-    first.close(timeout=0.2)  # the process ends with the backend down
+    first.close(timeout=0.2)  # the job ends with the backend down...
+    first.stop_sender()  # ...and its sender is gone too (a machine restart)
     down.mkdir()
     later = LineageEmitter(tmp_path / "lineage", backend(down))
     later.emit(event(5))
-    assert later.flush(timeout=10)
-    later.close()
+    assert later.flush(timeout=30)
     assert received(down) == [0, 1, 2, 3, 4, 5]
+    later.stop_sender()
 
     again = LineageEmitter(tmp_path / "lineage", backend(down))
     assert again.flush(timeout=5) and received(down) == [0, 1, 2, 3, 4, 5]  # nothing sent twice
+
+
+def test_a_sender_leaves_once_the_log_is_still_delivered_or_not(tmp_path):
+    recorder = LineageEmitter(tmp_path / "lineage")  # records only
+    for n in range(3):
+        recorder.emit(event(n))
+    down = tmp_path / "backend"
+    assert sender.main(tmp_path / "lineage", backend(down), linger_s=0.3) == 0  # backend down: leaves, events kept
+    assert received(down) == [] and LineageEmitter(tmp_path / "lineage", backend(down)).pending() == 3
+    down.mkdir()
+    assert sender.main(tmp_path / "lineage", backend(down), linger_s=0.3) == 0
+    assert received(down) == [0, 1, 2]
 
 
 def test_emit_never_raises_even_when_it_cannot_record(tmp_path):

@@ -11,6 +11,7 @@ from openlineage.client.serde import Serde
 
 from lineage_assets.catalog import DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS
 from lineage_assets.lineage import events
+from lineage_assets.lineage.emitter import event_line
 from lineage_assets.lineage.validation import validate_event
 from lineage_assets.settings import PROJECT_ROOT, Settings
 
@@ -21,7 +22,8 @@ RUN = events.DagsterRun(run_id="6a1f0c9e-1111-4222-8333-944455556666", job_name=
 
 
 def as_json(event) -> dict:
-    return json.loads(Serde.to_json(event))
+    """The event as the event log records it."""
+    return json.loads(event_line(event))
 
 
 def every_kind_of_event():
@@ -35,6 +37,9 @@ def every_kind_of_event():
                                  statistics=events.OutputStatistics(rows=10, bytes=2048, files=2), lifecycle="OVERWRITE")
         yield events.asset_event(RunState.FAIL, dataset, RUN, SETTINGS, error=failure)
         yield events.asset_event(RunState.ABORT, dataset, RUN, SETTINGS)
+    yield events.asset_event(RunState.RUNNING, LAKEHOUSE_ORDERS, RUN, SETTINGS, running_interval=30,
+                             progress=events.StreamingProgressRunFacet(processedRows=5, sourceOffsets={"orders": {"0": 5}}),
+                             statistics=events.OutputStatistics(rows=5))
     yield events.dagster_run_event(RunState.START, RUN, SETTINGS)
     yield events.dagster_run_event(RunState.FAIL, RUN, SETTINGS, error_message="step failed")
 
@@ -44,6 +49,11 @@ def test_every_kind_of_event_validates_against_the_official_schemas():
     for event in every_kind_of_event():
         body = as_json(event)
         assert validate_event(body, SPEC) == [], (body["eventType"], body["job"]["name"])
+
+
+def test_the_event_log_records_what_openlineage_python_serializes():
+    for event in every_kind_of_event():
+        assert event_line(event) == Serde.to_json(event) + "\n"
 
 
 @pytest.mark.skipif(not SPEC.is_dir(), reason=f"the official schemas are expected in {SPEC}")
