@@ -24,8 +24,6 @@ phases, so it is reported beside them, not added to them.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import shutil
 import subprocess
@@ -38,6 +36,7 @@ import dagster as dg
 
 from bench.measure import alternate, median, rounded
 from bench.scaling import day_for, fill_days
+from bench.spark_profile import Instrumented
 from bench.supplier_stats_runs import bare_submit
 from lineage_assets.catalog import SUPPLIER_STATS
 from lineage_assets.resources.lakehouse import LakehouseResource
@@ -45,62 +44,6 @@ from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import PROJECT_ROOT
 
 PHASES = ("before_spark_s", "spark_start_s", "session_and_catalog_s", "work_s", "spark_stop_s", "after_spark_s")
-SQL_START = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart"
-SQL_END = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd"
-
-
-class Instrumented:
-    """A folder with a spark-defaults.conf that makes the driver leave an event log and its HotSpot counters."""
-
-    def __init__(self, folder: Path):
-        self.folder = folder
-        self.events, self.counters = folder / "events", folder / "driver.hsperf"
-        self.events.mkdir(parents=True)
-        (folder / "spark-defaults.conf").write_text("\n".join([
-            "spark.eventLog.enabled true",
-            f"spark.eventLog.dir file://{self.events}",
-            "spark.eventLog.compress false",
-            "spark.eventLog.rolling.enabled false",
-            f"spark.driver.extraJavaOptions -XX:+PerfDataSaveToFile -XX:PerfDataSaveFile={self.counters}",
-        ]) + "\n")
-
-    @contextlib.contextmanager
-    def active(self):
-        """spark-submit reads SPARK_CONF_DIR from the environment it inherits."""
-        previous = os.environ.get("SPARK_CONF_DIR")
-        os.environ["SPARK_CONF_DIR"] = str(self.folder)
-        try:
-            yield
-        finally:
-            if previous is None:
-                del os.environ["SPARK_CONF_DIR"]
-            else:
-                os.environ["SPARK_CONF_DIR"] = previous
-
-    def reset(self) -> None:
-        for log in self.events.iterdir():
-            log.unlink()
-        self.counters.unlink(missing_ok=True)
-
-    def spark_times(self) -> dict:
-        """Wall-clock seconds of the last run's Spark milestones, and its driver's class-loading time."""
-        (log,) = self.events.iterdir()
-        events = [json.loads(line) for line in log.read_text().splitlines()]
-        starts = [e["time"] for e in events if e["Event"] == SQL_START]
-        ends = [e["time"] for e in events if e["Event"] == SQL_END]
-        at = lambda name: next(e["Timestamp"] for e in events if e["Event"] == name) / 1000  # noqa: E731
-        counters = hotspot_counters(self.counters)
-        return {"jvm_created": counters["sun.rt.createVmBeginTime"] / 1000, "context_started": at("SparkListenerApplicationStart"),
-                "first_sql": min(starts) / 1000, "last_sql": max(ends) / 1000, "stopped": at("SparkListenerApplicationEnd"),
-                "class_loading_s": counters["sun.cls.time"] / counters["sun.os.hrt.frequency"],
-                "classes_loaded": counters["java.cls.loadedClasses"] + counters["java.cls.sharedLoadedClasses"]}
-
-
-def hotspot_counters(path: Path) -> dict[str, int]:
-    snapshot = subprocess.run(["jstat", "-J-Djstat.showUnsupported=true", "-snap", f"file://{path}"],
-                              capture_output=True, text=True, check=True).stdout
-    pairs = (line.split("=", 1) for line in snapshot.splitlines() if "=" in line)
-    return {key: int(value) for key, value in pairs if value.isdigit()}
 
 
 def phases(launched: float, spark: dict, exited: float) -> dict:

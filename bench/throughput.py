@@ -6,8 +6,9 @@ S3 JSON) process, against the raw read rate of a plain confluent-kafka consumer 
 with N orders, each round from a fresh checkpoint. A job's rate is rows / query time: from the
 query's start to the end of its last micro-batch, as the job's StreamingQueryListener progress log
 records them, so Spark's session start-up and the table set-up before the query are left out (the
-spark-submit wall time, the job's own duration and each batch's are reported beside it). The ceiling reads and counts the raw records, no
-decoding. The jobs run on their own topic, Iceberg table and archive prefix, emptied at the start.
+spark-submit wall time, the job's own duration and each batch's are reported beside it), and each
+round's Spark SQL executions with their seconds and tasks say where the query's time went. The
+ceiling reads and counts the raw records, no decoding. The jobs run on their own topic, Iceberg table and archive prefix, emptied at the start.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import boto3
 from confluent_kafka import Consumer, TopicPartition
 
 from bench.measure import alternate, median, rounded
+from bench.spark_profile import Instrumented
 from lineage_assets.assets.archive import archive_job_arguments
 from lineage_assets.assets.lakehouse import ingestion_job_arguments
 from lineage_assets.catalog import ARCHIVE, LAKEHOUSE_ORDERS, iceberg_table_name, orders_avro_schema_json
@@ -114,6 +116,7 @@ class JobRounds:
         self.spark_jobs, self.script, self.arguments, self.count = spark_jobs, script, arguments, count
         self.fresh_location = fresh_location
         self.profiles: list[dict] = []
+        self.instrumented = Instrumented(spark_jobs.lakehouse.settings().state_dir / "bench-throughput" / f"{Path(script).stem}-conf")
 
     def __call__(self, round_number: int) -> float:
         name = f"{Path(self.script).stem}-{time.time_ns()}"
@@ -123,12 +126,15 @@ class JobRounds:
         if self.fresh_location:
             option, base = self.fresh_location
             arguments = with_option(arguments, option, f"{base}/{name}")
+        self.instrumented.reset()
         started = time.monotonic()
-        report = self.spark_jobs.submit(self.script, [*arguments, "--progress-file", str(progress)])
+        with self.instrumented.active():
+            report = self.spark_jobs.submit(self.script, [*arguments, "--progress-file", str(progress)])
         submit_s = round(time.monotonic() - started, 3)
         if report["rows_in"] != self.count:
             raise RuntimeError(f"{self.script} read {report['rows_in']} records, expected {self.count}")
-        self.profiles.append({**query_profile(progress), "spark_submit_s": submit_s, "job_report_s": report["duration_seconds"]})
+        self.profiles.append({**query_profile(progress), "spark_submit_s": submit_s, "job_report_s": report["duration_seconds"],
+                              "sql_executions": self.instrumented.sql_profile()})
         shutil.rmtree(folder)
         return self.count / self.profiles[-1]["query_s"]
 
