@@ -18,7 +18,7 @@ from lineage_assets.catalog import DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_
 from lineage_assets.definitions import build_definitions
 from lineage_assets.lineage.check import check
 from lineage_assets.resources.lakehouse import LakehouseResource
-from lineage_assets.resources.lineage import emitter_for, end_dagster_run
+from lineage_assets.resources.lineage import emitter_for
 from lineage_assets.settings import Settings
 from lineage_assets.stack.supervisor import Supervisor
 
@@ -53,11 +53,7 @@ def _node(dataset) -> str:
     return "__".join(dataset.asset_key_path)
 
 
-def _materialize(assets, lakehouse: LakehouseResource, instance: dg.DagsterInstance, **kwargs) -> dg.ExecuteInJobResult:
-    """An in-process run; it has no run-status sensor, so its terminal lineage event is sent here."""
-    result = dg.materialize(assets, instance=instance, **kwargs)
-    end_dagster_run(lakehouse.settings(), instance, result.run_id)
-    return result
+DEMO_LATE_FRACTION, DEMO_BAD_FRACTION = 0.03, 0.04
 
 
 def run_pipeline(lakehouse: LakehouseResource, instance: dg.DagsterInstance, orders_config: dict | None,
@@ -71,13 +67,13 @@ def run_pipeline(lakehouse: LakehouseResource, instance: dg.DagsterInstance, ord
 
     if orders_config is not None:
         log(f"orders: producing {orders_config.get('count', 'the default number of')} orders")
-        result = _materialize(assets, lakehouse, instance, selection=[asset_key(ORDERS)], resources=resources,
-                              run_config={"ops": {_node(ORDERS): {"config": orders_config}}})
+        result = dg.materialize(assets, instance=instance, selection=[asset_key(ORDERS)], resources=resources,
+                                run_config={"ops": {_node(ORDERS): {"config": orders_config}}})
         run.rows[ORDERS.key] = _metadata(result, ORDERS)["rows_out"]
 
     log("streaming jobs (catch-up): " + ", ".join(d.key for d in STREAMING))
-    result = _materialize(assets, lakehouse, instance, selection=dg.AssetSelection.assets(*[asset_key(d) for d in STREAMING]),
-                          resources=resources)
+    result = dg.materialize(assets, instance=instance, selection=dg.AssetSelection.assets(*[asset_key(d) for d in STREAMING]),
+                            resources=resources)
     for dataset in STREAMING:
         run.rows[dataset.key] = _metadata(result, dataset)["rows_out"]
     ingestion = _metadata(result, LAKEHOUSE_ORDERS)
@@ -87,8 +83,8 @@ def run_pipeline(lakehouse: LakehouseResource, instance: dg.DagsterInstance, ord
 
     for day in run.days:
         log(f"supplier_stats: day {day}")
-        result = _materialize(assets, lakehouse, instance, selection=[asset_key(SUPPLIER_STATS)], partition_key=day,
-                              resources=resources)
+        result = dg.materialize(assets, instance=instance, selection=[asset_key(SUPPLIER_STATS)], partition_key=day,
+                                resources=resources)
         totals: dict[str, tuple[Decimal, int]] = defaultdict(lambda: (Decimal("0"), 0))
         for row in _metadata(result, SUPPLIER_STATS)["totals"]:
             total, count = totals[row["supplier"]]
@@ -115,7 +111,9 @@ def summary(run: PipelineRun) -> str:
 
 def main_demo(settings: Settings, orders: int, seed: int, continuous: bool = False) -> int:
     Supervisor(settings, progress=print).up()
-    run = run_pipeline(LakehouseResource(), dagster_instance(settings), {"count": orders, "seed": seed})
+    # Some late and some bad orders, so the watermark and the dead-letter topic have work to show.
+    run = run_pipeline(LakehouseResource(), dagster_instance(settings),
+                       {"count": orders, "seed": seed, "late_fraction": DEMO_LATE_FRACTION, "bad_fraction": DEMO_BAD_FRACTION})
     print(summary(run))
     emitter = emitter_for(settings)
     if emitter.backend is not None and not emitter.flush(timeout=30):

@@ -58,10 +58,12 @@ def start_dagster_run(settings: Settings, dagster_run: events.DagsterRun) -> Non
         emitter_for(settings).emit(events.dagster_run_event(RunState.START, dagster_run, settings))
 
 
-def end_dagster_run(settings: Settings, instance: dg.DagsterInstance, run_id: str) -> None:
-    """The Dagster run's terminal lineage event, from its final status; once per run."""
-    record = instance.get_run_record_by_id(run_id)
-    status = record.dagster_run.status if record else None
+def end_dagster_run(settings: Settings, instance: dg.DagsterInstance, run_id: str,
+                    status: dg.DagsterRunStatus | None = None) -> None:
+    """The Dagster run's terminal lineage event, from its final status (or ``status``); once per run."""
+    if status is None:
+        record = instance.get_run_record_by_id(run_id)
+        status = record.dagster_run.status if record else None
     state = {dg.DagsterRunStatus.SUCCESS: RunState.COMPLETE, dg.DagsterRunStatus.FAILURE: RunState.FAIL,
              dg.DagsterRunStatus.CANCELED: RunState.ABORT}.get(status)
     if state is None or not (lineage_folder(settings) / "dagster-runs" / f"{run_id}.started").exists():
@@ -125,6 +127,17 @@ class LineageResource(dg.ConfigurableResource):
 
     def emitter(self) -> LineageEmitter:
         return emitter_for(self.lakehouse.settings())
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        """Ends the lineage of an in-process run (``dg.materialize``, ``execute_in_process``): such a
+        run has no code origin, so no run-status sensor ever sees it, and it tears its resources down
+        once, after its last step."""
+        run = getattr(context, "run", None)
+        if run is None or run.job_code_origin is not None or run.remote_job_origin is not None:
+            return
+        failed = context.instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE).records
+        end_dagster_run(self.lakehouse.settings(), context.instance, run.run_id,
+                        dg.DagsterRunStatus.FAILURE if failed else dg.DagsterRunStatus.SUCCESS)
 
     @contextmanager
     def asset_run(self, context: dg.AssetExecutionContext, dataset: Dataset):

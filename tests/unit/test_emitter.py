@@ -15,6 +15,7 @@ from dagster._core.errors import DagsterExecutionInterruptedError
 
 from lineage_assets.catalog import SUPPLIER_STATS
 from lineage_assets.lineage import sender
+from lineage_assets.lineage.check import check
 from lineage_assets.lineage.emitter import Backend, LineageEmitter
 from lineage_assets.resources.lakehouse import LakehouseResource
 from lineage_assets.resources.lineage import LineageResource, emitter_for
@@ -109,9 +110,26 @@ def test_an_interrupted_or_failed_materialization_ends_its_run(lineage, raised, 
         result = dg.materialize([failing], resources={"lineage": resource}, instance=instance, raise_on_error=False)
     assert not result.success
     recorded = emitter_for(settings).events()
-    dagster_run, *events = recorded
+    dagster_run, *events, dagster_run_end = recorded
     assert (dagster_run["job"]["name"], dagster_run["eventType"]) == ("dagster.__ephemeral_asset_job__", "START")
     assert [e["eventType"] for e in events] == ["START", terminal]
     assert str(raised) in events[-1]["run"]["facets"]["errorMessage"]["message"]
     assert events[0]["run"]["runId"] == events[1]["run"]["runId"]
     assert events[0]["run"]["facets"]["parent"]["run"]["runId"] == dagster_run["run"]["runId"]
+    # An in-process run has no run-status sensor: its own lineage run ends with its last step.
+    assert (dagster_run_end["run"]["runId"], dagster_run_end["eventType"]) == (dagster_run["run"]["runId"], "FAIL")
+
+
+def test_an_in_process_run_ends_its_lineage_run(lineage):
+    resource, settings = lineage
+
+    @dg.asset(key=["lakehouse", "supplier_stats"])
+    def succeeding(context, lineage: LineageResource):
+        with lineage.asset_run(context, SUPPLIER_STATS):
+            pass
+
+    with dg.instance_for_test() as instance:
+        assert dg.materialize([succeeding], resources={"lineage": resource}, instance=instance).success
+    recorded = emitter_for(settings).events()
+    assert [e["eventType"] for e in recorded] == ["START", "START", "COMPLETE", "COMPLETE"]
+    assert not [gap for gap in check(recorded, settings) if gap.startswith("run left RUNNING")]
