@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--throughput-orders", type=int, help="orders in the throughput topic (quick 20,000; full 300,000)")
     parser.add_argument("--freshness-seconds", type=int, help="seconds of measured orders (quick 20; full 120)")
     parser.add_argument("--scaling-sizes", type=int, nargs="+",
-                        help="orders per day (quick 10,000 40,000 160,000; full 1,000,000 4,000,000 16,000,000)")
+                        help="orders per day (quick 10,000 160,000; full 1,000,000 4,000,000 16,000,000)")
     parser.add_argument("--cold-start-orders", type=int, help="orders in the cold-start day (quick 10,000; full 1,000,000)")
     args = parser.parse_args(argv)
     logging.getLogger("lineage_assets.lineage.emitter").setLevel(logging.ERROR)  # "backend down" is the point
