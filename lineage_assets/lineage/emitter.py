@@ -151,9 +151,9 @@ class LineageEmitter:
         finds the lock free here. A sender lingers far longer than its start-up takes, so one this
         process started moments ago and still alive is starting or sending, not leaving."""
         starting = self._spawned is not None and self._spawned.poll() is None and time.monotonic() - self._spawned_at < STARTUP_S
-        if starting or self.sender_running():
-            return
         try:
+            if starting or self.sender_running():
+                return
             with (self.folder / "sender.log").open("ab") as sender_log:
                 self._spawned = subprocess.Popen(
                     [sys.executable, "-m", "lineage_assets.lineage.sender", str(self.folder)],
