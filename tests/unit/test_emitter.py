@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 
 import dagster as dg
 import pytest
@@ -42,9 +43,12 @@ def test_events_wait_while_the_backend_is_down_and_arrive_in_order_once_it_is_ba
     emitter = LineageEmitter(tmp_path / "lineage", backend(down))
     for n in range(50):
         emitter.emit(event(n))  # returns at once, whatever the backend does
+    deadline = time.monotonic() + 60
+    while not emitter.sender_running():  # delivery is another process's work, once it has started
+        assert time.monotonic() < deadline, "the sender process did not start"
+        time.sleep(0.1)
     assert emitter.flush(timeout=0.5) is False
     assert emitter.pending() == 50 and emitter.emit_failures == 0
-    assert emitter.sender_running()  # delivery is another process's work
 
     down.mkdir()
     assert emitter.flush(timeout=30)
