@@ -64,14 +64,17 @@ def main() -> None:
                 totals["batches_replayed"] += 1
                 return
             written = valid.count()
-            batch_days: set[str] = set()
             if written:
+                batch_days = {row.day for row in valid.select(F.date_format("bid_time", "yyyy-MM-dd").alias("day")).distinct().collect()}
                 (valid.writeTo(args.table)
                  .option(f"snapshot-property.{QUERY_PROPERTY}", args.checkpoint)
                  .option(f"snapshot-property.{BATCH_PROPERTY}", str(batch_id))
                  .append())
-                batch_days = {row.day for row in valid.select(F.date_format("bid_time", "yyyy-MM-dd").alias("day")).distinct().collect()}
                 days.update(batch_days)
+                if args.progress_file:  # right after the commit, so supervision reports it as soon as it is readable
+                    jobs.append_progress(args.progress_file, {
+                        "event": "committed", "batch": batch_id, "rows": written, "days": sorted(batch_days),
+                        "dead_letters": sum(batch_reasons.values())})
             if batch_reasons:
                 (transforms.dead_letter_records(dead, args.job_name).write.format("kafka")
                  .option("kafka.bootstrap.servers", args.bootstrap_servers)
@@ -79,10 +82,6 @@ def main() -> None:
             totals["rows_written"] += written
             totals["dead_letters"] += sum(batch_reasons.values())
             reasons.update(batch_reasons)
-            if args.progress_file and written:
-                jobs.append_progress(args.progress_file, {
-                    "event": "committed", "batch": batch_id, "rows": written, "days": sorted(batch_days),
-                    "dead_letters": sum(batch_reasons.values())})
         finally:
             decoded.unpersist()
 

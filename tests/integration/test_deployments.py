@@ -119,14 +119,23 @@ def test_continuous_ingestion_lifecycle(lakehouse, settings, spark):
 
     with dg.instance_for_test() as instance:
         definitions = build_definitions(lakehouse)
-        tick = evaluate_supervisor(lakehouse, instance)
-        commits = [e for e in tick.asset_events if isinstance(e, dg.AssetMaterialization)]
+        # A commit is readable in the table a moment before the runner records it: tick until ours is reported.
+        commits, cursor = [], None
+
+        def tick_reports_ours() -> bool:
+            nonlocal cursor
+            tick = evaluate_supervisor(lakehouse, instance, cursor)
+            commits.extend(e for e in tick.asset_events if isinstance(e, dg.AssetMaterialization))
+            cursor = tick.cursor
+            days = {d for c in commits for d in c.metadata["days"].data}
+            return "2026-11-19" in days and sum(c.metadata["rows_out"].value for c in commits) >= len(ids)
+
+        wait_for(tick_reports_ours, 60, "the supervisor to report the deployment's commits")
         assert all(c.metadata["deployment/run_id"].value == first.run_id for c in commits)
         # Orders other tests left in the topic are ingested too: the days include at least ours.
         days = {d for c in commits for d in c.metadata["days"].data}
         assert "2026-11-19" in days
-        assert sum(c.metadata["rows_out"].value for c in commits) >= len(ids)
-        assert [e for e in evaluate_supervisor(lakehouse, instance, tick.cursor).asset_events
+        assert [e for e in evaluate_supervisor(lakehouse, instance, cursor).asset_events
                 if isinstance(e, dg.AssetMaterialization)] == []
         for commit in commits:
             instance.report_runless_asset_event(commit)
