@@ -8,7 +8,7 @@ Where the split comes from (every clock is the machine's wall clock):
 - the driver JVM's creation and its class-loading time: HotSpot's performance counters, saved at
   JVM exit (-XX:+PerfDataSaveToFile; `sun.rt.createVmBeginTime`, `sun.cls.time`) and read with jstat;
 - the SparkContext's start, the Spark SQL executions and the application's end: Spark's event log.
-Both settings reach the job through a spark-defaults.conf in SPARK_CONF_DIR, so the job and the asset
+Both settings reach the driver through SPARK_SUBMIT_OPTS (bench/spark_profile.py), so the job and the asset
 run unchanged.
 
 Phases: before Spark (up to the driver JVM's creation: Python imports, Dagster loading the
@@ -35,7 +35,7 @@ from pathlib import Path
 import dagster as dg
 
 from bench.measure import alternate, median, rounded
-from bench.scaling import day_for, fill_days
+from bench.scaling import FULL_SIZES, QUICK_SIZES, day_for, fill_days
 from bench.spark_profile import Instrumented
 from bench.supplier_stats_runs import bare_submit
 from lineage_assets.catalog import SUPPLIER_STATS
@@ -64,8 +64,12 @@ def dagster_step_times(home: Path) -> tuple[float, float]:
     return logs["STEP_START"], logs["STEP_SUCCESS"]
 
 
+def day_sizes(quick: bool, orders: int | None = None) -> tuple[int, ...]:
+    return (orders or (QUICK_SIZES[0] if quick else FULL_SIZES[0]),)
+
+
 def run(lakehouse: LakehouseResource, quick: bool, orders: int | None = None) -> dict:
-    orders = orders or (10_000 if quick else 1_000_000)
+    (orders,) = day_sizes(quick, orders)
     rounds = 1 if quick else 2
     day = day_for(orders)
     spark_jobs = SparkJobsResource(lakehouse=lakehouse)
@@ -75,7 +79,7 @@ def run(lakehouse: LakehouseResource, quick: bool, orders: int | None = None) ->
     splits: dict[str, list[dict]] = {"spark_submit": [], "dagster_cli": []}
 
     with tempfile.TemporaryDirectory(prefix="bench-cold-") as scratch:
-        instrumented = Instrumented(Path(scratch) / "spark-conf")
+        instrumented = Instrumented(Path(scratch) / "spark-profile")
 
         def bare(_: int) -> float:
             instrumented.reset()

@@ -1,6 +1,8 @@
 """A spark-submit that leaves a profile: Spark's event log and the driver's HotSpot counters.
 
-Both settings reach a job through a spark-defaults.conf in SPARK_CONF_DIR, so the job runs unchanged.
+Both settings reach the driver JVM through SPARK_SUBMIT_OPTS (Spark reads `-Dspark.*` system properties
+as configuration), so the job runs unchanged, and with the same classpath, hence the same
+class-sharing archive (lineage_assets/spark_conf.py), as without the profile.
 """
 
 from __future__ import annotations
@@ -16,33 +18,35 @@ SQL_START = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart"
 SQL_END = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd"
 
 
+@contextlib.contextmanager
+def driver_options(options: str):
+    """JVM options for the driver of every spark-submit started meanwhile (from this process or its
+    children): spark-submit passes SPARK_SUBMIT_OPTS from the environment it inherits to the driver JVM."""
+    previous = os.environ.get("SPARK_SUBMIT_OPTS")
+    os.environ["SPARK_SUBMIT_OPTS"] = " ".join(filter(None, [previous, options]))
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ["SPARK_SUBMIT_OPTS"]
+        else:
+            os.environ["SPARK_SUBMIT_OPTS"] = previous
+
+
 class Instrumented:
-    """A folder with a spark-defaults.conf that makes the driver leave an event log and its HotSpot counters."""
+    """Driver options that make a spark-submit leave its event log and HotSpot counters in ``folder``."""
 
     def __init__(self, folder: Path):
-        self.folder = folder
         self.events, self.counters = folder / "events", folder / "driver.hsperf"
         self.events.mkdir(parents=True, exist_ok=True)
-        (folder / "spark-defaults.conf").write_text("\n".join([
-            "spark.eventLog.enabled true",
-            f"spark.eventLog.dir file://{self.events}",
-            "spark.eventLog.compress false",
-            "spark.eventLog.rolling.enabled false",
-            f"spark.driver.extraJavaOptions -XX:+PerfDataSaveToFile -XX:PerfDataSaveFile={self.counters}",
-        ]) + "\n")
+        self.options = " ".join([
+            "-Dspark.eventLog.enabled=true", f"-Dspark.eventLog.dir=file://{self.events}",
+            "-Dspark.eventLog.compress=false", "-Dspark.eventLog.rolling.enabled=false",
+            "-XX:+PerfDataSaveToFile", f"-XX:PerfDataSaveFile={self.counters}",
+        ])
 
-    @contextlib.contextmanager
     def active(self):
-        """spark-submit reads SPARK_CONF_DIR from the environment it inherits."""
-        previous = os.environ.get("SPARK_CONF_DIR")
-        os.environ["SPARK_CONF_DIR"] = str(self.folder)
-        try:
-            yield
-        finally:
-            if previous is None:
-                del os.environ["SPARK_CONF_DIR"]
-            else:
-                os.environ["SPARK_CONF_DIR"] = previous
+        return driver_options(self.options)
 
     def reset(self) -> None:
         for log in self.events.iterdir():

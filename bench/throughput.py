@@ -116,7 +116,7 @@ class JobRounds:
         self.spark_jobs, self.script, self.arguments, self.count = spark_jobs, script, arguments, count
         self.fresh_location = fresh_location
         self.profiles: list[dict] = []
-        self.instrumented = Instrumented(spark_jobs.lakehouse.settings().state_dir / "bench-throughput" / f"{Path(script).stem}-conf")
+        self.instrumented = Instrumented(spark_jobs.lakehouse.settings().state_dir / "bench-throughput" / f"{Path(script).stem}-profile")
 
     def __call__(self, round_number: int) -> float:
         name = f"{Path(self.script).stem}-{time.time_ns()}"

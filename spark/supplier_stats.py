@@ -52,22 +52,23 @@ def main() -> None:
         return
 
     print(f"{jobs.PROGRESS_PREFIX}computing {day} from {args.source}", flush=True)
-    orders = transforms.orders_of_day(spark.table(args.source), day).persist()
+    orders = transforms.orders_of_day(spark.table(args.source), day)
     stats = transforms.hourly_supplier_stats(orders).persist()
     stats.writeTo(args.target).overwrite(F.col("bid_date") == F.lit(day))
     print(f"{jobs.PROGRESS_PREFIX}replaced {day} in {args.target} after {time.monotonic() - started:.0f} s", flush=True)
     snapshot = spark.sql(f"SELECT snapshot_id, summary FROM {args.target}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()[0]
+    totals = stats.orderBy("supplier", "bid_hour").collect()
     jobs.write_report(args.report, {
         "day": day.isoformat(),
-        "rows_in": orders.count(),
-        "rows_written": stats.count(),
+        "rows_in": sum(r.total_count for r in totals),  # every order of the day is in exactly one total
+        "rows_written": len(totals),
         "table_created": created,
         "snapshot_id": snapshot.snapshot_id,
         "files_written": int(snapshot.summary.get("added-data-files", 0)),
         "bytes_written": int(snapshot.summary.get("added-files-size", 0)),
         "totals": [
             {"supplier": r.supplier, "bid_hour": r.bid_hour, "total_price": str(r.total_price), "total_count": r.total_count}
-            for r in stats.orderBy("supplier", "bid_hour").collect()
+            for r in totals
         ],
     }, started)
     spark.stop()

@@ -74,6 +74,8 @@ def end_dagster_run(settings: Settings, instance: dg.DagsterInstance, run_id: st
             error_message=f"Dagster run {run_id} ended {status.value}" if state != RunState.COMPLETE else None))
 
 
+SPARK_AGENT_LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"  # openlineage-spark
+
 class AssetRunLineage:
     """The lineage run of one materialization; the asset calls ``complete`` with what it wrote."""
 
@@ -97,7 +99,7 @@ class AssetRunLineage:
         """openlineage-spark configuration nesting the Spark application under this run."""
         root = self.dagster_run
         return {
-            "spark.extraListeners": "io.openlineage.spark.agent.OpenLineageSparkListener",
+            "spark.extraListeners": SPARK_AGENT_LISTENER,
             "spark.openlineage.namespace": self.settings.lineage_namespace,
             # The agent names its jobs after the application; keep them apart from the asset's job.
             "spark.app.name": f"{self.dataset.job.name}_spark",

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import tempfile
+import time
 from collections import deque
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import dagster as dg
 
 from lineage_assets.resources.lakehouse import LakehouseResource
 from lineage_assets.settings import PROJECT_ROOT
-from lineage_assets.spark_conf import spark_submit_command, spark_submit_env
+from lineage_assets.spark_conf import DRIVER_JAVA_OPTIONS, driver_class_archive, spark_submit_command, spark_submit_env
 
 # Jobs print their progress on lines with this prefix (spark/jobs.py, which cannot import this
 # package: the scripts run under spark-submit, apart from Dagster); they go to the run's log.
@@ -32,25 +34,38 @@ class SparkJobsResource(dg.ConfigurableResource):
     def submit(self, script: str, arguments: list[str], log=None, extra_conf: dict[str, str] | None = None) -> dict:
         """Run ``script`` (a path under the project root) to completion; its report (a dict) is the result."""
         settings = self.lakehouse.settings()
+        archive = driver_class_archive(settings)
+        # Without an archive yet, this job writes one as its driver exits (~20 s once); kept if it succeeds.
+        training = archive.with_name(f".{archive.name}.{os.getpid()}.{time.monotonic_ns()}")
+        trains = settings.spark_class_sharing and not archive.is_file()
         with tempfile.TemporaryDirectory(prefix="spark-report-") as folder:
             report = Path(folder) / "report.json"
             conf = {"spark.app.name": Path(script).stem, **(extra_conf or {})}
+            if trains:
+                training.parent.mkdir(parents=True, exist_ok=True)
+                # Quietly: the dump lists every class it skips, which would bury a failed job's own error.
+                conf[DRIVER_JAVA_OPTIONS] = f"-XX:ArchiveClassesAtExit={training} -Xlog:cds*=off"
             command = spark_submit_command(settings, PROJECT_ROOT / script, [*arguments, "--report", str(report)], conf)
             tail: deque[str] = deque(maxlen=40)
             # Spark 4 leaves an `artifacts` folder in its working directory: keep it in the state folder.
             workdir = settings.state_dir / "spark"
             workdir.mkdir(parents=True, exist_ok=True)
-            with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                  env=spark_submit_env(), cwd=workdir) as process:
-                try:
-                    for line in process.stdout:
-                        tail.append(line.rstrip())
-                        if log is not None and (line.startswith(PROGRESS_PREFIX) or " ERROR " in line
-                                                or "Traceback" in line):
-                            log.info(line.rstrip())
-                except BaseException:  # the run was cancelled: the job must not outlive it
-                    process.terminate()
-                    raise
+            try:
+                with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                      env=spark_submit_env(), cwd=workdir) as process:
+                    try:
+                        for line in process.stdout:
+                            tail.append(line.rstrip())
+                            if log is not None and (line.startswith(PROGRESS_PREFIX) or " ERROR " in line
+                                                    or "Traceback" in line):
+                                log.info(line.rstrip())
+                    except BaseException:  # the run was cancelled: the job must not outlive it
+                        process.terminate()
+                        raise
+                if trains and process.returncode == 0 and training.is_file():
+                    training.replace(archive)
+            finally:
+                training.unlink(missing_ok=True)
             if process.returncode != 0:
                 raise SparkJobError(f"{script} exited with code {process.returncode}:\n" + "\n".join(tail))
             return json.loads(report.read_text())
