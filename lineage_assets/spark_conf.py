@@ -13,8 +13,9 @@ OpenLineage's naming spec uses for S3 (``s3://bucket``).
 Start-up: a Spark driver JVM loads some 28,000 classes, a quarter of a small job's time. With
 ``spark_class_sharing`` on, drivers map them from a JDK class-data-sharing archive (dynamic CDS) that
 the first successful batch job writes as it exits. The archive is named after what it depends on
-(the JDK, Spark, the connector jars, the conf folder on the classpath), so a change makes a new
-one; a JVM that finds an archive it cannot use loads its classes as usual.
+(the JDK, Spark and where it is installed, the connector jars and their paths, the conf folder on
+the classpath), so a change makes a new one; a JVM that finds an archive it cannot use loads its
+classes as usual.
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ def driver_class_archive(settings: Settings) -> Path:
 
     java = shutil.which("java", path=os.pathsep.join(filter(None, [
         str(Path(os.environ["JAVA_HOME"]) / "bin") if os.environ.get("JAVA_HOME") else None, os.environ.get("PATH")])))
-    parts = [str(Path(java).resolve()) if java else "java", pyspark.__version__, os.environ.get("SPARK_CONF_DIR", ""),
-             *(f"{jar.name}:{jar.stat().st_size}" for jar in spark_jars(settings))]
+    # The archive records the classpath's absolute paths: Spark's jars (the venv's pyspark) and the connectors'.
+    parts = [str(Path(java).resolve()) if java else "java", pyspark.__version__, str(Path(pyspark.__file__).parent),
+             os.environ.get("SPARK_CONF_DIR", ""), *(f"{jar}:{jar.stat().st_size}" for jar in spark_jars(settings))]
     key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
     return settings.cache_dir / "class-sharing" / f"spark-driver-{key}.jsa"
 

@@ -63,9 +63,10 @@ def main() -> None:
             if committed(spark, args.table, args.checkpoint, batch_id):
                 totals["batches_replayed"] += 1
                 return
-            written = valid.count()
+            # Rows and days in one pass over the (cached) batch.
+            per_day = {row.day: row["count"] for row in valid.groupBy(F.date_format("bid_time", "yyyy-MM-dd").alias("day")).count().collect()}
+            written, batch_days = sum(per_day.values()), set(per_day)
             if written:
-                batch_days = {row.day for row in valid.select(F.date_format("bid_time", "yyyy-MM-dd").alias("day")).distinct().collect()}
                 (valid.writeTo(args.table)
                  .option(f"snapshot-property.{QUERY_PROPERTY}", args.checkpoint)
                  .option(f"snapshot-property.{BATCH_PROPERTY}", str(batch_id))
