@@ -18,6 +18,7 @@ import urllib.request
 
 import dagster as dg
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from lineage_assets.catalog import DATASETS
 from lineage_assets.lineage.check import check
@@ -123,9 +124,18 @@ def test_materialize_all_from_the_asset_graph(page, dagster_dev, settings, scree
     # The orders asset generates its orders up to now, so the daily asset takes today.
     today = str(dt.datetime.now(dt.UTC).date())
     partitions = dialog.locator("input[type=text]").first
-    partitions.fill(today)
-    partitions.press("Enter")
-    dialog.get_by_text("1 partition", exact=True).wait_for()
+    # The dialog loads the partitions' status after it opens and may reset the box meanwhile: type
+    # the day again until the selection holds (a person would do the same).
+    for attempt in range(3):
+        partitions.fill(today)
+        partitions.press("Enter")
+        try:
+            dialog.get_by_text("1 partition", exact=True).wait_for(timeout=20_000)
+            break
+        except PlaywrightTimeoutError:
+            page.screenshot(path=screenshots / f"launch-dialog-attempt-{attempt}.png")
+            if attempt == 2:
+                raise
     page.screenshot(path=screenshots / "launch-dialog.png")
     dialog.get_by_role("button", name="Launch 1 run").click()
 
