@@ -22,6 +22,9 @@ SQL_END = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd"
 def driver_options(options: str):
     """JVM options for the driver of every spark-submit started meanwhile (from this process or its
     children): spark-submit passes SPARK_SUBMIT_OPTS from the environment it inherits to the driver JVM."""
+    if not options:
+        yield
+        return
     previous = os.environ.get("SPARK_SUBMIT_OPTS")
     os.environ["SPARK_SUBMIT_OPTS"] = " ".join(filter(None, [previous, options]))
     try:

@@ -60,6 +60,12 @@ def class_sharing_conf(settings: Settings) -> dict[str, str]:
     return {}
 
 
+def class_archive_writing_conf(archive: Path) -> dict[str, str]:
+    """The driver option that writes an archive of the classes the job loaded, as the driver exits.
+    Quietly: the dump lists every class it skips, which would bury a failed job's own error."""
+    return {DRIVER_JAVA_OPTIONS: f"-XX:ArchiveClassesAtExit={archive} -Xlog:cds*=off"}
+
+
 def spark_conf(settings: Settings) -> dict[str, str]:
     catalog = f"spark.sql.catalog.{settings.catalog_name}"
     s3a = "spark.hadoop.fs.s3a"

@@ -64,8 +64,8 @@ def main() -> None:
                 totals["batches_replayed"] += 1
                 return
             # Rows and days in one pass over the (cached) batch.
-            per_day = {row.day: row["count"] for row in valid.groupBy(F.date_format("bid_time", "yyyy-MM-dd").alias("day")).count().collect()}
-            written, batch_days = sum(per_day.values()), set(per_day)
+            by_day = valid.groupBy(F.date_format("bid_time", "yyyy-MM-dd").alias("day")).count().collect()
+            written, batch_days = sum(row["count"] for row in by_day), {row.day for row in by_day}
             if written:
                 (valid.writeTo(args.table)
                  .option(f"snapshot-property.{QUERY_PROPERTY}", args.checkpoint)

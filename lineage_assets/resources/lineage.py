@@ -76,6 +76,7 @@ def end_dagster_run(settings: Settings, instance: dg.DagsterInstance, run_id: st
 
 SPARK_AGENT_LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"  # openlineage-spark
 
+
 class AssetRunLineage:
     """The lineage run of one materialization; the asset calls ``complete`` with what it wrote."""
 

@@ -14,7 +14,7 @@ import dagster as dg
 
 from lineage_assets.resources.lakehouse import LakehouseResource
 from lineage_assets.settings import PROJECT_ROOT
-from lineage_assets.spark_conf import DRIVER_JAVA_OPTIONS, driver_class_archive, spark_submit_command, spark_submit_env
+from lineage_assets.spark_conf import class_archive_writing_conf, driver_class_archive, spark_submit_command, spark_submit_env
 
 # Jobs print their progress on lines with this prefix (spark/jobs.py, which cannot import this
 # package: the scripts run under spark-submit, apart from Dagster); they go to the run's log.
@@ -43,8 +43,7 @@ class SparkJobsResource(dg.ConfigurableResource):
             conf = {"spark.app.name": Path(script).stem, **(extra_conf or {})}
             if trains:
                 training.parent.mkdir(parents=True, exist_ok=True)
-                # Quietly: the dump lists every class it skips, which would bury a failed job's own error.
-                conf[DRIVER_JAVA_OPTIONS] = f"-XX:ArchiveClassesAtExit={training} -Xlog:cds*=off"
+                conf |= class_archive_writing_conf(training)
             command = spark_submit_command(settings, PROJECT_ROOT / script, [*arguments, "--report", str(report)], conf)
             tail: deque[str] = deque(maxlen=40)
             # Spark 4 leaves an `artifacts` folder in its working directory: keep it in the state folder.
