@@ -6,11 +6,11 @@ BIN := $(VENV)/bin
 CACHE := .cache
 MVN := mvn -q -B -f infra/pom.xml -Dmaven.repo.local=$(CURDIR)/$(CACHE)/m2
 
-.PHONY: setup system-packages jars venv demo test test-unit dev stack-up stack-down stack-status bench bench-quick clean
+.PHONY: setup system-packages jars servers venv demo test test-unit dev stack-up stack-down stack-status bench bench-quick clean
 
-setup: system-packages $(BIN)/lineage-assets jars
+setup: system-packages $(BIN)/lineage-assets jars servers
 
-# PostgreSQL and Chromium (lineage pictures, browser tests) come from Debian; the rest from PyPI and Maven Central.
+# PostgreSQL and Chromium (lineage pictures, browser tests) come from Debian; the rest from PyPI, Maven Central and npm.
 SUDO := $(shell [ $$(id -u) -eq 0 ] || echo sudo)
 system-packages:
 	@missing=""; \
@@ -23,6 +23,7 @@ system-packages:
 	fi
 	@command -v java >/dev/null || { echo "setup: java not found; install a Java 17 runtime"; exit 1; }
 	@command -v mvn >/dev/null || { echo "setup: mvn not found; install Maven"; exit 1; }
+	@command -v npm >/dev/null || { echo "setup: npm not found; install Node.js 18 or later (builds Marquez's web UI)"; exit 1; }
 
 $(BIN)/lineage-assets: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,6 +41,11 @@ $(CACHE)/jars/.resolved: infra/pom.xml
 	done
 	@touch $@
 
+# Servers built from source (Marquez's API with Maven, its web UI with npm) into $(CACHE); each
+# service checks its own stamp, so this is quick and offline once built.
+servers: $(BIN)/lineage-assets jars
+	$(BIN)/lineage-assets stack build
+
 # `make demo CONTINUOUS=1` also leaves the three streaming jobs deployed in continuous mode.
 demo: setup
 	$(BIN)/lineage-assets demo $(if $(CONTINUOUS),--continuous)
@@ -53,6 +59,8 @@ test-unit: setup
 # Same Dagster instance as `make demo`, so its runs show in the UI.
 dev: setup stack-up
 	@mkdir -p .state/dagster && touch .state/dagster/dagster.yaml
+	@echo "Dagster UI: http://127.0.0.1:3000"
+	@echo "Marquez UI: $$($(BIN)/python -c 'from lineage_assets.settings import Settings; print(Settings.from_env().marquez_web_url)')"
 	DAGSTER_HOME=$(CURDIR)/.state/dagster $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 stack-up: setup

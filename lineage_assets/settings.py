@@ -33,7 +33,9 @@ def _setting(default, help: str):
 class Settings:
     host: str = _setting("127.0.0.1", "interface every local service binds to")
     state_dir: Path = _setting(PROJECT_ROOT / ".state", "pid files, logs and data of the local stack")
-    cache_dir: Path = _setting(PROJECT_ROOT / ".cache", "downloaded jars (filled by `make setup`)")
+    cache_dir: Path = _setting(PROJECT_ROOT / ".cache", "downloaded jars and built servers (filled by `make setup`)")
+    marquez_source: str = _setting(str(PROJECT_ROOT.parent / "shared" / "vendor" / "marquez-0.51.1-src.tar.gz"),
+                                   "Marquez 0.51.1 source archive that `make setup` builds: a path or an http(s) URL")
 
     kafka_port: int = _setting(19092, "Kafka broker listener")
     kafka_controller_port: int = _setting(19093, "Kafka KRaft controller listener")
@@ -41,6 +43,9 @@ class Settings:
     registry_port: int = _setting(18081, "schema registry (Confluent-compatible API)")
     postgres_port: int = _setting(15432, "PostgreSQL (the Iceberg catalog's store)")
     iceberg_rest_port: int = _setting(18181, "Iceberg REST catalog server")
+    marquez_port: int = _setting(15000, "Marquez API")
+    marquez_admin_port: int = _setting(15001, "Marquez admin (health checks, metrics)")
+    marquez_web_port: int = _setting(13001, "Marquez web UI (3000 is Dagster's)")
 
     kafka_bootstrap: str = _setting("", "Kafka bootstrap servers; empty = the local broker")
     s3_endpoint: str = _setting("", "S3 endpoint URL; empty = the local s3proxy")
@@ -49,7 +54,7 @@ class Settings:
     s3_region: str = _setting("us-east-1", "S3 region")
     registry_url: str = _setting("", "schema registry URL (Confluent API); empty = the local one")
     catalog_url: str = _setting("", "Iceberg REST catalog URL; empty = the local one")
-    marquez_url: str = _setting("", "Marquez base URL to send lineage to as well; empty = none")
+    marquez_url: str = _setting("", "Marquez base URL; empty = the local stack's Marquez")
     postgres_user: str = _setting("postgres", "PostgreSQL user of the local stack's databases")
     postgres_password: str = _setting("", "PostgreSQL password (the local stack trusts loopback)")
 
@@ -62,6 +67,7 @@ class Settings:
     catalog_name: str = _setting("lakehouse", "Spark catalog name of the Iceberg catalog")
     catalog_database: str = _setting("iceberg", "PostgreSQL database behind the local REST catalog")
     iceberg_namespace: str = _setting("default", "Iceberg namespace of the tables")
+    marquez_database: str = _setting("marquez", "PostgreSQL database of the local Marquez")
 
     spark_master: str = _setting("local[2]", "Spark master URL for the jobs")
     spark_driver_memory: str = _setting("2g", "driver memory of local Spark jobs")
@@ -116,8 +122,20 @@ class Settings:
         return self.catalog_url or f"http://{self.host}:{self.iceberg_rest_port}"
 
     @property
+    def marquez_api_url(self) -> str:
+        return self.marquez_url or f"http://{self.host}:{self.marquez_port}"
+
+    @property
+    def marquez_web_url(self) -> str:
+        return f"http://{self.host}:{self.marquez_web_port}"
+
+    @property
     def catalog_jdbc_url(self) -> str:
         return f"jdbc:postgresql://{self.host}:{self.postgres_port}/{self.catalog_database}"
+
+    @property
+    def marquez_jdbc_url(self) -> str:
+        return f"jdbc:postgresql://{self.host}:{self.postgres_port}/{self.marquez_database}"
 
     @property
     def warehouse_url(self) -> str:

@@ -1,13 +1,14 @@
-"""What each service of the local stack is: its jars or binary, config template, ports and health probe.
+"""What each service of the local stack is: how it is built, its config template, ports and health probe.
 
-The supervisor (``supervisor.py``) starts, checks and stops any of them the same way; a service here
-only says how. Templates live in ``infra/conf`` and are rendered with ``string.Template`` from the
+The supervisor (``supervisor.py``) builds, starts, checks and stops any of them the same way; a
+service here only says how. Templates live in ``infra/conf`` and are rendered with ``string.Template`` from the
 settings, so a port is never written down twice.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import pwd
 import shutil
@@ -15,7 +16,9 @@ import socket
 import stat
 import string
 import subprocess
+import tarfile
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable
@@ -29,7 +32,10 @@ POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
 
 
 class StackError(RuntimeError):
-    """A service could not be prepared, started or reached; the message names it and its log."""
+    """A service could not be built, prepared, started or reached; the message names it and its log."""
+
+
+Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -39,12 +45,16 @@ class Service:
     command: Callable[[Settings], list[str]]
     healthy: Callable[[Settings], bool]
     address: Callable[[Settings], str]
+    # Builds what the service runs into the cache (`stack build`, called by `make setup`); does
+    # nothing when that is up to date. Services run from Maven jars need none (the Makefile's `jars`).
+    build: Callable[[Settings, Progress], None] = lambda settings, progress: None
     # Once-only preparation (render config, format storage); must be idempotent.
     prepare: Callable[[Settings], None] = lambda settings: None
     # After the first healthy probe: buckets, databases. Idempotent too.
     after_start: Callable[[Settings], None] = lambda settings: None
     requires: tuple[str, ...] = ()
-    # Settings that, when set, point the project at this service run elsewhere (a real cluster).
+    # Settings that point the project at this service run elsewhere (a real cluster); once all of
+    # them are set the stack does not run it.
     replaced_by: tuple[str, ...] = ()
     run_as: Callable[[], str | None] = lambda: None
     stop_signal: int = 15
@@ -59,7 +69,9 @@ class Service:
 
     def replaced(self, settings: Settings) -> list[str]:
         """The settings that point elsewhere for this service (empty: the stack runs it)."""
-        return [name for name in self.replaced_by if getattr(settings, name)]
+        if self.replaced_by and all(getattr(settings, name) for name in self.replaced_by):
+            return list(self.replaced_by)
+        return []
 
 
 def render(template: str, target: Path, **values) -> Path:
@@ -173,9 +185,9 @@ def _psql(settings: Settings, sql: str, database: str = "postgres") -> str:
 
 
 def _create_databases(settings: Settings) -> None:
-    database = settings.catalog_database
-    if not _psql(settings, f"SELECT 1 FROM pg_database WHERE datname = '{database}'"):
-        _psql(settings, f'CREATE DATABASE "{database}"')
+    for database in (settings.catalog_database, settings.marquez_database):
+        if not _psql(settings, f"SELECT 1 FROM pg_database WHERE datname = '{database}'"):
+            _psql(settings, f'CREATE DATABASE "{database}"')
 
 
 def _postgres_healthy(settings: Settings) -> bool:
@@ -188,7 +200,7 @@ def _postgres_healthy(settings: Settings) -> bool:
 
 POSTGRES = Service(
     name="postgres",
-    replaced_by=("catalog_url",),  # it only stores the local catalog
+    replaced_by=("catalog_url", "marquez_url"),  # it stores only the local catalog and Marquez
     ports=lambda s: [s.postgres_port],
     command=lambda s: [
         _postgres_binary("postgres"), "-D", str(s.state_dir / "postgres" / "pgdata"),
@@ -367,4 +379,174 @@ REGISTRY = Service(
 )
 
 
-SERVICES: tuple[Service, ...] = (POSTGRES, KAFKA, S3, ICEBERG_REST, REGISTRY)
+# --- Marquez (lineage API and web UI), built from its release source ------------------------------
+
+MARQUEZ_RELEASE_URL = "https://github.com/MarquezProject/marquez/archive/refs/tags/0.51.1.tar.gz"
+
+
+def _marquez_dir(settings: Settings) -> Path:
+    return settings.cache_dir / "marquez"
+
+
+def _marquez_web_dir(settings: Settings) -> Path:
+    return _marquez_dir(settings) / "web"
+
+
+def _up_to_date(stamp: Path, fingerprint: str) -> bool:
+    return stamp.exists() and stamp.read_text() == fingerprint
+
+
+def _run_logged(command: list[str], cwd: Path, log: Path, what: str) -> None:
+    with log.open("w") as output:
+        result = subprocess.run(command, cwd=cwd, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    if result.returncode != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+        raise StackError(f"{what} failed ({' '.join(command[:3])} ... exited with {result.returncode}); log: {log}\n{tail}")
+
+
+def _tool(name: str, install: str) -> str:
+    found = shutil.which(name)
+    if not found:
+        raise StackError(f"{name} not found on PATH: {install}")
+    return found
+
+
+def _marquez_archive(settings: Settings, progress: Progress) -> Path:
+    """The source archive `marquez_source` names; a URL is downloaded into the cache once."""
+    source = settings.marquez_source
+    if urllib.parse.urlsplit(source).scheme in ("http", "https"):
+        archive = _marquez_dir(settings) / "download" / Path(urllib.parse.urlsplit(source).path).name
+        if not archive.exists():
+            progress(f"downloading {source}")
+            archive.parent.mkdir(parents=True, exist_ok=True)
+            partial = archive.with_suffix(".part")
+            try:
+                with urllib.request.urlopen(source, timeout=60) as response, partial.open("wb") as out:
+                    shutil.copyfileobj(response, out)
+            except (urllib.error.URLError, OSError) as error:
+                raise StackError(f"cannot download LINEAGE_ASSETS_MARQUEZ_SOURCE={source}: {error}") from None
+            partial.rename(archive)
+        return archive
+    archive = Path(source)
+    if not archive.is_file():
+        raise StackError(f"Marquez source archive not found: LINEAGE_ASSETS_MARQUEZ_SOURCE={archive}; get the upstream "
+                         f"release tarball of MarquezProject/marquez tag 0.51.1 ({MARQUEZ_RELEASE_URL}) and set "
+                         f"LINEAGE_ASSETS_MARQUEZ_SOURCE to its path or URL")
+    return archive
+
+
+def _marquez_sources(settings: Settings, progress: Progress) -> tuple[Path, str]:
+    """The extracted source tree and a fingerprint of the archive it came from."""
+    archive = _marquez_archive(settings, progress)
+    fingerprint = f"{archive.resolve()} {archive.stat().st_size} {archive.stat().st_mtime_ns}\n"
+    target = _marquez_dir(settings) / "src"
+    stamp = target / ".extracted"
+    if not _up_to_date(stamp, fingerprint):
+        # Into a sibling first: an interrupted extraction never looks complete.
+        partial = target.with_name("src.partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        with tarfile.open(archive) as tar:
+            tar.extractall(partial, filter="data")
+        (partial / stamp.name).write_text(fingerprint)
+        shutil.rmtree(target, ignore_errors=True)
+        partial.rename(target)
+    (tree,) = [entry for entry in target.iterdir() if entry.is_dir()]  # marquez-0.51.1/
+    return tree, fingerprint
+
+
+def _build_marquez_api(settings: Settings, progress: Progress) -> None:
+    sources, fingerprint = _marquez_sources(settings, progress)
+    pom = PROJECT_ROOT / "infra" / "pom.xml"
+    fingerprint += hashlib.sha256(pom.read_bytes()).hexdigest()
+    jars = settings.jars_dir / "marquez"
+    stamp = jars / ".built"
+    if _up_to_date(stamp, fingerprint):
+        return
+    progress("marquez      building the API server with Maven (about 30 s; 1 min with downloads)")
+    shutil.rmtree(jars, ignore_errors=True)  # no jar of an older classpath stays behind
+    build = _marquez_dir(settings) / "api-build"
+    build.mkdir(parents=True, exist_ok=True)
+    _run_logged(
+        [_tool("mvn", "install Maven"), "-q", "-B", "-f", str(pom), f"-Dmaven.repo.local={settings.cache_dir / 'm2'}",
+         "package", "-P", "marquez", f"-Djars.dir={settings.jars_dir}", f"-Dmarquez.source={sources}",
+         f"-Dmarquez.build={build}"],
+        cwd=PROJECT_ROOT, log=_marquez_dir(settings) / "api-build.log", what="marquez: building the API",
+    )
+    stamp.write_text(fingerprint)
+
+
+def _build_marquez_web(settings: Settings, progress: Progress) -> None:
+    sources, fingerprint = _marquez_sources(settings, progress)
+    web = _marquez_web_dir(settings)
+    stamp = web / ".built"
+    if _up_to_date(stamp, fingerprint):
+        return
+    progress("marquez-web  building the web UI with npm (about 3 min, up to 5 GB of memory)")
+    shutil.rmtree(web, ignore_errors=True)
+    shutil.copytree(sources / "web", web)
+    npm = _tool("npm", "install Node.js 18 or later (apt-get install nodejs npm)")
+    # npm's own cache under the project's cache, like Maven's repository.
+    _run_logged([npm, "ci", "--no-audit", "--no-fund", "--cache", str(settings.cache_dir / "npm")],
+                cwd=web, log=_marquez_dir(settings) / "web-npm-ci.log", what="marquez-web: npm ci")
+    _run_logged([npm, "run", "build"], cwd=web, log=_marquez_dir(settings) / "web-build.log",
+                what="marquez-web: npm run build")
+    stamp.write_text(fingerprint)
+
+
+def _prepare_marquez(settings: Settings) -> None:
+    data = MARQUEZ.data_dir(settings)
+    render(
+        "marquez.yml", data / "marquez.yml", host=settings.host, marquez_port=settings.marquez_port,
+        marquez_admin_port=settings.marquez_admin_port, jdbc_url=settings.marquez_jdbc_url,
+        postgres_user=settings.postgres_user, postgres_password=settings.postgres_password,
+    )
+
+
+MARQUEZ = Service(
+    name="marquez",
+    replaced_by=("marquez_url",),
+    ports=lambda s: [s.marquez_port, s.marquez_admin_port],
+    command=lambda s: [
+        java(), "-Xmx1g", "-cp", jar_classpath(s, "marquez"), "marquez.MarquezApp",
+        "server", str(s.state_dir / "marquez" / "marquez.yml"),
+    ],
+    healthy=lambda s: http_ok(f"http://{s.host}:{s.marquez_admin_port}/healthcheck"),
+    address=lambda s: s.marquez_api_url,
+    build=_build_marquez_api,
+    prepare=_prepare_marquez,
+    requires=("postgres",),
+    start_timeout=180.0,  # the first start migrates an empty database (about 10 s, much more on a loaded machine)
+)
+
+
+def _marquez_web_command(settings: Settings) -> list[str]:
+    server = _marquez_web_dir(settings) / "setupProxy.js"
+    if not (_marquez_web_dir(settings) / "dist" / "index.html").exists():
+        raise StackError(f"marquez-web: no built UI in {server.parent}: run `make setup` (or `lineage-assets stack build`)")
+    return [_tool("node", "install Node.js 18 or later (apt-get install nodejs)"),
+            "--require", str(CONF_DIR / "listen-on-host.js"), str(server)]
+
+
+def _marquez_web_env(settings: Settings) -> dict[str, str]:
+    """The upstream server's variables; the API's address from marquez_api_url, so a remote Marquez works too."""
+    api = urllib.parse.urlsplit(settings.marquez_api_url)
+    return {
+        "MARQUEZ_HOST": api.hostname or settings.host, "MARQUEZ_PORT": str(api.port or 80),
+        "WEB_PORT": str(settings.marquez_web_port), "LISTEN_HOST": settings.host,
+    }
+
+
+MARQUEZ_WEB = Service(
+    name="marquez-web",
+    ports=lambda s: [s.marquez_web_port],
+    command=_marquez_web_command,
+    healthy=lambda s: http_ok(f"{s.marquez_web_url}/healthcheck"),
+    address=lambda s: s.marquez_web_url,
+    build=_build_marquez_web,
+    prepare=lambda s: MARQUEZ_WEB.data_dir(s).mkdir(parents=True, exist_ok=True),
+    requires=("marquez",),
+    env=_marquez_web_env,
+)
+
+
+SERVICES: tuple[Service, ...] = (POSTGRES, KAFKA, S3, ICEBERG_REST, REGISTRY, MARQUEZ, MARQUEZ_WEB)

@@ -85,16 +85,25 @@ class Supervisor:
             ))
         return statuses
 
+    # --- build ----------------------------------------------------------------------------------
+    def build(self, names: Iterable[str] | None = None) -> None:
+        """Builds what the services run into the cache; quick and offline once it is up to date."""
+        for service in self._select(names):
+            if not self._skipped_as_replaced(service, "built"):
+                service.build(self.settings, self.progress)
+
+    def _skipped_as_replaced(self, service: Service, what: str) -> bool:
+        if replaced := service.replaced(self.settings):
+            setting = ", ".join(f"LINEAGE_ASSETS_{name.upper()}" for name in replaced)
+            self.progress(f"{service.name:<12} not {what}: {setting} points elsewhere")
+        return bool(replaced)
+
     # --- up -------------------------------------------------------------------------------------
     def up(self, names: Iterable[str] | None = None) -> list[ServiceStatus]:
-        wanted = []
-        for service in self._with_requirements(self._select(names)):
-            if replaced := service.replaced(self.settings):
-                setting = ", ".join(f"LINEAGE_ASSETS_{name.upper()}" for name in replaced)
-                self.progress(f"{service.name:<12} not started: {setting} points elsewhere")
-            else:
-                wanted.append(service)
-        healthy: set[str] = set()
+        wanted = [service for service in self._with_requirements(self._select(names))
+                  if not self._skipped_as_replaced(service, "started")]
+        # A requirement run elsewhere counts as healthy: the stack neither starts nor waits for it.
+        healthy = {service.name for service in self.services.values() if service.replaced(self.settings)}
         pending = list(wanted)
         while pending:
             # Start every service whose requirements are healthy, then wait for that wave.
@@ -111,7 +120,8 @@ class Supervisor:
     def _with_requirements(self, services: list[Service]) -> list[Service]:
         ordered: list[Service] = []
         def visit(service: Service) -> None:
-            for requirement in service.requires:
+            # What a service run elsewhere requires is that deployment's business.
+            for requirement in () if service.replaced(self.settings) else service.requires:
                 visit(self.services[requirement])
             if service not in ordered:
                 ordered.append(service)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import datetime
+import ipaddress
 import json
 import socket
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -140,3 +143,64 @@ def test_a_healthy_service_run_elsewhere_is_used_and_left_alone(stack, settings,
     assert status.healthy and _processes_using(outsider.state_dir) == []
     assert supervisor.down(["s3"]) == []
     assert stack.status(["s3"])[0].healthy
+
+
+def _http_json(url: str, body: dict | None = None):
+    request = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return response.status, json.loads(response.read() or b"null")
+
+
+def _listening_addresses(port: int) -> set[str]:
+    """Addresses that sockets listening on ``port`` are bound to, IPv4 and IPv6 (IPv4-mapped ones as IPv4)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            hex_address, hex_port = local.split(":")
+            if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                # The kernel prints each 32-bit word in host (little-endian) order.
+                raw = bytes.fromhex(hex_address)
+                address = ipaddress.ip_address(b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4)))
+                found.add(str(getattr(address, "ipv4_mapped", None) or address))
+    return found
+
+
+def test_marquez_stores_an_openlineage_event_and_its_ui_serves_it(stack, settings):
+    assert all(status.healthy for status in stack.status(["marquez", "marquez-web"]))
+    job = f"probe_{uuid.uuid4().hex[:8]}"
+    event = {
+        "eventType": "COMPLETE", "eventTime": datetime.datetime.now(datetime.UTC).isoformat(),
+        "run": {"runId": str(uuid.uuid4())}, "job": {"namespace": "stack_probe", "name": job},
+        "inputs": [], "outputs": [{"namespace": "stack_probe", "name": f"{job}_out"}],
+        "producer": "https://example.com/lineage-assets/tests",
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/definitions/RunEvent",
+    }
+    assert _http_json(f"{settings.marquez_api_url}/api/v1/lineage", event)[0] == 201
+    for base in (settings.marquez_api_url, settings.marquez_web_url):  # directly, then through the UI's proxy
+        status, stored = _http_json(f"{base}/api/v1/namespaces/stack_probe/jobs/{job}")
+        assert status == 200 and stored["latestRun"]["state"] == "COMPLETED"
+        assert [output["name"] for output in stored["outputs"]] == [f"{job}_out"]
+    with urllib.request.urlopen(settings.marquez_web_url, timeout=10) as page:
+        assert b"bundle.js" in page.read()
+
+
+def test_marquez_services_listen_on_the_stack_host_only(stack, settings):
+    assert settings.host == "127.0.0.1"
+    for port in (settings.marquez_port, settings.marquez_admin_port, settings.marquez_web_port):
+        assert _listening_addresses(port) == {"127.0.0.1"}, port
+
+
+def test_marquez_web_runs_against_a_marquez_elsewhere(stack, settings, tmp_path):
+    # The test stack's Marquez plays a remote one: only the UI starts, nothing it would otherwise require.
+    remote = isolated_settings("remote-marquez-probe", offset=13000, state_dir=tmp_path / "state",
+                               marquez_url=settings.marquez_api_url)
+    supervisor = Supervisor(remote)
+    try:
+        assert [status.name for status in supervisor.up(["marquez-web"]) if status.healthy] == ["marquez-web"]
+        assert len(_processes_using(remote.state_dir)) == 1
+        status, namespaces = _http_json(f"{remote.marquez_web_url}/api/v1/namespaces")
+        assert status == 200 and "namespaces" in namespaces
+    finally:
+        supervisor.down()

@@ -11,14 +11,26 @@ from lineage_assets.stack.supervisor import Supervisor
 def test_services_replaced_by_settings_are_not_started_and_say_which_setting(tmp_path):
     settings = dataclasses.replace(
         Settings.from_env(), state_dir=tmp_path, kafka_bootstrap="kafka.example:9092", s3_endpoint="https://s3.example",
-        registry_url="https://registry.example/apis/ccompat/v7", catalog_url="https://catalog.example")
+        registry_url="https://registry.example/apis/ccompat/v7", catalog_url="https://catalog.example",
+        marquez_url="https://marquez.example")
     said: list[str] = []
-    assert Supervisor(settings, progress=said.append).up() == []
+    # All but marquez-web: the UI always runs locally, against the Marquez API it is pointed at.
+    assert Supervisor(settings, progress=said.append).up(["postgres", "kafka", "s3", "iceberg-rest", "registry", "marquez"]) == []
     assert said == [
-        "postgres     not started: LINEAGE_ASSETS_CATALOG_URL points elsewhere",
+        "postgres     not started: LINEAGE_ASSETS_CATALOG_URL, LINEAGE_ASSETS_MARQUEZ_URL points elsewhere",
         "kafka        not started: LINEAGE_ASSETS_KAFKA_BOOTSTRAP points elsewhere",
         "s3           not started: LINEAGE_ASSETS_S3_ENDPOINT points elsewhere",
         "iceberg-rest not started: LINEAGE_ASSETS_CATALOG_URL points elsewhere",
         "registry     not started: LINEAGE_ASSETS_REGISTRY_URL points elsewhere",
+        "marquez      not started: LINEAGE_ASSETS_MARQUEZ_URL points elsewhere",
     ]
     assert not any(tmp_path.iterdir()), "nothing prepared for services that are not started"
+
+
+def test_postgres_runs_while_the_catalog_or_marquez_is_local(tmp_path):
+    from lineage_assets.stack.services import POSTGRES
+
+    settings = dataclasses.replace(Settings.from_env(), state_dir=tmp_path, catalog_url="https://catalog.example")
+    assert POSTGRES.replaced(settings) == []
+    assert POSTGRES.replaced(dataclasses.replace(settings, marquez_url="https://marquez.example")) == [
+        "catalog_url", "marquez_url"]
