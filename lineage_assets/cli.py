@@ -15,6 +15,9 @@ from lineage_assets.stack.supervisor import Supervisor
 
 def _stack(args: argparse.Namespace, settings: Settings) -> int:
     supervisor = Supervisor(settings, progress=lambda line: print(line, flush=True))
+    if args.action == "build":
+        supervisor.build(args.services)
+        return 0
     if args.action == "up":
         supervisor.up(args.services)
     elif args.action == "down":
@@ -136,8 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lineage-assets", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    stack = commands.add_parser("stack", help="start, stop or check the local stack of servers")
-    stack.add_argument("action", choices=["up", "down", "status"])
+    stack = commands.add_parser("stack", help="build, start, stop or check the local stack of servers")
+    stack.add_argument("action", choices=["build", "up", "down", "status"],
+                       help="build: what the servers run, into the cache (`make setup` does it); up, down, status")
     stack.add_argument("services", nargs="*", help="only these services (default: all)")
     stack.add_argument("--json", action="store_true", help="status as JSON, for scripts")
     stack.set_defaults(handler=_stack)
