@@ -30,6 +30,12 @@ from lineage_assets.settings import Settings
 
 OWNERS = ("team:data-platform",)  # owners of every dataset and its job (Dagster owners, OpenLineage ownership)
 
+# The OpenLineage job of Dagster runs, the parent of every asset run. One name whatever Dagster job
+# ran the assets (the Dagster job's name is a tag of its run): Marquez names a child job
+# "{parent job}.{child job}", so a parent named after each Dagster job would split one asset's
+# lineage into a job per Dagster job.
+ORCHESTRATOR_JOB = "dagster"
+
 
 class Kind(str, Enum):
     KAFKA = "kafka"
@@ -95,6 +101,12 @@ class ProducingJob:
     @property
     def processing_type(self) -> str:
         return "STREAMING" if self.streaming else "BATCH"
+
+    @property
+    def lineage_name(self) -> str:
+        """The OpenLineage job name: already the name Marquez gives a child of the orchestrator's job, so
+        a materialization (a child run) and a deployment (no parent) report one and the same job."""
+        return f"{ORCHESTRATOR_JOB}.{self.name}"
 
 
 @dataclass(frozen=True)

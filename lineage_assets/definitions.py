@@ -11,7 +11,7 @@ from lineage_assets.assets.live_stats import build_live_stats_assets
 from lineage_assets.assets.orders import build_orders_asset
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lakehouse import LakehouseResource
-from lineage_assets.resources.lineage import RUN_LINEAGE_SENSORS, LineageResource
+from lineage_assets.resources.lineage import RUN_LINEAGE_SENSORS, LineageResource, run_lineage_executor
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.spark_conf import spark_conf
 from lineage_assets.streaming.supervision import streaming_deployments, streaming_deployments_supervisor
@@ -40,6 +40,7 @@ def build_definitions(lakehouse: LakehouseResource | None = None) -> dg.Definiti
         jobs=[*lakehouse_definitions["jobs"], streaming_deployments],
         sensors=[*lakehouse_definitions["sensors"], *RUN_LINEAGE_SENSORS, streaming_deployments_supervisor],
         resources=build_resources(lakehouse),
+        executor=run_lineage_executor(settings),
     )
 
 

@@ -1,14 +1,15 @@
 """The lineage check: does the OpenLineage graph match the Dagster asset graph?
 
-It reads lineage as data (a list of OpenLineage events: the project's event log, or what a backend
-returns) and compares it with the dataset catalog, which is the asset graph. A gap is a readable
-line; no gap means the check passes.
+It reads lineage as data (the project's event log, or what Marquez's API shows) into one
+``LineageGraph`` and compares it with the dataset catalog, which is the asset graph. A gap is a
+readable line; no gap means the check passes.
 """
 
 from __future__ import annotations
 
-from lineage_assets.catalog import DATASETS, Dataset
+from lineage_assets.catalog import DATASETS, ORCHESTRATOR_JOB, Dataset
 from lineage_assets.lineage.graph import TERMINAL, LineageGraph
+from lineage_assets.lineage.marquez import MarquezApi, dataset_names, lineage_nodes, read_graph
 from lineage_assets.settings import Settings
 
 
@@ -17,27 +18,68 @@ def _node(dataset: Dataset, settings: Settings) -> tuple[str, str]:
     return identity.namespace, identity.name
 
 
+def _asset_job(dataset: Dataset, settings: Settings) -> str:
+    return f"{settings.lineage_namespace}/{dataset.job.lineage_name}"
+
+
 def check(events: list[dict], settings: Settings, running_jobs: set[str] = frozenset()) -> list[str]:
     """Every gap between the asset graph and the lineage in ``events``; empty when they agree.
 
     ``running_jobs`` are jobs known to be running now (streaming deployments): their runs may lack
     a terminal event."""
-    graph = LineageGraph.from_events(events)
-    gaps = []
+    return check_graph(LineageGraph.from_events(events), settings, running_jobs)
+
+
+def check_marquez(api: MarquezApi, settings: Settings, running_jobs: set[str] = frozenset()) -> list[str]:
+    """``check`` of what Marquez shows: its jobs, runs and column lineage, plus its lineage graph
+    around every asset and the datasets it holds in the asset graph's namespaces."""
+    gaps = check_graph(read_graph(api, settings.lineage_namespace, settings), settings, running_jobs)
+    expected_jobs = {_asset_job(dataset, settings) for dataset in DATASETS.values()}
+    expected_datasets = {_node(dataset, settings) for dataset in DATASETS.values()}
     for dataset in DATASETS.values():
-        job = f"{settings.lineage_namespace}/{dataset.job.name}"
+        jobs, datasets = lineage_nodes(api, *_node(dataset, settings))
+        for extra in sorted(jobs - expected_jobs):
+            gaps.append(f"Marquez lineage of asset {dataset.key} has job {extra}, which is no asset's job")
+        for extra in sorted(datasets - expected_datasets):
+            gaps.append(f"Marquez lineage of asset {dataset.key} has dataset {extra[0]}:{extra[1]}, which is no asset")
+    symlinks = {(s.namespace, s.name) for dataset in DATASETS.values() for s in dataset.identity(settings).symlinks}
+    held = dataset_names(api, {namespace for namespace, _ in expected_datasets | symlinks})
+    for namespace, name in sorted(held - expected_datasets - symlinks):
+        gaps.append(f"Marquez holds dataset {namespace}:{name}, which is neither an asset nor an asset's symlink")
+    return gaps
+
+
+def check_graph(graph: LineageGraph, settings: Settings, running_jobs: set[str] = frozenset()) -> list[str]:
+    gaps = []
+    asset_jobs = {_asset_job(dataset, settings): dataset for dataset in DATASETS.values()}
+    for job, dataset in asset_jobs.items():
         node = _node(dataset, settings)
         if node not in graph.outputs.get(job, set()):
             gaps.append(f"missing edge: job {job} -> dataset {node[0]}:{node[1]} (asset {dataset.key})")
+        upstream_nodes = {_node(DATASETS[key], settings) for key in dataset.upstream}
         for upstream_key in dataset.upstream:
             upstream = _node(DATASETS[upstream_key], settings)
             if upstream not in graph.inputs.get(job, set()):
                 gaps.append(f"missing edge: dataset {upstream[0]}:{upstream[1]} (asset {upstream_key}) -> job {job}")
+        for extra in sorted(graph.inputs.get(job, set()) - upstream_nodes):
+            gaps.append(f"extra edge: job {job} reads {extra[0]}:{extra[1]}, which asset {dataset.key} does not depend on")
+        for extra in sorted(graph.outputs.get(job, set()) - {node}):
+            gaps.append(f"extra edge: job {job} writes {extra[0]}:{extra[1]}, which is not asset {dataset.key}")
         for column, sources in dataset.column_lineage.items():
             for source in sources:
                 edge = (_node(DATASETS[source.dataset], settings), source.column, node, column)
                 if edge not in graph.column_edges:
                     gaps.append(f"missing column edge: {source.dataset}.{source.column} -> {dataset.key}.{column}")
+                elif not graph.column_transformations.get(edge):
+                    gaps.append(f"column edge without transformation: {source.dataset}.{source.column} -> {dataset.key}.{column}")
+    orchestrator = f"{settings.lineage_namespace}/{ORCHESTRATOR_JOB}"
+    for job in sorted(set(graph.jobs) | set(graph.inputs) | set(graph.outputs)):
+        if job in asset_jobs or job == orchestrator:
+            continue
+        if graph.datasets_of(job):
+            gaps.append(f"extra job: {job} reads or writes {len(graph.datasets_of(job))} datasets but is no asset's job")
+        elif (summary := graph.jobs.get(job)) is None or summary.parent not in {*asset_jobs, orchestrator}:
+            gaps.append(f"stray job: {job} is neither an asset's job, the orchestrator's, nor nested under one")
     for (namespace, name, kind), nodes in sorted(graph.aliases.items()):
         if len(nodes) > 1:
             names = ", ".join(f"{n[0]}:{n[1]}" for n in sorted(nodes))
@@ -58,3 +100,10 @@ def check(events: list[dict], settings: Settings, running_jobs: set[str] = froze
         if terminal and kinds[-1] not in TERMINAL:
             gaps.append(f"event after the end: {job} run {run_id} ends with {kinds[-1]} after {terminal[0]}")
     return gaps
+
+
+def report(gaps: list[str], where: str) -> str:
+    """The check's result as printed: one line when ``where`` matches the asset graph, else a line per gap."""
+    if not gaps:
+        return f"lineage check: {where} matches the asset graph"
+    return "\n".join([f"lineage check: {len(gaps)} gaps between the asset graph and {where}:", *(f"  - {gap}" for gap in gaps)])

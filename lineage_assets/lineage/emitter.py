@@ -5,9 +5,10 @@ the project emitted; appends are serialized across processes with a file lock) a
 sender process is running; it never raises and never waits on the network. The sender
 (``lineage_assets.lineage.sender``) delivers the log, in order, to the transport openlineage-python
 configures from the standard sources (``openlineage.yml``, ``OPENLINEAGE_URL``, ``OPENLINEAGE__…``
-variables), or to ``LINEAGE_ASSETS_MARQUEZ_URL``. It records how far it got in a cursor file, so when
-the backend is slow or down, events wait in the log and go out in order when it is back, from this
-sender or the next one (or ``lineage-assets lineage flush``). One process at a time sends (a lock on
+variables) or, when they name none, to Marquez (the local stack's, or ``LINEAGE_ASSETS_MARQUEZ_URL``).
+It records how far it got in a cursor file, so when the backend is slow or down, events wait in the
+log and go out in order when it is back, from this sender or the next one (or ``lineage-assets
+lineage flush``). One process at a time sends (a lock on
 the cursor), so no event is sent twice by two senders.
 
 Why a process, not a thread: a sender thread's JSON and HTTP work holds the job's GIL, and the job's
@@ -66,12 +67,10 @@ class Backend:
         return cls(**json.loads(text))
 
 
-def configured_backend(marquez_url: str = "") -> Backend | None:
-    """The backend the standard configuration names (or ``marquez_url`` when it names none); None when
-    there is none."""
-    explicit = {"transport": {"type": "http", "url": marquez_url}} if marquez_url and not os.environ.get("OPENLINEAGE_URL") else None
-    backend = Backend(explicit)
-    return backend if backend.transport() is not None else None
+def configured_backend(marquez_url: str) -> Backend:
+    """The backend openlineage-python's standard configuration names, or else Marquez at ``marquez_url``."""
+    standard = Backend()
+    return standard if standard.transport() is not None else Backend({"transport": {"type": "http", "url": marquez_url}})
 
 
 @functools.cache

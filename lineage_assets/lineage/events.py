@@ -3,7 +3,8 @@
 One materialization of an asset is one OpenLineage run of the asset's producing job (the job the
 catalog names for its dataset). Its inputs are the asset's upstream datasets and its output the
 asset's own dataset, each named by the catalog, so the lineage graph is the asset graph. Every asset
-run has a ``parent`` facet pointing at a run for the Dagster run itself.
+run has a ``parent`` facet pointing at a run for the Dagster run itself: a run of the one
+orchestrator job (``catalog.ORCHESTRATOR_JOB``), tagged with the Dagster job and run it stands for.
 
 Run ids are UUIDv7 derived from the Dagster run (its id and start time) and the asset key: sending
 a run's events again never creates a second run.
@@ -37,10 +38,11 @@ from openlineage.client.facet_v2 import (
     set_producer,
     source_code_location_job,
     symlinks_dataset,
+    tags_run,
 )
 from openlineage.client.uuid import generate_static_uuid
 
-from lineage_assets.catalog import DATASETS, OWNERS, Dataset
+from lineage_assets.catalog import DATASETS, ORCHESTRATOR_JOB, OWNERS, Dataset, Transformation
 from lineage_assets.settings import PROJECT_ROOT, Settings
 
 VERSION = "0.1.0"
@@ -124,7 +126,7 @@ def _job_facets(dataset: Dataset, running_interval: int | None = None) -> dict:
 
 
 def job(dataset: Dataset, settings: Settings, running_interval: int | None = None) -> Job:
-    return Job(namespace=settings.lineage_namespace, name=dataset.job.name, facets=_job_facets(dataset, running_interval))
+    return Job(namespace=settings.lineage_namespace, name=dataset.job.lineage_name, facets=_job_facets(dataset, running_interval))
 
 
 def _dataset_facets(dataset: Dataset, settings: Settings) -> dict:
@@ -141,6 +143,14 @@ def _dataset_facets(dataset: Dataset, settings: Settings) -> dict:
     return facets
 
 
+def deprecated_transformation_type(transformation: Transformation) -> str:
+    """The facet's older per-column ``transformationType``: IDENTITY for an unchanged copy, else the
+    type and subtype of the current ``transformations`` entry (e.g. ``DIRECT/AGGREGATION``)."""
+    if (transformation.type, transformation.subtype) == ("DIRECT", "IDENTITY"):
+        return "IDENTITY"
+    return f"{transformation.type}/{transformation.subtype}"
+
+
 def column_lineage_facet(dataset: Dataset, settings: Settings) -> column_lineage_dataset.ColumnLineageDatasetFacet:
     fields = {}
     for column, sources in dataset.column_lineage.items():
@@ -152,7 +162,13 @@ def column_lineage_facet(dataset: Dataset, settings: Settings) -> column_lineage
                 transformations=[column_lineage_dataset.Transformation(
                     type=source.transformation.type, subtype=source.transformation.subtype,
                     description=source.transformation.description, masking=False)]))
-        fields[column] = column_lineage_dataset.Fields(inputFields=inputs)
+        # Both spellings: the spec's current per-input `transformations`, and the deprecated
+        # per-column fields, which are the only ones Marquez (0.51) stores and shows.
+        transformations = list(dict.fromkeys(source.transformation for source in sources))
+        fields[column] = column_lineage_dataset.Fields(
+            inputFields=inputs,
+            transformationType=", ".join(dict.fromkeys(map(deprecated_transformation_type, transformations))),
+            transformationDescription="; ".join(t.description for t in transformations))
     return column_lineage_dataset.ColumnLineageDatasetFacet(fields=fields)
 
 
@@ -181,9 +197,17 @@ def output(dataset: Dataset, settings: Settings, statistics: OutputStatistics | 
     return OutputDataset(namespace=identity.namespace, name=identity.name, facets=facets, outputFacets=output_facets)
 
 
-def _dagster_job(dagster_run: DagsterRun, settings: Settings) -> Job:
-    return Job(namespace=settings.lineage_namespace, name=f"dagster.{dagster_run.job_name}", facets={
-        "jobType": job_type_job.JobTypeJobFacet(processingType="BATCH", integration=INTEGRATION, jobType="JOB")})
+def _orchestrator_job(settings: Settings) -> Job:
+    return Job(namespace=settings.lineage_namespace, name=ORCHESTRATOR_JOB, facets={
+        "jobType": job_type_job.JobTypeJobFacet(processingType="BATCH", integration=INTEGRATION, jobType="JOB"),
+        "documentation": documentation_job.DocumentationJobFacet(
+            description="Dagster runs of this project's assets; each run is tagged with its Dagster job and run id.")})
+
+
+def _dagster_tags(dagster_run: DagsterRun) -> tags_run.TagsRunFacet:
+    return tags_run.TagsRunFacet(tags=[
+        tags_run.TagsRunFacetFields(key="dagster.job", value=dagster_run.job_name, source=INTEGRATION),
+        tags_run.TagsRunFacetFields(key="dagster.run_id", value=dagster_run.run_id, source=INTEGRATION)])
 
 
 def _engine_facet() -> processing_engine_run.ProcessingEngineRunFacet:
@@ -192,7 +216,7 @@ def _engine_facet() -> processing_engine_run.ProcessingEngineRunFacet:
 
 
 def parent_facet(dagster_run: DagsterRun, settings: Settings) -> parent_run.ParentRunFacet:
-    namespace, name, run_id = settings.lineage_namespace, f"dagster.{dagster_run.job_name}", dagster_run.lineage_run_id
+    namespace, name, run_id = settings.lineage_namespace, ORCHESTRATOR_JOB, dagster_run.lineage_run_id
     return parent_run.ParentRunFacet(
         run=parent_run.Run(runId=run_id), job=parent_run.Job(namespace=namespace, name=name),
         root=parent_run.Root(run=parent_run.RootRun(runId=run_id), job=parent_run.RootJob(namespace=namespace, name=name)))
@@ -235,13 +259,13 @@ def asset_event(state: RunState, dataset: Dataset, dagster_run: DagsterRun | Non
 def dagster_run_event(state: RunState, dagster_run: DagsterRun, settings: Settings, *,
                       error_message: str | None = None, event_time: dt.datetime | None = None) -> RunEvent:
     """A lifecycle event of the Dagster run itself (the parent of its asset runs)."""
-    facets = {"processing_engine": _engine_facet()}
+    facets = {"processing_engine": _engine_facet(), "tags": _dagster_tags(dagster_run)}
     if error_message:
         facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(message=error_message, programmingLanguage="PYTHON")
     return RunEvent(
         eventType=state,
         eventTime=(event_time or dt.datetime.now(dt.UTC)).isoformat(),
         run=Run(runId=dagster_run.lineage_run_id, facets=facets),
-        job=_dagster_job(dagster_run, settings),
+        job=_orchestrator_job(settings),
         producer=PRODUCER,
     )

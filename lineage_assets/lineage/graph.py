@@ -66,6 +66,7 @@ class LineageGraph:
     inputs: dict[str, set[Node]] = field(default_factory=lambda: defaultdict(set))
     outputs: dict[str, set[Node]] = field(default_factory=lambda: defaultdict(set))
     column_edges: set[tuple[Node, str, Node, str]] = field(default_factory=set)
+    column_transformations: dict[tuple[Node, str, Node, str], str | None] = field(default_factory=dict)  # edge -> type
     aliases: dict[tuple[str, str, str], set[Node]] = field(default_factory=lambda: defaultdict(set))
     schemas: dict[Node, dict[str, dict[str, str]]] = field(default_factory=lambda: defaultdict(dict))  # job -> column -> type
     run_states: dict[str, list[tuple[str, str]]] = field(default_factory=lambda: defaultdict(list))  # run -> [(job, state)]
@@ -93,7 +94,10 @@ class LineageGraph:
             self.schemas[node][job] = {column["name"]: column.get("type", "") for column in facets["schema"].get("fields", [])}
         for column, lineage in ((facets.get("columnLineage") or {}).get("fields") or {}).items():
             for source in lineage.get("inputFields", []):
-                self.column_edges.add(((source["namespace"], source["name"]), source["field"], node, column))
+                edge = ((source["namespace"], source["name"]), source["field"], node, column)
+                self.column_edges.add(edge)
+                transformation = (source.get("transformations") or [{}])[0]
+                self.column_transformations[edge] = lineage.get("transformationType") or transformation.get("type")
 
     def columns(self, node: Node, trusted: set[str]) -> dict[str, str]:
         """A dataset's columns as the ``trusted`` jobs last reported them (others only when none did:

@@ -66,8 +66,7 @@ def _boxes(graph: LineageGraph, labels: dict[Node, str]) -> tuple[dict[str, Box]
     top = sorted(job for job in graph.jobs if graph.datasets_of(job) and graph.owner_of(job) is None)
     nested: dict[str, list[str]] = defaultdict(list)
     for job in graph.jobs:
-        owner = graph.owner_of(job)
-        if owner and graph.datasets_of(job):
+        if owner := graph.owner_of(job):
             nested[owner].append(job)
     edges: dict[tuple[str, str], bool] = {}
     datasets: dict[str, Node] = {}

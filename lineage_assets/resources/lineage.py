@@ -11,7 +11,7 @@ import dagster as dg
 from dagster._core.errors import DagsterExecutionInterruptedError
 from openlineage.client.event_v2 import RunState
 
-from lineage_assets.catalog import Dataset
+from lineage_assets.catalog import ORCHESTRATOR_JOB, Dataset
 from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import LineageEmitter, configured_backend
 from lineage_assets.resources.lakehouse import LakehouseResource
@@ -28,7 +28,7 @@ def emitter_for(settings: Settings) -> LineageEmitter:
     """One emitter per lineage folder and process (shared by every asset)."""
     folder = lineage_folder(settings)
     if folder not in _EMITTERS:
-        _EMITTERS[folder] = LineageEmitter(folder, configured_backend(settings.marquez_url))
+        _EMITTERS[folder] = LineageEmitter(folder, configured_backend(settings.marquez_api_url))
     return _EMITTERS[folder]
 
 
@@ -75,6 +75,9 @@ def end_dagster_run(settings: Settings, instance: dg.DagsterInstance, run_id: st
 
 
 SPARK_AGENT_LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"  # openlineage-spark
+# Root nodes (optimized logical plans) of the Spark actions the agent would report as jobs of their own.
+SPARK_ACTIONS_WITHOUT_LINEAGE = tuple(f"org.apache.spark.sql.catalyst.plans.logical.{node}" for node in (
+    "CreateTable", "OverwriteByExpression", "GlobalLimit", "Sort"))
 
 
 class AssetRunLineage:
@@ -97,19 +100,25 @@ class AssetRunLineage:
                                              statistics=self.statistics, lifecycle=self.lifecycle, error=error))
 
     def spark_conf(self, spark_events: Path) -> dict[str, str]:
-        """openlineage-spark configuration nesting the Spark application under this run."""
-        root = self.dagster_run
+        """openlineage-spark configuration nesting the Spark application under this run.
+
+        The agent names the application's job after the application (made snake_case), and Marquez
+        shows it under the asset's job (``dagster.supplier_stats.supplier_stats_spark``). Its
+        actions report no datasets: the asset's own run reports the asset's edges and column lineage
+        from the catalog, and each action would otherwise be a job of its own in the graph (a second
+        writer of the asset's table, a reader of its metadata tables)."""
+        namespace, root = self.settings.lineage_namespace, self.dagster_run
         return {
             "spark.extraListeners": SPARK_AGENT_LISTENER,
-            "spark.openlineage.namespace": self.settings.lineage_namespace,
-            # The agent names its jobs after the application; keep them apart from the asset's job.
+            "spark.openlineage.namespace": namespace,
             "spark.app.name": f"{self.dataset.job.name}_spark",
-            "spark.openlineage.parentJobNamespace": self.settings.lineage_namespace,
-            "spark.openlineage.parentJobName": self.dataset.job.name,
+            "spark.openlineage.parentJobNamespace": namespace,
+            "spark.openlineage.parentJobName": self.dataset.job.lineage_name,
             "spark.openlineage.parentRunId": self.run_id,
-            "spark.openlineage.rootParentJobNamespace": self.settings.lineage_namespace,
-            "spark.openlineage.rootParentJobName": f"dagster.{root.job_name}",
+            "spark.openlineage.rootParentJobNamespace": namespace,
+            "spark.openlineage.rootParentJobName": ORCHESTRATOR_JOB,
             "spark.openlineage.rootParentRunId": root.lineage_run_id,
+            "spark.openlineage.filter.deniedSparkNodes": f"[{';'.join(SPARK_ACTIONS_WITHOUT_LINEAGE)}]",  # the agent's list syntax
             # The agent writes to a file; its events then join the project's log and sender.
             "spark.openlineage.transport.type": "file",
             "spark.openlineage.transport.location": str(spark_events),
@@ -168,6 +177,50 @@ class LineageResource(dg.ConfigurableResource):
             if dagster_run.job_name == DIRECT_INVOCATION:
                 self.emitter().emit(events.dagster_run_event(
                     state, dagster_run, settings, error_message=f"{type(error).__name__}: {error}" if error else None))
+
+
+class RunLineageExecutor(dg.Executor):
+    """Dagster's default executor, ending the Dagster run's lineage run once its last step is done.
+
+    It runs where the run is orchestrated, so it ends runs no run-status sensor sees: those started
+    from the command line (``dagster asset materialize``, ``dagster job execute``) and any run while
+    no daemon runs. The sensors stay as the backstop for a run that dies before its steps end."""
+
+    def __init__(self, inner: dg.Executor, settings: Settings):
+        self.inner, self.settings = inner, settings
+
+    @property
+    def retries(self):
+        return self.inner.retries
+
+    @property
+    def step_dependency_config(self):
+        return self.inner.step_dependency_config
+
+    def execute(self, plan_context, execution_plan):
+        status = dg.DagsterRunStatus.SUCCESS
+        try:
+            for event in self.inner.execute(plan_context, execution_plan):
+                if event.is_step_failure:
+                    status = dg.DagsterRunStatus.FAILURE
+                yield event
+        except (DagsterExecutionInterruptedError, KeyboardInterrupt):
+            status = dg.DagsterRunStatus.CANCELED
+            raise
+        except BaseException:
+            status = dg.DagsterRunStatus.FAILURE
+            raise
+        finally:
+            end_dagster_run(self.settings, plan_context.instance, plan_context.run_id, status)
+
+
+def run_lineage_executor(settings: Settings) -> dg.ExecutorDefinition:
+    """The Definitions' default executor: Dagster's own default, configured the same way, wrapped."""
+    default = dg.multi_or_in_process_executor
+    return dg.ExecutorDefinition(
+        name=default.name, config_schema=default.config_schema, requirements=default.get_requirements,
+        executor_creation_fn=lambda context: RunLineageExecutor(default.executor_creation_fn(context), settings),
+        description=RunLineageExecutor.__doc__)
 
 
 # Running by default: without them a Dagster run's lineage would stay RUNNING forever.

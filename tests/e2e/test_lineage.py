@@ -5,7 +5,7 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from lineage_assets.catalog import DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS
+from lineage_assets.catalog import DATASETS, LAKEHOUSE_ORDERS, ORCHESTRATOR_JOB, ORDERS, SUPPLIER_STATS
 from lineage_assets.definitions import build_definitions
 from lineage_assets.lineage.check import check
 from lineage_assets.lineage.events import PRODUCER
@@ -40,7 +40,7 @@ def test_every_emitted_event_validates_against_the_official_schemas(events):
 
 def test_each_materialization_is_one_run_from_start_to_one_terminal_event(events):
     for dataset in DATASETS.values():
-        runs = runs_of(events, dataset.job.name)
+        runs = runs_of(events, dataset.job.lineage_name)
         assert runs, dataset.key
         for run_events in runs.values():
             kinds = [e["eventType"] for e in run_events]
@@ -49,30 +49,32 @@ def test_each_materialization_is_one_run_from_start_to_one_terminal_event(events
 
 
 def test_asset_runs_nest_under_their_dagster_run(events):
-    for run_events in runs_of(events, SUPPLIER_STATS.job.name).values():
+    dagster_runs = {e["run"]["runId"]: e for e in events if e["job"]["name"] == ORCHESTRATOR_JOB}
+    for run_events in runs_of(events, SUPPLIER_STATS.job.lineage_name).values():
         parent = run_events[0]["run"]["facets"]["parent"]
-        assert parent["job"]["name"].startswith("dagster.")
+        assert parent["job"]["name"] == ORCHESTRATOR_JOB
         assert parent["root"]["run"]["runId"] == parent["run"]["runId"]
+        tags = {t["key"]: t["value"] for t in dagster_runs[parent["run"]["runId"]]["run"]["facets"]["tags"]["tags"]}
+        assert tags["dagster.job"] == "__ephemeral_asset_job__"
 
 
-def test_spark_agent_lineage_nests_under_the_asset_run_with_the_same_datasets(events, settings):
-    asset_runs = set(runs_of(events, SUPPLIER_STATS.job.name))
+def test_spark_agent_lineage_is_one_application_run_nested_under_the_asset_run(events):
+    asset_runs = runs_of(events, SUPPLIER_STATS.job.lineage_name)
     agent = [e for e in events if e.get("producer", "").startswith("https://github.com/OpenLineage/OpenLineage")]
     assert agent, "the openlineage-spark agent sent nothing"
-    application = [e for e in agent if (e["run"]["facets"].get("parent") or {}).get("run", {}).get("runId") in asset_runs]
-    assert application, "no Spark event has an asset run as parent"
-    nested_run_ids = {e["run"]["runId"] for e in application}
-    actions = [e for e in agent if (e["run"]["facets"].get("parent") or {}).get("run", {}).get("runId") in nested_run_ids | asset_runs]
-    written = {(d["namespace"], d["name"]) for e in actions for d in e.get("outputs", [])}
-    read = {(d["namespace"], d["name"]) for e in actions for d in e.get("inputs", [])}
-    stats, orders = SUPPLIER_STATS.identity(settings), LAKEHOUSE_ORDERS.identity(settings)
-    assert written == {(stats.namespace, stats.name)}
-    # Overwriting by a filter reads the target too; nothing outside the asset's datasets is named.
-    assert (orders.namespace, orders.name) in read and read <= {(orders.namespace, orders.name), (stats.namespace, stats.name)}
-    assert {e["job"]["name"] for e in application} == {"supplier_stats_spark"}
-    symlinks = [d["facets"]["symlinks"]["identifiers"] for e in actions for d in e.get("outputs", []) if "symlinks" in d.get("facets", {})]
-    assert symlinks and all(s == [{"namespace": stats.symlinks[0].namespace, "name": stats.symlinks[0].name, "type": "TABLE"}]
-                            for s in symlinks)
+    by_run = {}
+    for event in agent:
+        by_run.setdefault(event["run"]["runId"], []).append(event)
+    # One application run per materialization, each under its asset run, with the Dagster run as root.
+    assert len(by_run) == len(asset_runs)
+    for run_events in by_run.values():
+        assert [e["eventType"] for e in run_events] == ["START", "COMPLETE"]
+        parent = run_events[0]["run"]["facets"]["parent"]
+        assert parent["run"]["runId"] in asset_runs and parent["job"]["name"] == SUPPLIER_STATS.job.lineage_name
+        assert parent["root"]["job"]["name"] == ORCHESTRATOR_JOB
+        assert {e["job"]["name"] for e in run_events} == {"supplier_stats_spark"}
+        # The agent's actions are no jobs of their own: the asset's run carries the datasets.
+        assert not [d for e in run_events for d in (*e.get("inputs", []), *e.get("outputs", []))]
 
 
 def test_lineage_check_passes_on_the_run(events, settings):
@@ -83,12 +85,14 @@ def test_lineage_check_reports_a_misnamed_dataset(events, settings):
     orders = ORDERS.identity(settings)
     misnamed = []
     for event in events:
-        if event["job"]["name"] == LAKEHOUSE_ORDERS.job.name:
+        if event["job"]["name"] == LAKEHOUSE_ORDERS.job.lineage_name:
             event = {**event, "inputs": [{**d, "namespace": "kafka://localhost:19092"} if d["name"] == orders.name else d
                                          for d in event.get("inputs", [])]}
         misnamed.append(event)
     gaps = check(misnamed, settings)
-    assert f"missing edge: dataset {orders.namespace}:orders (asset orders) -> job {settings.lineage_namespace}/iceberg-ingestion" in gaps
+    assert f"missing edge: dataset {orders.namespace}:orders (asset orders) -> job {settings.lineage_namespace}/dagster.iceberg-ingestion" in gaps
+    assert f"extra edge: job {settings.lineage_namespace}/dagster.iceberg-ingestion reads kafka://localhost:19092:orders, " \
+           f"which asset lakehouse/orders does not depend on" in gaps
     assert any(g.startswith("orphan dataset: kafka://localhost:19092:orders") for g in gaps)
 
 
@@ -98,7 +102,7 @@ def test_a_failing_materialization_emits_fail_with_the_error(stack, settings, in
     result = dg.materialize([*definitions.assets], selection=[dg.AssetKey("orders")], resources=definitions.resources,
                             instance=instance, raise_on_error=False, run_config={"ops": {"orders": {"config": {"count": 1}}}})
     assert not result.success
-    failed = [e for e in emitter_for(settings).events() if e["job"]["name"] == ORDERS.job.name and e["eventType"] == "FAIL"]
+    failed = [e for e in emitter_for(settings).events() if e["job"]["name"] == ORDERS.job.lineage_name and e["eventType"] == "FAIL"]
     assert failed
     error = failed[-1]["run"]["facets"]["errorMessage"]
     assert "127.0.0.1:9" in error["message"] + error["stackTrace"]

@@ -32,15 +32,15 @@ def test_the_page_shows_every_asset_and_job_of_the_graph_with_its_last_run_state
         identity = dataset.identity(settings)
         box = page.locator(f'g.dataset[data-id="dataset:{identity.namespace}:{identity.name}"]')
         assert box.locator("text.title").text_content() == dataset.key
-        job = page.locator(f'g.job[data-id="{settings.lineage_namespace}/{dataset.job.name}"]')
+        job = page.locator(f'g.job[data-id="{settings.lineage_namespace}/{dataset.job.lineage_name}"]')
         assert job.count() == 1, dataset.job.name
         # After catch-up runs nothing is left running; a job's colour is its last run's end.
         assert job.locator("text.state").text_content() in {"COMPLETE", "FAIL"}
     assert page.locator("g.job").count() == len(DATASETS)
     assert page.locator("g.dataset").count() == len(DATASETS)
-    stats_job = page.locator(f'g.job[data-id="{settings.lineage_namespace}/{SUPPLIER_STATS.job.name}"]')
+    stats_job = page.locator(f'g.job[data-id="{settings.lineage_namespace}/{SUPPLIER_STATS.job.lineage_name}"]')
     assert "state-complete" in stats_job.get_attribute("class")
-    assert stats_job.locator("g.nested").count() >= 1, "the Spark agent's jobs are listed inside the asset's job"
+    assert stats_job.locator("g.nested").count() == 1, "the Spark application is listed inside the asset's job"
     assert page.locator("path.edge.nested-only").count() == 0, "Spark named a dataset the asset graph does not have"
     page.screenshot(path=screenshots / "lineage-page.png", full_page=True)
 

@@ -27,8 +27,10 @@ def test_orders_asset_produces_the_configured_orders_and_reports_them(stack, set
     assert sum(after.values()) - sum(topic_before.values()) == 25
     # Directly invoked, the asset still reports a complete lineage run, and ends its parent run.
     recorded = emitter_for(settings).events()
-    asset_run = [e for e in recorded if e["job"]["name"] == ORDERS.job.name
-                 and e["run"]["facets"]["parent"]["job"]["name"] == "dagster.direct_invocation"][-2:]
+    direct = {e["run"]["runId"] for e in recorded if e["job"]["name"] == "dagster"
+              and {"key": "dagster.job", "value": "direct_invocation", "source": "DAGSTER"} in e["run"]["facets"]["tags"]["tags"]}
+    asset_run = [e for e in recorded if e["job"]["name"] == ORDERS.job.lineage_name
+                 and e["run"]["facets"]["parent"]["run"]["runId"] in direct][-2:]
     assert [e["eventType"] for e in asset_run] == ["START", "COMPLETE"]
     parent_id = asset_run[-1]["run"]["facets"]["parent"]["run"]["runId"]
     assert [e["eventType"] for e in recorded if e["run"]["runId"] == parent_id] == ["START", "COMPLETE"]

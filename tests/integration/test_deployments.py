@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 from lineage_assets.catalog import LAKEHOUSE_ORDERS, iceberg_table_name, orders_avro_schema_json
 from lineage_assets.definitions import build_definitions
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
+from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.lineage.validation import validate_event
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lakehouse import LakehouseResource
@@ -25,6 +26,12 @@ NAME = LAKEHOUSE_ORDERS.key
 
 def run_events(settings, run_id):
     return [e for e in emitter_for(settings).events() if e["run"]["runId"] == run_id]
+
+
+def marquez_state(settings, run_id) -> str | None:
+    """The run's state as Marquez shows it, once the event log is delivered."""
+    assert emitter_for(settings).flush(timeout=90)
+    return MarquezApi(settings.marquez_api_url).run(run_id).get("state")
 
 
 def processes_of(folder: Path) -> list[int]:
@@ -113,6 +120,7 @@ def test_continuous_ingestion_lifecycle(lakehouse, settings, spark):
     assert events[0]["job"]["facets"]["jobType"]["emissionPattern"] == {
         "eventTrigger": "PERIODIC", "eventContentMode": "COMPLETE_SNAPSHOT", "windowDuration": 3}
     assert len([p for p in processes_of(folder) if p == first.pid]) == 1
+    assert marquez_state(settings, first.run_id) == "RUNNING"
 
     # The supervisor reports each commit once; the asset sensor asks for supplier_stats of its days.
     import dagster as dg
@@ -151,6 +159,7 @@ def test_continuous_ingestion_lifecycle(lakehouse, settings, spark):
     assert drained[-1]["run"]["facets"]["streamingProgress"]["processedRows"] >= len(ids)
     second = changed.status(NAME)
     assert second.running and second.run_id != first.run_id
+    assert marquez_state(settings, first.run_id) == "COMPLETED"
 
     assert changed.stop(NAME) == "stopped"
     after = changed.status(NAME)
@@ -158,6 +167,7 @@ def test_continuous_ingestion_lifecycle(lakehouse, settings, spark):
     assert processes_of(folder) == []
     states = [e["eventType"] for e in run_events(settings, second.run_id)]
     assert states[0] == "START" and states[-1] == "ABORT" and states.count("ABORT") == 1
+    assert marquez_state(settings, second.run_id) == "ABORTED"
     assert ingested() == len(ids)  # the restart added no duplicate
 
     if SPEC.is_dir():
@@ -228,6 +238,7 @@ def test_a_killed_deployment_ends_with_one_fail_and_its_opt_in_restart_resumes_f
         evaluate_supervisor(restarting, instance)
         failed = [e for e in run_events(settings, killed.run_id) if e["eventType"] == "FAIL"]
         assert len(failed) == 1 and "runner process is gone" in failed[0]["run"]["facets"]["errorMessage"]["message"]
+        assert marquez_state(settings, killed.run_id) == "FAILED"
         restarted = deployments.status(NAME)
         assert restarted.running and restarted.run_id != killed.run_id
         assert killed_spark and killed_spark not in processes_of(deployments.folder(NAME)), "the orphan is stopped first"
@@ -255,3 +266,4 @@ def test_a_deployment_whose_job_dies_ends_with_fail_and_the_error(lakehouse, set
     assert [e["eventType"] for e in events][0] == "START" and events[-1]["eventType"] == "FAIL"
     message = events[-1]["run"]["facets"]["errorMessage"]["message"]
     assert "exited with code" in message and "127.0.0.1:9" in message
+    assert marquez_state(settings, run_id) == "FAILED"

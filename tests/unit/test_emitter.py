@@ -115,7 +115,9 @@ def test_an_interrupted_or_failed_materialization_ends_its_run(lineage, raised, 
     assert not result.success
     recorded = emitter_for(settings).events()
     dagster_run, *events, dagster_run_end = recorded
-    assert (dagster_run["job"]["name"], dagster_run["eventType"]) == ("dagster.__ephemeral_asset_job__", "START")
+    assert (dagster_run["job"]["name"], dagster_run["eventType"]) == ("dagster", "START")
+    assert {"key": "dagster.job", "value": "__ephemeral_asset_job__", "source": "DAGSTER"} in \
+        dagster_run["run"]["facets"]["tags"]["tags"]
     assert [e["eventType"] for e in events] == ["START", terminal]
     assert str(raised) in events[-1]["run"]["facets"]["errorMessage"]["message"]
     assert events[0]["run"]["runId"] == events[1]["run"]["runId"]

@@ -73,7 +73,12 @@ def test_run_ids_are_uuid7_stable_per_dagster_run_and_asset():
     assert first.run.runId == again.run.runId != other_asset.run.runId
     assert first.run.runId[14] == "7"  # version nibble
     parent = as_json(first)["run"]["facets"]["parent"]
-    assert parent["run"]["runId"] == RUN.lineage_run_id and parent["job"]["name"] == "dagster.__ephemeral_asset_job__"
+    # The parent job is the same whatever Dagster job ran the asset, and the asset job's name is
+    # already the one Marquez gives that parent's child: one Marquez job per asset.
+    assert parent["run"]["runId"] == RUN.lineage_run_id and parent["job"]["name"] == "dagster"
+    assert as_json(first)["job"]["name"] == f"{parent['job']['name']}.supplier_stats"
+    other_job = events.DagsterRun(run_id=RUN.run_id, job_name="supplier_stats_job", started_at=RUN.started_at)
+    assert as_json(events.asset_event(RunState.START, SUPPLIER_STATS, other_job, SETTINGS))["job"] == as_json(first)["job"]
 
 
 def test_inputs_and_outputs_are_the_asset_graph_edges_named_by_the_catalog():
@@ -86,9 +91,13 @@ def test_inputs_and_outputs_are_the_asset_graph_edges_named_by_the_catalog():
     total_price = output["facets"]["columnLineage"]["fields"]["total_price"]["inputFields"]
     assert {(f["name"], f["field"], f["transformations"][0]["subtype"]) for f in total_price} == {
         ("default/orders", "price", "AGGREGATION"), ("default/orders", "bid_time", "GROUP_BY")}
+    # The deprecated per-column spelling too: the one Marquez 0.51 stores.
+    fields = output["facets"]["columnLineage"]["fields"]
+    assert fields["total_price"]["transformationType"] == "DIRECT/AGGREGATION, INDIRECT/GROUP_BY"
+    assert fields["total_price"]["transformationDescription"].startswith("SUM(price); grouped by supplier")
     assert body["job"]["facets"]["jobType"]["processingType"] == "BATCH"
     ingestion = as_json(events.asset_event(RunState.START, LAKEHOUSE_ORDERS, RUN, SETTINGS))
-    assert ingestion["job"]["name"] == "iceberg-ingestion"
+    assert ingestion["job"]["name"] == "dagster.iceberg-ingestion"
     assert ingestion["job"]["facets"]["jobType"]["processingType"] == "STREAMING"
     assert ingestion["outputs"][0]["facets"]["columnLineage"]["fields"]["price"]["inputFields"] == [{
         "namespace": "kafka://127.0.0.1:19092", "name": "orders", "field": "price",

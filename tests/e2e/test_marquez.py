@@ -1,0 +1,121 @@
+"""The lineage as the user sees it in Marquez (the real server, in the test stack) after the end-to-end run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+
+import dagster as dg
+import pytest
+
+from lineage_assets.catalog import DATASETS, LAKEHOUSE_ORDERS, ORCHESTRATOR_JOB, ORDERS, SUPPLIER_STATS
+from lineage_assets.definitions import build_definitions
+from lineage_assets.lineage.check import check_marquez
+from lineage_assets.lineage.events import column_lineage_facet
+from lineage_assets.lineage.marquez import MarquezApi, lineage_nodes
+from lineage_assets.resources.lakehouse import LakehouseResource
+from lineage_assets.resources.lineage import emitter_for
+
+DELIVERY_TIMEOUT_S = 90  # a sender backing off from a stopped Marquez waits up to 30 s between tries
+
+
+@pytest.fixture(scope="module")
+def marquez(runs, settings) -> MarquezApi:
+    assert emitter_for(settings).flush(timeout=DELIVERY_TIMEOUT_S), "the event log was not delivered to Marquez"
+    return MarquezApi(settings.marquez_api_url)
+
+
+def dagster_runs_of(settings, dagster_job: str) -> set[str]:
+    """Lineage run ids of the Dagster runs of one Dagster job, from the event log."""
+    return {e["run"]["runId"] for e in emitter_for(settings).events() if e["job"]["name"] == ORCHESTRATOR_JOB
+            and {"key": "dagster.job", "value": dagster_job, "source": "DAGSTER"} in e["run"]["facets"]["tags"]["tags"]}
+
+
+def asset_runs_under(settings, dataset, parents: set[str]) -> set[str]:
+    return {e["run"]["runId"] for e in emitter_for(settings).events() if e["job"]["name"] == dataset.job.lineage_name
+            and (e["run"]["facets"].get("parent") or {}).get("run", {}).get("runId") in parents}
+
+
+def test_marquez_lineage_around_supplier_stats_is_exactly_the_asset_graph(marquez, settings):
+    stats = SUPPLIER_STATS.identity(settings)
+    jobs, datasets = lineage_nodes(marquez, stats.namespace, stats.name)
+    assert jobs == {f"{settings.lineage_namespace}/{d.job.lineage_name}" for d in DATASETS.values()}
+    assert datasets == {(d.identity(settings).namespace, d.identity(settings).name) for d in DATASETS.values()}
+
+
+def test_marquez_shows_no_gap_from_the_asset_graph(marquez, settings):
+    assert check_marquez(marquez, settings) == []
+
+
+def test_marquez_column_lineage_leads_from_total_price_back_to_the_topic_price_with_each_transformation(marquez, settings):
+    stats, lakehouse, orders = (d.identity(settings) for d in (SUPPLIER_STATS, LAKEHOUSE_ORDERS, ORDERS))
+    hops = {}
+    for node in marquez.column_lineage(stats.namespace, stats.name, "total_price")["graph"]:
+        data = node["data"]
+        for source in data["inputFields"]:
+            hops[(data["dataset"], data["field"], source["dataset"], source["field"])] = (
+                source["transformationType"], source["transformationDescription"])
+    for (dataset, column, upstream, source_column) in ((SUPPLIER_STATS, "total_price", lakehouse, "price"),
+                                                       (LAKEHOUSE_ORDERS, "price", orders, "price")):
+        declared = column_lineage_facet(dataset, settings).fields[column]
+        assert hops[(dataset.identity(settings).name, column, upstream.name, source_column)] == (
+            declared.transformationType, declared.transformationDescription)
+
+
+def test_the_same_asset_run_by_another_dagster_job_is_the_same_marquez_job_with_one_more_run(runs, marquez, settings, instance):
+    definitions = build_definitions(LakehouseResource(overrides=settings.as_environment()))
+    day = runs[0].days[0]
+    assert definitions.resolve_job_def("supplier_stats_job").execute_in_process(instance=instance, partition_key=day).success
+    assert emitter_for(settings).flush(timeout=DELIVERY_TIMEOUT_S)
+
+    stats_jobs = [j["name"] for j in marquez.jobs(settings.lineage_namespace) if j["name"].endswith("supplier_stats")]
+    assert stats_jobs == [SUPPLIER_STATS.job.lineage_name]
+    marquez_runs = {r["id"]: r["state"] for r in marquez.runs(settings.lineage_namespace, SUPPLIER_STATS.job.lineage_name)}
+    for dagster_job in ("__ephemeral_asset_job__", "supplier_stats_job"):
+        asset_runs = asset_runs_under(settings, SUPPLIER_STATS, dagster_runs_of(settings, dagster_job))
+        assert asset_runs and all(marquez_runs.get(run) == "COMPLETED" for run in asset_runs), dagster_job
+
+
+def test_a_materialization_while_marquez_is_down_arrives_once_in_order_when_it_is_back(stack, marquez, settings, instance):
+    emitter = emitter_for(settings)
+    definitions = build_definitions(LakehouseResource(overrides=settings.as_environment()))
+    stack.down(["marquez"])
+    try:
+        result = dg.materialize([*definitions.assets], selection=[dg.AssetKey("orders")], resources=definitions.resources,
+                                instance=instance, run_config={"ops": {"orders": {"config": {"count": 3}}}})
+        assert result.success
+        assert emitter.pending() >= 4  # the Dagster run's and the asset run's START and COMPLETE wait in the log
+    finally:
+        stack.up(["marquez"])
+    assert emitter.flush(timeout=DELIVERY_TIMEOUT_S)
+
+    dagster_run = next(e for e in emitter.events() if e["job"]["name"] == ORCHESTRATOR_JOB
+                       and {"key": "dagster.run_id", "value": result.run_id, "source": "DAGSTER"} in e["run"]["facets"]["tags"]["tags"])
+    ours = {dagster_run["run"]["runId"], *asset_runs_under(settings, ORDERS, {dagster_run["run"]["runId"]})}
+    assert len(ours) == 2
+    stored = Counter((e["run"]["runId"], e["eventType"]) for e in marquez.events() if e["run"]["runId"] in ours)
+    assert stored == Counter({(run, kind): 1 for run in ours for kind in ("START", "COMPLETE")})
+    # Marquez derives a run's state from the order events arrive in: a late START would read RUNNING again.
+    assert {marquez.run(run)["state"] for run in ours} == {"COMPLETED"}
+
+
+def test_dagster_asset_materialize_from_the_command_line_ends_its_runs_in_marquez(marquez, settings, tmp_path):
+    home = tmp_path / "dagster-home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    command = [os.path.join(os.path.dirname(sys.executable), "dagster"), "asset", "materialize", "-m", "lineage_assets.definitions",
+               "--select", "orders", "--config-json", json.dumps({"ops": {"orders": {"config": {"count": 2}}}})]
+    done = subprocess.run(command, env={**os.environ, **settings.as_environment(), "DAGSTER_HOME": str(home)},
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        run_id = instance.get_runs(limit=1)[0].run_id
+    assert emitter_for(settings).flush(timeout=DELIVERY_TIMEOUT_S)
+    dagster_run = next(e["run"]["runId"] for e in emitter_for(settings).events() if e["job"]["name"] == ORCHESTRATOR_JOB
+                       and {"key": "dagster.run_id", "value": run_id, "source": "DAGSTER"} in e["run"]["facets"]["tags"]["tags"])
+    asset_run, = asset_runs_under(settings, ORDERS, {dagster_run})
+    assert marquez.run(dagster_run)["state"] == "COMPLETED"
+    assert marquez.run(asset_run)["state"] == "COMPLETED"
