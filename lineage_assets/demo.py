@@ -96,7 +96,7 @@ def run_pipeline(lakehouse: LakehouseResource, instance: dg.DagsterInstance, ord
     return run
 
 
-def summary(run: PipelineRun) -> str:
+def summary(run: PipelineRun, marquez_web_url: str) -> str:
     lines = ["", "Rows written per asset in this run:"]
     lines += [f"  {key:<26} {rows}" for key, rows in run.rows.items()]
     lines.append(f"  {'dead letters (orders-dlq)':<26} {run.dead_letters}")
@@ -105,7 +105,8 @@ def summary(run: PipelineRun) -> str:
         lines += [f"  {supplier:<8} {total:>12}  {count:>6} orders" for supplier, (total, count) in sorted(totals.items())]
     if run.checks:
         lines.append("Asset checks: " + ", ".join(f"{name} {'passed' if ok else 'FAILED'}" for name, ok in run.checks.items()))
-    lines += ["", "Next: `make dev` opens the Dagster UI on http://127.0.0.1:3000 with these runs;",
+    lines += ["", f"Next: the lineage in Marquez's UI on {marquez_web_url} (search for supplier_stats);",
+              "      `make dev` opens the Dagster UI on http://127.0.0.1:3000 with these runs;",
               "      `lineage-assets stack status` shows the servers; `make stack-down` stops them."]
     return "\n".join(lines)
 
@@ -115,9 +116,9 @@ def main_demo(settings: Settings, orders: int, seed: int, continuous: bool = Fal
     # Some late and some bad orders, so the watermark and the dead-letter topic have work to show.
     run = run_pipeline(LakehouseResource(), dagster_instance(settings),
                        {"count": orders, "seed": seed, "late_fraction": DEMO_LATE_FRACTION, "bad_fraction": DEMO_BAD_FRACTION})
-    print(summary(run))
+    print(summary(run, settings.marquez_web_url))
     emitter = emitter_for(settings)
-    if emitter.backend is not None and not emitter.flush(timeout=30):
+    if not emitter.flush(timeout=30):
         print(f"lineage: {emitter.pending()} events wait for the backend in {emitter.log_path} (`lineage-assets lineage flush`)")
     gaps = check(emitter.events(), settings)
     print("\n" + report(gaps, f"the lineage in {emitter.log_path} ({len(emitter.events())} events)"))

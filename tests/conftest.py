@@ -74,6 +74,16 @@ def browser():
 
 
 @pytest.fixture
+def browser_page(browser):
+    """A fresh tab in its own browser context, laptop-sized, patient with servers under test load."""
+    context = browser.new_context(viewport={"width": 1600, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    yield page
+    context.close()
+
+
+@pytest.fixture
 def screenshots(request) -> Path:
     """Where a browser test saves its screenshots (kept as CI artifacts)."""
     folder = ARTIFACTS / "screenshots" / request.node.name

@@ -19,12 +19,9 @@ def lineage_page(runs, settings, tmp_path_factory):
 
 
 @pytest.fixture
-def page(browser, lineage_page):
-    context = browser.new_context(viewport={"width": 1600, "height": 1000})
-    page = context.new_page()
-    page.goto((lineage_page / "lineage.html").as_uri())
-    yield page
-    context.close()
+def page(browser_page, lineage_page):
+    browser_page.goto((lineage_page / "lineage.html").as_uri())
+    return browser_page
 
 
 def test_the_page_shows_every_asset_and_job_of_the_graph_with_its_last_run_state(page, settings, screenshots):

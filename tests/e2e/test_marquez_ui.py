@@ -30,12 +30,8 @@ def delivered(runs, settings):
 
 
 @pytest.fixture
-def page(browser, delivered):
-    context = browser.new_context(viewport={"width": 1600, "height": 1000})
-    page = context.new_page()
-    page.set_default_timeout(60_000)
-    yield page
-    context.close()
+def page(browser_page, delivered):
+    return browser_page
 
 
 def label(name: str, chars: int) -> str:

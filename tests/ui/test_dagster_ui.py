@@ -21,7 +21,8 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from lineage_assets.catalog import DATASETS
-from lineage_assets.lineage.check import check
+from lineage_assets.lineage.check import check, check_marquez
+from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.resources.lineage import dagster_run_of, emitter_for
 from lineage_assets.settings import PROJECT_ROOT
 
@@ -71,12 +72,8 @@ def dagster_dev(stack, settings, tmp_path_factory):
 
 
 @pytest.fixture
-def page(browser, dagster_dev):
-    context = browser.new_context(viewport={"width": 1600, "height": 1000})
-    page = context.new_page()
-    page.set_default_timeout(60_000)
-    yield page
-    context.close()
+def page(browser_page, dagster_dev):
+    return browser_page
 
 
 def open_ui(page, url: str) -> None:
@@ -165,6 +162,12 @@ def test_materialize_all_from_the_asset_graph(page, dagster_dev, settings, scree
     family = [e for e in emitter.events() if ours & _run_and_ancestors(e)]
     assert len(family) > 2 * len(DATASETS)
     assert not [gap for gap in check(family, settings) if gap.startswith("run left RUNNING")]
+    # And so Marquez shows them: every run ended, each asset still one job whichever Dagster job
+    # (the UI's asset job, the sensor's) ran it, and nothing beside the asset graph.
+    assert emitter.flush(timeout=90)
+    marquez = MarquezApi(settings.marquez_api_url)
+    assert {marquez.run(run_id)["state"] for run_id in {e["run"]["runId"] for e in family}} == {"COMPLETED"}
+    assert check_marquez(marquez, settings) == []
 
     open_ui(page, f"{url}/runs/{run.run_id}")
     page.get_by_text("Success", exact=True).first.wait_for()
