@@ -33,7 +33,7 @@ def check(events: list[dict], settings: Settings, running_jobs: set[str] = froze
 def check_marquez(api: MarquezApi, settings: Settings, running_jobs: set[str] = frozenset()) -> list[str]:
     """``check`` of what Marquez shows: its jobs, runs and column lineage, plus its lineage graph
     around every asset and the datasets it holds in the asset graph's namespaces."""
-    gaps = check_graph(read_graph(api, settings.lineage_namespace, settings), settings, running_jobs)
+    gaps = check_graph(read_graph(api, settings), settings, running_jobs)
     expected_jobs = {_asset_job(dataset, settings) for dataset in DATASETS.values()}
     expected_datasets = {_node(dataset, settings) for dataset in DATASETS.values()}
     for dataset in DATASETS.values():

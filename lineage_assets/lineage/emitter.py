@@ -59,6 +59,10 @@ class Backend:
             client_log.setLevel(level)
         return None if transport is None or transport.kind in ("console", "noop") else transport
 
+    @classmethod
+    def marquez(cls, url: str) -> Backend:
+        return cls({"transport": {"type": "http", "url": url}})
+
     def to_json(self) -> str:
         return json.dumps(attrs.asdict(self))
 
@@ -70,7 +74,7 @@ class Backend:
 def configured_backend(marquez_url: str) -> Backend:
     """The backend openlineage-python's standard configuration names, or else Marquez at ``marquez_url``."""
     standard = Backend()
-    return standard if standard.transport() is not None else Backend({"transport": {"type": "http", "url": marquez_url}})
+    return standard if standard.transport() is not None else Backend.marquez(marquez_url)
 
 
 @functools.cache

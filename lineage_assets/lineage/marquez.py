@@ -3,8 +3,10 @@
 The lineage check then compares Marquez's view with the asset graph exactly as it compares the event
 log's, so a difference between what the project emits and what its users see in Marquez (a job
 renamed under another parent, an invented parent, an extra writer, a lost transformation, a run
-turned back to RUNNING) is a gap. Marquez publishes no Python client for its REST API, so this reads
-the few endpoints it needs with the standard library.
+turned back to RUNNING) is a gap. Marquez's own Python client (marquez-python 0.50) does not fit: it
+has no call for the lineage graph, reads events from a path Marquez 0.51 does not serve
+(``/events`` for ``/events/lineage``) and imports pytz without declaring it. The seven GETs this
+needs are read with the standard library.
 """
 
 from __future__ import annotations
@@ -73,10 +75,10 @@ def _quote(part: str) -> str:
     return urllib.parse.quote(part, safe="")
 
 
-def read_graph(api: MarquezApi, namespace: str, settings) -> LineageGraph:
-    """Marquez's jobs (with parents, inputs, outputs and runs), the datasets in the namespaces the
-    asset graph uses, and the column lineage of every asset column that has some."""
-    graph = LineageGraph()
+def read_graph(api: MarquezApi, settings) -> LineageGraph:
+    """Marquez's jobs in the project's namespace (with parents, inputs, outputs and runs) and the
+    column lineage of every asset column that has some."""
+    namespace, graph = settings.lineage_namespace, LineageGraph()
     for job in api.jobs(namespace):
         key = f"{namespace}/{job['name']}"
         summary = graph.jobs.setdefault(key, JobSummary(key))

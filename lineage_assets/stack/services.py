@@ -81,11 +81,15 @@ def render(template: str, target: Path, **values) -> Path:
     return target
 
 
-def java() -> str:
-    found = shutil.which("java")
+def _tool(name: str, install: str) -> str:
+    found = shutil.which(name)
     if not found:
-        raise StackError("java not found on PATH: the stack needs a Java 17+ runtime (apt-get install openjdk-17-jre-headless)")
+        raise StackError(f"{name} not found on PATH: {install}")
     return found
+
+
+def java() -> str:
+    return _tool("java", "the stack needs a Java 17+ runtime (apt-get install openjdk-17-jre-headless)")
 
 
 def jar_classpath(settings: Settings, folder: str) -> str:
@@ -402,13 +406,6 @@ def _run_logged(command: list[str], cwd: Path, log: Path, what: str) -> None:
     if result.returncode != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
         raise StackError(f"{what} failed ({' '.join(command[:3])} ... exited with {result.returncode}); log: {log}\n{tail}")
-
-
-def _tool(name: str, install: str) -> str:
-    found = shutil.which(name)
-    if not found:
-        raise StackError(f"{name} not found on PATH: {install}")
-    return found
 
 
 def _marquez_archive(settings: Settings, progress: Progress) -> Path:
