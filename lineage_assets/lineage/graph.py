@@ -25,6 +25,7 @@ class JobSummary:
     job_type: str = ""
     latest_run: str = ""
     latest_time: dt.datetime | None = None
+    latest_started: dt.datetime | None = None  # the latest run's START
     latest_state: str = ""
     runs: set[str] = field(default_factory=set)
     parent: str | None = None  # the job of the latest run's parent run
@@ -45,8 +46,10 @@ class JobSummary:
             return
         parent = ((event["run"].get("facets") or {}).get("parent") or {}).get("job")
         if run_id != self.latest_run:
-            self.latest_run, self.latest_state = run_id, ""
+            self.latest_run, self.latest_state, self.latest_started = run_id, "", None
         self.latest_time = time
+        if state == "START":
+            self.latest_started = time
         # Once a run has ended, a later RUNNING (late delivery) does not revive it.
         if self.latest_state not in TERMINAL or state in TERMINAL:
             self.latest_state = state
@@ -58,6 +61,12 @@ class JobSummary:
         """COMPLETE, FAIL or ABORT when the latest run ended; RUNNING while it has not."""
         return self.latest_state if self.latest_state in TERMINAL else "RUNNING"
 
+    @property
+    def latest_run_time(self) -> dt.datetime | None:
+        """When the latest run ended, or started while it runs (what Marquez keeps of a run: no
+        RUNNING event's time)."""
+        return self.latest_time if self.state in TERMINAL else self.latest_started
+
 
 @dataclass
 class LineageGraph:
@@ -67,6 +76,7 @@ class LineageGraph:
     outputs: dict[str, set[Node]] = field(default_factory=lambda: defaultdict(set))
     column_edges: set[tuple[Node, str, Node, str]] = field(default_factory=set)
     column_transformations: dict[tuple[Node, str, Node, str], str | None] = field(default_factory=dict)  # edge -> type
+    column_descriptions: dict[tuple[Node, str, Node, str], str | None] = field(default_factory=dict)  # edge -> description
     aliases: dict[tuple[str, str, str], set[Node]] = field(default_factory=lambda: defaultdict(set))
     schemas: dict[Node, dict[str, dict[str, str]]] = field(default_factory=lambda: defaultdict(dict))  # job -> column -> type
     run_states: dict[str, list[tuple[str, str]]] = field(default_factory=lambda: defaultdict(list))  # run -> [(job, state)]
@@ -97,7 +107,9 @@ class LineageGraph:
                 edge = ((source["namespace"], source["name"]), source["field"], node, column)
                 self.column_edges.add(edge)
                 transformation = (source.get("transformations") or [{}])[0]
+                # The column's own type and description (not the input's): all Marquez keeps of a hop.
                 self.column_transformations[edge] = lineage.get("transformationType") or transformation.get("type")
+                self.column_descriptions[edge] = lineage.get("transformationDescription") or transformation.get("description")
 
     def columns(self, node: Node, trusted: set[str]) -> dict[str, str]:
         """A dataset's columns as the ``trusted`` jobs last reported them (others only when none did:

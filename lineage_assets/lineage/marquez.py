@@ -11,6 +11,7 @@ needs are read with the standard library.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import urllib.error
 import urllib.parse
@@ -66,9 +67,12 @@ class MarquezApi:
     def lineage(self, namespace: str, name: str, depth: int = 20) -> dict:
         return self.get("lineage", nodeId=f"dataset:{namespace}:{name}", depth=depth)
 
-    def column_lineage(self, namespace: str, name: str, field: str) -> dict:
-        """The upstream column graph of one field (Marquez's nodes carry each hop's transformation)."""
-        return self.get("column-lineage", nodeId=f"datasetField:{namespace}:{name}:{field}", depth=20, withDownstream="false")
+    def column_lineage(self, namespace: str, name: str, field: str | None = None) -> dict:
+        """The upstream column graph of one field, or of every field of the dataset when ``field`` is
+        None (Marquez's nodes carry each hop's transformation). Marquez 0.51 starts its walk from
+        fields that have inputs, so a source topic's field has no graph, even downstream."""
+        node_id = f"datasetField:{namespace}:{name}:{field}" if field else f"dataset:{namespace}:{name}"
+        return self.get("column-lineage", nodeId=node_id, depth=20, withDownstream="false")
 
 
 def _quote(part: str) -> str:
@@ -78,28 +82,61 @@ def _quote(part: str) -> str:
 def read_graph(api: MarquezApi, settings) -> LineageGraph:
     """Marquez's jobs in the project's namespace (with parents, inputs, outputs and runs) and the
     column lineage of every asset column that has some."""
-    namespace, graph = settings.lineage_namespace, LineageGraph()
-    for job in api.jobs(namespace):
-        key = f"{namespace}/{job['name']}"
-        summary = graph.jobs.setdefault(key, JobSummary(key))
-        if job.get("parentJobName"):
-            summary.parent = f"{namespace}/{job['parentJobName']}"
-        for side, target in (("inputs", graph.inputs), ("outputs", graph.outputs)):
-            for dataset in job.get(side) or []:
-                target[key].add((dataset["namespace"], dataset["name"]))
-        for run in api.runs(namespace, job["name"]):
-            summary.runs.add(run["id"])
-            graph.run_states[run["id"]].append((key, RUN_STATE_EVENTS.get(run["state"], run["state"])))
+    graph = LineageGraph()
+    for job in api.jobs(settings.lineage_namespace):
+        _add_job(api, graph, job)
     for dataset in DATASETS.values():
         identity = dataset.identity(settings)
         for column in dataset.column_lineage:
-            for node in api.column_lineage(identity.namespace, identity.name, column).get("graph", []):
-                data = node.get("data") or {}
-                for source in data.get("inputFields") or []:
-                    edge = ((source["namespace"], source["dataset"]), source["field"], (data["namespace"], data["dataset"]), data["field"])
-                    graph.column_edges.add(edge)
-                    graph.column_transformations[edge] = source.get("transformationType")
+            _add_column_lineage(graph, api.column_lineage(identity.namespace, identity.name, column))
     return graph
+
+
+def read_around(api: MarquezApi, namespace: str, name: str) -> LineageGraph:
+    """What Marquez shows of the lineage connected to one dataset: its lineage graph's jobs (inputs,
+    outputs, runs) and the column lineage into each of its datasets. Per dataset, because Marquez
+    walks column lineage downstream only from fields that have inputs (see ``column_lineage``)."""
+    graph = LineageGraph()
+    for node in api.lineage(namespace, name).get("graph", []):
+        data = node.get("data") or {}
+        if node["type"] == "JOB":
+            _add_job(api, graph, data)
+        elif node["type"] == "DATASET":
+            _add_column_lineage(graph, api.column_lineage(data["namespace"], data["name"]))
+    return graph
+
+
+def _add_job(api: MarquezApi, graph: LineageGraph, job: dict) -> None:
+    """One of Marquez's jobs (from its job list or a lineage graph's JOB node) and its runs. The
+    latest run is the newest started, not the job's ``latestRun``: Marquez moves that to the
+    parent's run when the parent run's event arrives."""
+    key = f"{job['namespace']}/{job['name']}"
+    summary = graph.jobs.setdefault(key, JobSummary(key))
+    if job.get("parentJobName"):
+        summary.parent = f"{job['namespace']}/{job['parentJobName']}"
+    for side, target in (("inputs", graph.inputs), ("outputs", graph.outputs)):
+        for dataset in job.get(side) or []:
+            target[key].add((dataset["namespace"], dataset["name"]))
+    runs = api.runs(job["namespace"], job["name"])  # newest started first
+    for run in runs:
+        summary.runs.add(run["id"])
+        graph.run_states[run["id"]].append((key, RUN_STATE_EVENTS.get(run["state"], run["state"])))
+    if runs:
+        started, ended = (dt.datetime.fromisoformat(runs[0][at]) if runs[0].get(at) else None for at in ("startedAt", "endedAt"))
+        summary.latest_run, summary.latest_state = runs[0]["id"], RUN_STATE_EVENTS.get(runs[0]["state"], runs[0]["state"])
+        summary.latest_started, summary.latest_time = started, ended or started
+
+
+def _add_column_lineage(graph: LineageGraph, column_lineage: dict) -> None:
+    """The edges of a ``/column-lineage`` answer: each field node lists its input fields, with the
+    field's transformation (Marquez 0.51 keeps the per-column one, not a per-input one)."""
+    for node in column_lineage.get("graph", []):
+        data = node.get("data") or {}
+        for source in data.get("inputFields") or []:
+            edge = ((source["namespace"], source["dataset"]), source["field"], (data["namespace"], data["dataset"]), data["field"])
+            graph.column_edges.add(edge)
+            graph.column_transformations[edge] = source.get("transformationType")
+            graph.column_descriptions[edge] = source.get("transformationDescription")
 
 
 def lineage_nodes(api: MarquezApi, namespace: str, name: str) -> tuple[set[str], set[tuple[str, str]]]:

@@ -1,0 +1,220 @@
+"""Ask the lineage: what a dataset or column feeds (impact) and where a column comes from (trace).
+
+Both walk one ``LineageGraph``, read from the project's event log or from Marquez's API around the
+subject, so either source gives the same answer. Datasets are named by their Dagster asset key (or
+``namespace:name``), as the catalog names them. A hop's transformation is the column's own
+(``transformationType`` and ``transformationDescription``): the part of a hop Marquez 0.51 keeps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lineage_assets.catalog import DATASETS, Dataset
+from lineage_assets.lineage.graph import LineageGraph, Node
+from lineage_assets.lineage.marquez import MarquezApi, read_around
+from lineage_assets.settings import Settings
+
+
+class QueryError(ValueError):
+    """The subject of a query names no dataset or column of the asset graph; the message lists those that exist."""
+
+
+@dataclass(frozen=True)
+class Subject:
+    dataset: Dataset
+    column: str | None
+
+
+@dataclass(frozen=True)
+class LatestRun:
+    id: str
+    state: str  # COMPLETE, FAIL, ABORT, or RUNNING while it has not ended
+    time: str | None  # ISO 8601, UTC: when it ended, or started while it runs
+
+
+@dataclass(frozen=True)
+class Hop:
+    upstream: str  # "dataset.column", the dataset by its asset key (namespace:name if it is no asset)
+    downstream: str
+    transformation: str  # e.g. DIRECT/AGGREGATION
+    description: str  # e.g. SUM(price)
+    job: str | None  # the job ("namespace/name") that writes the downstream dataset from the upstream one
+    latest_run: LatestRun | None  # that job's latest run
+
+
+@dataclass(frozen=True)
+class DatasetRef:
+    asset_key: str | None
+    namespace: str
+    name: str
+
+    @property
+    def label(self) -> str:
+        return self.asset_key or f"{self.namespace}:{self.name}"
+
+
+@dataclass(frozen=True)
+class Answer:
+    query: str  # impact or trace
+    dataset: str  # the subject, by its asset key
+    column: str | None  # None: every column of the dataset
+    hops: tuple[Hop, ...]
+    datasets: tuple[DatasetRef, ...]  # reached, the subject's own excluded
+    jobs: tuple[str, ...]
+    assets: tuple[str, ...]  # the Dagster asset keys among the datasets
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def tree(self) -> str:
+        """The answer as printed: the subject, each hop indented under the column it leads from
+        (impact) or to (trace), then the datasets, jobs and assets reached."""
+        near, far = ("upstream", "downstream") if self.query == "impact" else ("downstream", "upstream")
+        children: dict[str, list[Hop]] = defaultdict(list)
+        for hop in self.hops:
+            children[getattr(hop, near)].append(hop)
+        subject = f"{self.dataset}.{self.column}" if self.column else self.dataset
+        lines = [f"{self.query} of {subject}" + ("" if self.hops else ": no column lineage")]
+
+        def walk(entries: list[tuple[str, str]], prefix: str, path: frozenset[str]) -> None:
+            for index, (text, column) in enumerate(entries):
+                last = index == len(entries) - 1
+                lines.append(f"{prefix}{'└── ' if last else '├── '}{text}")
+                if column not in path:  # a cycle is shown once
+                    walk(branches(column), prefix + ("    " if last else "│   "), path | {column})
+
+        def branches(column: str) -> list[tuple[str, str]]:
+            return [(_hop_line(hop, getattr(hop, far)), getattr(hop, far)) for hop in children[column]]
+
+        if self.column:
+            walk(branches(subject), "", frozenset({subject}))
+        else:
+            walk([(column, column) for column in sorted(children) if column.startswith(f"{subject}.")], "", frozenset())
+        lines.append(f"datasets: {', '.join(f'{d.label} ({d.namespace}:{d.name})' for d in self.datasets) or '-'}")
+        lines.append(f"jobs: {', '.join(self.jobs) or '-'}")
+        lines.append(f"Dagster assets: {', '.join(self.assets) or '-'}")
+        return "\n".join(lines)
+
+
+def _hop_line(hop: Hop, column: str) -> str:
+    line = f"{column}  ({hop.transformation}: {hop.description})"
+    if hop.job:
+        line += f"  job {hop.job.split('/', 1)[1]}"
+    if hop.latest_run:
+        line += f", latest run {hop.latest_run.id} {hop.latest_run.state} {hop.latest_run.time or ''}".rstrip()
+    return line
+
+
+def resolve(text: str, settings: Settings) -> Subject:
+    """``DATASET[.COLUMN]``, the dataset by its asset key or its OpenLineage ``namespace:name``."""
+    names: dict[str, Dataset] = {}
+    for dataset in DATASETS.values():
+        identity = dataset.identity(settings)
+        names[dataset.key] = names[f"{identity.namespace}:{identity.name}"] = dataset
+    # The longest name that the text is, or starts with before a dot: names hold dots and colons too.
+    name = max((n for n in names if text == n or text.startswith(f"{n}.")), key=len, default=None)
+    if name is None:
+        known = ", ".join(f"{d.key} ({d.identity(settings).namespace}:{d.identity(settings).name})" for d in DATASETS.values())
+        raise QueryError(f"unknown dataset {text!r}: the datasets are {known}")
+    dataset, column = names[name], text[len(name) + 1:] or None
+    if column is not None and column not in {c.name for c in dataset.columns}:
+        raise QueryError(f"unknown column {column!r} of {dataset.key}: its columns are {', '.join(c.name for c in dataset.columns)}")
+    return Subject(dataset, column)
+
+
+def impact(graph: LineageGraph, subject: Subject, settings: Settings) -> Answer:
+    """Everything downstream of a dataset (every column of it) or of one column."""
+    node = _node(subject.dataset, settings)
+    starts = [subject.column] if subject.column else [c.name for c in subject.dataset.columns]
+    hops, reached = _walk(graph, [(node, column) for column in starts], downstream=True, settings=settings)
+    jobs = {hop.job for hop in hops if hop.job}
+    if subject.column is None:  # the dataset's readers, also those that take no column of it
+        queue = [node]
+        while queue:
+            current = queue.pop()
+            for job in sorted(j for j, read in graph.inputs.items() if current in read):
+                jobs.add(job)
+                queue.extend(graph.outputs.get(job, set()) - reached)
+                reached |= graph.outputs.get(job, set())
+    return _answer("impact", subject, hops, reached, jobs, settings)
+
+
+def trace(graph: LineageGraph, subject: Subject, settings: Settings) -> Answer:
+    """Everything upstream of one column, down to the source topic's fields."""
+    if subject.column is None:
+        raise QueryError(f"trace needs a column, {subject.dataset.key}.COLUMN: its columns are "
+                         f"{', '.join(c.name for c in subject.dataset.columns)}")
+    hops, reached = _walk(graph, [(_node(subject.dataset, settings), subject.column)], downstream=False, settings=settings)
+    return _answer("trace", subject, hops, reached, {hop.job for hop in hops if hop.job}, settings)
+
+
+QUERIES: dict[str, Callable[[LineageGraph, Subject, Settings], Answer]] = {"impact": impact, "trace": trace}
+
+
+def ask(query: str, text: str, settings: Settings, *, events: list[dict] | None = None,
+        marquez: MarquezApi | None = None) -> Answer:
+    """``impact`` or ``trace`` of ``text`` over the recorded ``events``, or over what ``marquez`` shows."""
+    subject = resolve(text, settings)
+    if marquez is not None:
+        identity = subject.dataset.identity(settings)
+        graph = read_around(marquez, identity.namespace, identity.name)
+    else:
+        graph = LineageGraph.from_events(events or [])
+    return QUERIES[query](graph, subject, settings)
+
+
+def _node(dataset: Dataset, settings: Settings) -> Node:
+    identity = dataset.identity(settings)
+    return identity.namespace, identity.name
+
+
+def _asset_keys(settings: Settings) -> dict[Node, str]:
+    return {_node(dataset, settings): dataset.key for dataset in DATASETS.values()}
+
+
+def _walk(graph: LineageGraph, starts: list[tuple[Node, str]], downstream: bool,
+          settings: Settings) -> tuple[tuple[Hop, ...], set[Node]]:
+    """The column hops reachable from ``starts`` along the column edges in one direction, and the
+    datasets they reach."""
+    keys = _asset_keys(settings)
+
+    def label(node: Node, column: str) -> str:
+        return f"{keys.get(node) or f'{node[0]}:{node[1]}'}.{column}"
+
+    hops, seen, queue = set(), set(starts), list(starts)
+    while queue:
+        here = queue.pop()
+        for edge in graph.column_edges:
+            source, target = (edge[0], edge[1]), (edge[2], edge[3])
+            if (source if downstream else target) != here:
+                continue
+            writers = sorted(j for j, written in graph.outputs.items() if target[0] in written and source[0] in graph.inputs.get(j, ()))
+            for job in writers or [None]:
+                hops.add(Hop(label(*source), label(*target), graph.column_transformations.get(edge) or "",
+                             graph.column_descriptions.get(edge) or "", job, _latest_run(graph, job)))
+            there = target if downstream else source
+            if there not in seen:
+                seen.add(there)
+                queue.append(there)
+    return tuple(sorted(hops, key=lambda h: (h.upstream, h.downstream, h.job or ""))), {node for node, _ in seen}
+
+
+def _latest_run(graph: LineageGraph, job: str | None) -> LatestRun | None:
+    summary = graph.jobs.get(job) if job else None
+    if summary is None or not summary.latest_run:
+        return None
+    time = summary.latest_run_time
+    return LatestRun(summary.latest_run, summary.state, time.astimezone(dt.UTC).isoformat() if time else None)
+
+
+def _answer(query: str, subject: Subject, hops: tuple[Hop, ...], reached: set[Node], jobs: set[str],
+            settings: Settings) -> Answer:
+    keys = _asset_keys(settings)
+    datasets = tuple(DatasetRef(keys.get(node), *node) for node in sorted(reached - {_node(subject.dataset, settings)}))
+    return Answer(query, subject.dataset.key, subject.column, hops, datasets, tuple(sorted(jobs)),
+                  tuple(sorted(d.asset_key for d in datasets if d.asset_key)))

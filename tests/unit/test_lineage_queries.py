@@ -1,0 +1,160 @@
+"""Impact and trace over a lineage graph of the events the assets emit (pure logic, no servers)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+
+import pytest
+from openlineage.client.event_v2 import RunState
+
+from lineage_assets.catalog import DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS, SUPPLIER_STATS_LIVE
+from lineage_assets.lineage import events
+from lineage_assets.lineage.emitter import event_line
+from lineage_assets.lineage.graph import LineageGraph
+from lineage_assets.lineage.queries import QueryError, impact, resolve, trace
+from lineage_assets.settings import Settings
+
+SETTINGS = Settings()
+T0 = dt.datetime(2026, 11, 21, 12, 0, tzinfo=dt.UTC)
+NS = SETTINGS.lineage_namespace
+
+
+def at(seconds: int) -> dt.datetime:
+    return T0 + dt.timedelta(seconds=seconds)
+
+
+def run_id(name: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, name))
+
+
+def run_events(dataset, name: str, *states_and_seconds) -> list[dict]:
+    return [json.loads(event_line(events.asset_event(state, dataset, None, SETTINGS, run_id=run_id(name), event_time=at(second))))
+            for state, second in states_and_seconds]
+
+
+def pipeline_events() -> list[dict]:
+    """Every asset materialized once; then supplier_stats fails a second run and the ingestion is
+    deployed (started, reporting progress, not ended)."""
+    log = []
+    for index, dataset in enumerate(DATASETS.values()):
+        log += run_events(dataset, f"run-{dataset.key}", (RunState.START, 10 * index), (RunState.COMPLETE, 10 * index + 5))
+    log += run_events(SUPPLIER_STATS, "run-stats-2", (RunState.START, 100), (RunState.FAIL, 104))
+    log += run_events(LAKEHOUSE_ORDERS, "run-deployed", (RunState.START, 110), (RunState.RUNNING, 120), (RunState.RUNNING, 130))
+    return log
+
+
+@pytest.fixture(scope="module")
+def graph() -> LineageGraph:
+    return LineageGraph.from_events(pipeline_events())
+
+
+def hops_of(answer) -> set[tuple[str, str, str]]:
+    return {(hop.upstream, hop.downstream, hop.description) for hop in answer.hops}
+
+
+def test_impact_of_the_topic_price_reaches_every_column_computed_from_it(graph):
+    answer = impact(graph, resolve("orders.price", SETTINGS), SETTINGS)
+    # From the asset graph: the archive keeps it (as text and inside the value bytes), the live
+    # stats and the Iceberg table compute from it, and supplier_stats sums the table's price.
+    assert hops_of(answer) == {
+        ("orders.price", "orders_archive.price_text", "copied unchanged"),
+        ("orders.price", "orders_archive.value_base64", "Avro value bytes, base64"),
+        ("orders.price", "supplier_stats_live.total_price",
+         "SUM(CAST(price AS DECIMAL(10,2))); 5 s tumbling event-time window on bid_time, watermark 5 s"),
+        ("orders.price", "lakehouse/orders.price", "CAST(price AS DECIMAL(10,2))"),
+        ("lakehouse/orders.price", "lakehouse/supplier_stats.total_price", "SUM(price); grouped by supplier, date and hour of bid_time"),
+    }
+    assert answer.assets == ("lakehouse/orders", "lakehouse/supplier_stats", "orders_archive", "supplier_stats_live")
+    assert set(answer.jobs) == {f"{NS}/{d.job.lineage_name}" for d in DATASETS.values() if d is not ORDERS}
+    cast = next(hop for hop in answer.hops if hop.downstream == "lakehouse/orders.price")
+    assert (cast.transformation, cast.job) == ("DIRECT/TRANSFORMATION", f"{NS}/dagster.iceberg-ingestion")
+
+
+def test_impact_of_a_column_nothing_reads_is_empty(graph):
+    answer = impact(graph, resolve("lakehouse/supplier_stats.total_price", SETTINGS), SETTINGS)
+    assert (answer.hops, answer.datasets, answer.jobs) == ((), (), ())
+    assert answer.tree().splitlines()[0] == "impact of lakehouse/supplier_stats.total_price: no column lineage"
+
+
+def test_impact_of_a_dataset_also_names_readers_that_report_no_column_lineage(graph):
+    report = {"namespace": "s3://reports", "name": "daily"}
+    stats = SUPPLIER_STATS.identity(SETTINGS)
+    reader = {"eventType": "COMPLETE", "eventTime": at(200).isoformat(), "run": {"runId": run_id("report")},
+              "job": {"namespace": NS, "name": "report"}, "inputs": [{"namespace": stats.namespace, "name": stats.name}],
+              "outputs": [report]}
+    answer = impact(LineageGraph.from_events([*pipeline_events(), reader]), resolve("lakehouse/supplier_stats", SETTINGS), SETTINGS)
+    assert answer.jobs == (f"{NS}/report",)
+    assert [(d.asset_key, d.label) for d in answer.datasets] == [(None, "s3://reports:daily")]
+
+
+def test_trace_of_total_price_reaches_the_topic_fields_with_each_hops_latest_run(graph):
+    answer = trace(graph, resolve("lakehouse/supplier_stats.total_price", SETTINGS), SETTINGS)
+    grouped = "SUM(price); grouped by supplier, date and hour of bid_time"
+    assert hops_of(answer) == {
+        ("lakehouse/orders.price", "lakehouse/supplier_stats.total_price", grouped),
+        ("lakehouse/orders.bid_time", "lakehouse/supplier_stats.total_price", grouped),
+        ("orders.price", "lakehouse/orders.price", "CAST(price AS DECIMAL(10,2))"),
+        ("orders.bid_time", "lakehouse/orders.bid_time", "timestamp-millis to TIMESTAMP_NTZ (UTC)"),
+    }
+    assert answer.assets == ("lakehouse/orders", "orders")
+    runs = {hop.downstream.split(".")[0]: hop.latest_run for hop in answer.hops}
+    # The failed second run of supplier_stats is its latest, ended when it failed; the deployed
+    # ingestion has not ended, so its time is when it started (not its last progress report).
+    assert (runs["lakehouse/supplier_stats"].id, runs["lakehouse/supplier_stats"].state) == (run_id("run-stats-2"), "FAIL")
+    assert runs["lakehouse/supplier_stats"].time == at(104).isoformat()
+    assert (runs["lakehouse/orders"].id, runs["lakehouse/orders"].state, runs["lakehouse/orders"].time) == (
+        run_id("run-deployed"), "RUNNING", at(110).isoformat())
+
+
+def test_the_trace_tree_puts_each_source_under_the_column_it_feeds(graph):
+    lines = trace(graph, resolve("lakehouse/supplier_stats.total_price", SETTINGS), SETTINGS).tree().splitlines()
+    assert lines[0] == "trace of lakehouse/supplier_stats.total_price"
+    table = next(i for i, line in enumerate(lines) if "── lakehouse/orders.price  (DIRECT/AGGREGATION" in line)
+    topic = next(i for i, line in enumerate(lines) if "── orders.price  (DIRECT/TRANSFORMATION: CAST" in line)
+    assert topic == table + 1 and lines[topic].index("orders.price") > lines[table].index("lakehouse/orders.price")
+    assert f"job dagster.supplier_stats, latest run {run_id('run-stats-2')} FAIL" in lines[table]
+
+
+def test_a_job_that_rewrites_its_own_column_is_walked_once():
+    table = LAKEHOUSE_ORDERS.identity(SETTINGS)
+    field = {"inputFields": [{"namespace": table.namespace, "name": table.name, "field": "price"}],
+             "transformationType": "DIRECT/TRANSFORMATION", "transformationDescription": "ROUND(price, 1)"}
+    dataset = {"namespace": table.namespace, "name": table.name, "facets": {"columnLineage": {"fields": {"price": field}}}}
+    upsert = {"eventType": "COMPLETE", "eventTime": at(300).isoformat(), "run": {"runId": run_id("fix")},
+              "job": {"namespace": NS, "name": "fix-prices"}, "inputs": [dataset], "outputs": [dataset]}
+    answer = impact(LineageGraph.from_events([*pipeline_events(), upsert]), resolve("orders.price", SETTINGS), SETTINGS)
+    assert ("lakehouse/orders.price", "lakehouse/orders.price", "ROUND(price, 1)") in hops_of(answer)
+    assert sum("lakehouse/orders.price  (DIRECT/TRANSFORMATION: ROUND" in line for line in answer.tree().splitlines()) == 1
+
+
+@pytest.mark.parametrize("text, key, column", [
+    ("orders", "orders", None),
+    ("lakehouse/orders.price", "lakehouse/orders", "price"),
+    ("s3://warehouse:default/supplier_stats.total_price", "lakehouse/supplier_stats", "total_price"),
+    (f"kafka://127.0.0.1:{SETTINGS.kafka_port}:supplier-stats", "supplier_stats_live", None),
+])
+def test_a_dataset_is_named_by_its_asset_key_or_its_namespace_and_name(text, key, column):
+    subject = resolve(text, SETTINGS)
+    assert (subject.dataset.key, subject.column) == (key, column)
+
+
+def test_an_unknown_dataset_or_column_is_one_line_naming_what_exists(graph):
+    with pytest.raises(QueryError) as unknown:
+        resolve("lakehouse/order.price", SETTINGS)
+    assert "'lakehouse/order.price'" in str(unknown.value) and "\n" not in str(unknown.value)
+    assert all(f"{d.key} ({d.identity(SETTINGS).namespace}:{d.identity(SETTINGS).name})" in str(unknown.value)
+               for d in DATASETS.values())
+    with pytest.raises(QueryError, match=r"^unknown column 'total' of supplier_stats_live: its columns are "
+                                         r"window_start, window_end, supplier, total_price, count$"):
+        resolve("supplier_stats_live.total", SETTINGS)
+    with pytest.raises(QueryError, match=r"trace needs a column, orders\.COLUMN: its columns are order_id, bid_time"):
+        trace(graph, resolve("orders", SETTINGS), SETTINGS)
+
+
+def test_the_live_stats_total_is_traced_to_the_topic_without_the_lakehouse(graph):
+    answer = trace(graph, resolve("supplier_stats_live.total_price", SETTINGS), SETTINGS)
+    assert {hop.upstream for hop in answer.hops} == {"orders.price", "orders.bid_time"}
+    assert [d.asset_key for d in answer.datasets] == [ORDERS.key]
+    assert answer.jobs == (f"{NS}/{SUPPLIER_STATS_LIVE.job.lineage_name}",)
