@@ -18,7 +18,6 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 
-from lineage_assets.catalog import DATASETS
 from lineage_assets.lineage.graph import JobSummary, LineageGraph
 
 # Marquez's run states as the OpenLineage event types that lead to them.
@@ -81,35 +80,19 @@ def _quote(part: str) -> str:
 
 def read_graph(api: MarquezApi, settings) -> LineageGraph:
     """Marquez's jobs in the project's namespace (with parents, inputs, outputs and runs) and the
-    column lineage of every asset column that has some."""
+    column lineage into every dataset they write. From the job list, not ``/lineage``: after a job's
+    second run, Marquez 0.51's lineage graph loses the job's output edges (the job list keeps them)."""
     graph = LineageGraph()
     for job in api.jobs(settings.lineage_namespace):
         _add_job(api, graph, job)
-    for dataset in DATASETS.values():
-        identity = dataset.identity(settings)
-        for column in dataset.column_lineage:
-            _add_column_lineage(graph, api.column_lineage(identity.namespace, identity.name, column))
-    return graph
-
-
-def read_around(api: MarquezApi, namespace: str, name: str) -> LineageGraph:
-    """What Marquez shows of the lineage connected to one dataset: its lineage graph's jobs (inputs,
-    outputs, runs) and the column lineage into each of its datasets. Per dataset, because Marquez
-    walks column lineage downstream only from fields that have inputs (see ``column_lineage``)."""
-    graph = LineageGraph()
-    for node in api.lineage(namespace, name).get("graph", []):
-        data = node.get("data") or {}
-        if node["type"] == "JOB":
-            _add_job(api, graph, data)
-        elif node["type"] == "DATASET":
-            _add_column_lineage(graph, api.column_lineage(data["namespace"], data["name"]))
+    for namespace, name in sorted(set().union(*graph.outputs.values())):
+        _add_column_lineage(graph, api.column_lineage(namespace, name))
     return graph
 
 
 def _add_job(api: MarquezApi, graph: LineageGraph, job: dict) -> None:
-    """One of Marquez's jobs (from its job list or a lineage graph's JOB node) and its runs. The
-    latest run is the newest started, not the job's ``latestRun``: Marquez moves that to the
-    parent's run when the parent run's event arrives."""
+    """One of Marquez's jobs and its runs. The latest run is the newest started, not the job's
+    ``latestRun``: Marquez moves that to the parent's run when the parent run's event arrives."""
     key = f"{job['namespace']}/{job['name']}"
     summary = graph.jobs.setdefault(key, JobSummary(key))
     if job.get("parentJobName"):

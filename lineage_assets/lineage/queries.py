@@ -1,7 +1,7 @@
 """Ask the lineage: what a dataset or column feeds (impact) and where a column comes from (trace).
 
-Both walk one ``LineageGraph``, read from the project's event log or from Marquez's API around the
-subject, so either source gives the same answer. Datasets are named by their Dagster asset key (or
+Both walk one ``LineageGraph``, read from the project's event log or from Marquez's API, so either
+source gives the same answer. Datasets are named by their Dagster asset key (or
 ``namespace:name``), as the catalog names them. A hop's transformation is the column's own
 (``transformationType`` and ``transformationDescription``): the part of a hop Marquez 0.51 keeps.
 """
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from lineage_assets.catalog import DATASETS, Dataset
 from lineage_assets.lineage.graph import LineageGraph, Node
-from lineage_assets.lineage.marquez import MarquezApi, read_around
+from lineage_assets.lineage.marquez import MarquezApi, read_graph
 from lineage_assets.settings import Settings
 
 
@@ -161,8 +161,7 @@ def ask(query: str, text: str, settings: Settings, *, events: list[dict] | None 
     """``impact`` or ``trace`` of ``text`` over the recorded ``events``, or over what ``marquez`` shows."""
     subject = resolve(text, settings)
     if marquez is not None:
-        identity = subject.dataset.identity(settings)
-        graph = read_around(marquez, identity.namespace, identity.name)
+        graph = read_graph(marquez, settings)
     else:
         graph = LineageGraph.from_events(events or [])
     return QUERIES[query](graph, subject, settings)

@@ -29,3 +29,16 @@ def runs(stack, settings, spark, instance):
     first = run_pipeline(lakehouse, instance, ORDERS_CONFIG)
     second = run_pipeline(lakehouse, instance, None)
     return first, second
+
+
+DELIVERY_TIMEOUT_S = 90  # a sender backing off from a stopped Marquez waits up to 30 s between tries
+
+
+@pytest.fixture(scope="module")
+def marquez(runs, settings):
+    """The test stack's Marquez once every event of the run has been delivered to it."""
+    from lineage_assets.lineage.marquez import MarquezApi
+    from lineage_assets.resources.lineage import emitter_for
+
+    assert emitter_for(settings).flush(timeout=DELIVERY_TIMEOUT_S), "the event log was not delivered to Marquez"
+    return MarquezApi(settings.marquez_api_url)
