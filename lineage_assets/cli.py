@@ -20,6 +20,9 @@ def _stack(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     if args.action == "up":
         supervisor.up(args.services)
+        # Deployments that died with the machine end now, with the servers their lineage goes to up.
+        for name, done in _end_dead(_deployment_backend(), "stack up").items():
+            print(f"deployment {name}: {done}", flush=True)
     elif args.action == "down":
         supervisor.down(args.services)
         return 0
@@ -125,10 +128,9 @@ def _show(args: argparse.Namespace, settings: Settings, emitter) -> int:
 
 
 def _deployments(args: argparse.Namespace, settings: Settings) -> int:
-    from lineage_assets.resources.lakehouse import LakehouseResource
-    from lineage_assets.streaming.deployments import STREAMING_JOBS, DeploymentError, deployments_for
+    from lineage_assets.streaming.deployments import STREAMING_JOBS, DeploymentError
 
-    deployments = deployments_for(LakehouseResource(), running_interval=args.running_interval)
+    deployments = _deployment_backend(args.running_interval)
     names = args.names or list(STREAMING_JOBS)
     try:
         for name in names:
@@ -140,15 +142,45 @@ def _deployments(args: argparse.Namespace, settings: Settings) -> int:
         print(f"lineage-assets: {error}", file=sys.stderr)
         return 2
     if args.command == "status":
+        ended_now = _end_dead(deployments, "status", names)
         statuses = [deployments.status(name) for name in names]
         if args.json:
-            print(json.dumps([status.as_dict() for status in statuses], indent=2))
+            print(json.dumps([{**status.as_dict(), "ended_now": ended_now.get(status.name)} for status in statuses], indent=2))
         for status in statuses if not args.json else []:
-            progress = status.last_progress or {}
-            state = "running" if status.running else (f"ended {status.ended['state']}" if status.ended else "not deployed")
-            print(f"{status.name:<22} {state:<14} pid={status.pid or '-'} run={status.run_id or '-'} "
-                  f"rows/s={progress.get('processed_rows_per_second', '-')} last batch={progress.get('time', '-')}")
+            if status.name in ended_now:
+                print(f"{status.name:<22} {ended_now[status.name]}")
+            print(_status_line(status))
     return 0
+
+
+def _deployment_backend(running_interval: int = 10):
+    from lineage_assets.resources.lakehouse import LakehouseResource
+    from lineage_assets.streaming.deployments import deployments_for
+
+    return deployments_for(LakehouseResource(), running_interval=running_interval)
+
+
+def _end_dead(deployments, by: str, names: list[str] | None = None) -> dict[str, str]:
+    """End the deployments found dead (no other process may be watching them); what was done, by name."""
+    from lineage_assets.streaming.deployments import STREAMING_JOBS, describe_ending
+
+    done = {name: deployments.end_if_dead(name, by=by) for name in names or STREAMING_JOBS}
+    return {name: describe_ending(what) for name, what in done.items() if what}
+
+
+def _status_line(status) -> str:
+    progress = status.last_progress or {}
+    line = f"{status.name:<22} {status.state:<12} run={status.run_id or '-'}"
+    if status.running:
+        line += (f" pid={status.pid} rows/s={progress.get('processed_rows_per_second', '-')}"
+                 f" last batch={progress.get('time', '-')}")
+    if status.orphan_pids:
+        line += f" orphan pids={','.join(map(str, status.orphan_pids))}"
+    if status.ended and not status.running:
+        line += f" at={status.ended['at']} by={status.ended.get('by', '-')}"
+        if status.ended.get("reason"):
+            line += f"\n{'':<22} reason: {status.ended['reason']}"
+    return line
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -74,7 +74,7 @@ class Settings:
     lineage_namespace: str = _setting("lineage_assets", "OpenLineage namespace of the project's jobs")
     deployment_backend: str = _setting("local", "where streaming deployments run: local (processes) or docker")
     docker_image: str = _setting("lineage-assets:latest", "image of the docker deployment backend (infra/Dockerfile)")
-    restart_dead_deployments: bool = _setting(False, "the supervision sensor redeploys a deployment it finds dead")
+    restart_dead_deployments: bool = _setting(False, "the supervision sensor redeploys a failed deployment")
     spark_class_sharing: bool = _setting(True, "Spark drivers map their classes from a class-data-sharing archive "
                                                "that the first successful job writes (starts jobs ~6 s faster)")
 

@@ -255,9 +255,11 @@ class LineageEmitter:
 
     close = flush  # a process ending hands delivery to the log: whatever is left goes out with the next sender
 
-    def events(self) -> list[dict]:
-        """Every event recorded, in order (for `lineage export`, the lineage check and tests)."""
+    def events(self, run_id: str | None = None) -> list[dict]:
+        """Every event recorded (of one run, when given), in order (for `lineage export`, the lineage
+        check, ending a deployment's run once, and tests)."""
         if not self.log_path.exists():
             return []
         with self.log_path.open() as source:
-            return [json.loads(line) for line in source if line.strip()]
+            recorded = [json.loads(line) for line in source if line.strip() and (run_id is None or run_id in line)]
+        return [event for event in recorded if run_id is None or event["run"]["runId"] == run_id]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -18,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from lineage_assets.processes import command_line, terminate
 from lineage_assets.settings import Settings
 from lineage_assets.stack.services import SERVICES, Service, StackError, as_user
 
@@ -58,13 +58,7 @@ class Supervisor:
         if not record.exists():
             return None
         entry = json.loads(record.read_text())
-        try:
-            cmdline = Path(f"/proc/{entry['pid']}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            return None
-        if [part.decode() for part in cmdline if part] != entry["command"]:
-            return None
-        return entry["pid"]
+        return entry["pid"] if command_line(entry["pid"]) == entry["command"] else None
 
     # --- queries --------------------------------------------------------------------------------
     def _select(self, names: Iterable[str] | None) -> list[Service]:
@@ -198,7 +192,7 @@ class Supervisor:
             pid = self._recorded_pid(service)
             if pid is not None:
                 self.progress(f"{service.name:<12} stopping (pid {pid})")
-                _terminate(pid, service.stop_signal, timeout)
+                terminate([pid], timeout, service.stop_signal)
                 stopped.append(service.name)
             self._record_path(service).unlink(missing_ok=True)
         return stopped
@@ -213,30 +207,3 @@ def _port_taken(host: str, port: int) -> bool:
             return True
     return False
 
-
-def _terminate(pid: int, first_signal: int, timeout: float) -> None:
-    try:
-        os.kill(pid, first_signal)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return
-        time.sleep(0.2)
-    os.kill(pid, signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        # A child of ours that exited stays a zombie until reaped; reap it when it is ours.
-        finished, _ = os.waitpid(pid, os.WNOHANG)
-        if finished == pid:
-            return False
-    except ChildProcessError:
-        pass
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"

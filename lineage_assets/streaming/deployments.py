@@ -1,10 +1,10 @@
 """Long-running deployments of the streaming jobs (continuous mode), outside any Dagster run.
 
-The local backend keeps each deployment in ``<state>/deployments/<job>/``: ``deployment.json`` (what
-runs: the dataset, the spark-submit arguments, the environment, and their hash), and what the
-runner process writes while it lives (``runner.json``, ``progress.jsonl``, ``runner.log``) and when
-it ends (``ended.json``). One runner process per deployment (``runner.py``) runs the Spark job and
-reports its lineage.
+Each deployment has a folder (``folder.py`` knows its files and processes) and one runner process
+(``runner.py``) that runs its Spark job under a guard (``guard.py``) and reports its lineage. A
+deployment whose runner died without ending its run is *dead*; whichever comes first of its
+guard, ``status``, ``deploy``, ``stop``, ``stack up`` and the supervision sensor ends it
+(``end_if_dead``): its orphaned processes stopped, its run ended with FAIL, once.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from lineage_assets.catalog import ARCHIVE, LAKEHOUSE_ORDERS, SUPPLIER_STATS_LIV
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lakehouse import LakehouseResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
+from lineage_assets.streaming.folder import DeploymentFolder
 
 STREAMING_JOBS: dict[str, tuple[Dataset, Callable[[KafkaResource, SparkJobsResource], list[str]]]] = {
     d.key: (d, arguments) for d, arguments in (
@@ -41,49 +42,37 @@ class DeploymentError(RuntimeError):
     """A deployment could not be started or stopped; the message names it and its log."""
 
 
+# What a terminal event in ``ended.json`` means for the deployment.
+ENDED_STATES = {"ABORT": "stopped", "COMPLETE": "completed", "FAIL": "failed"}
+
+
 @dataclass(frozen=True)
 class DeploymentStatus:
     name: str
     job: str
+    state: str  # not deployed, running, draining, stopped, completed, failed, or dead (runner gone, run not ended)
     running: bool
     pid: int | None
     run_id: str | None
     config_hash: str | None
     started_at: str | None
     last_progress: dict | None
-    ended: dict | None
+    ended: dict | None  # the terminal event: state, at, by, reason
+    orphan_pids: list[int]  # a dead deployment's processes still alive (its Spark job)
     log: str
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-
-
-def last_progress(folder: Path) -> dict | None:
-    path = folder / "progress.jsonl"
-    if not path.exists():
-        return None
-    progress = [json.loads(line) for line in path.read_text().splitlines() if '"progress"' in line]
-    return progress[-1] if progress else None
-
-
-def runner_alive(folder: Path) -> int | None:
-    """The runner's pid while it runs (its command line names this deployment's folder)."""
-    runner = read_json(folder / "runner.json")
-    if not runner:
-        return None
-    try:
-        cmdline = Path(f"/proc/{runner['pid']}/cmdline").read_bytes().decode(errors="replace")
-        state = Path(f"/proc/{runner['pid']}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return None
-    return runner["pid"] if str(folder) in cmdline and state != "Z" else None
+def describe_ending(done: dict) -> str:
+    """What ``end_if_dead`` did, in words."""
+    said = []
+    if done["orphans"]:
+        said.append(f"stopped its orphaned processes (pids {', '.join(map(str, done['orphans']))})")
+    if done["ended"]:
+        said.append(f"ended run {done['ended']['run_id']} with FAIL")
+    return "was dead: " + " and ".join(said)
 
 
 class LocalDeployments:
@@ -97,6 +86,9 @@ class LocalDeployments:
     def folder(self, name: str) -> Path:
         dataset, _ = self._job(name)
         return self.lakehouse.settings().state_dir / "deployments" / dataset.job.name
+
+    def files(self, name: str) -> DeploymentFolder:
+        return DeploymentFolder(self.folder(name))
 
     @staticmethod
     def _job(name: str):
@@ -130,47 +122,38 @@ class LocalDeployments:
         return process.poll
 
     def _running(self, folder: Path) -> int | None:
-        return runner_alive(folder)
+        return DeploymentFolder(folder).runner_pid()
 
     def _signal(self, folder: Path, signum: int) -> None:
-        pid = runner_alive(folder)
+        pid = self._running(folder)
         if pid is not None:
             os.kill(pid, signum)
 
-    def stop_orphan(self, folder: Path, wait_s: float = 0.0) -> bool:
-        """Stop the Spark job of a runner that died without stopping it (its process group); with
-        ``wait_s``, wait that long for it to exit, then kill it. True when there was one."""
-        pgid = (read_json(folder / "runner.json") or {}).get("spark_pgid")
-
-        def alive() -> bool:
-            try:  # the pid may have been reused by another process
-                return str(folder) in Path(f"/proc/{pgid}/cmdline").read_bytes().decode(errors="replace")
-            except OSError:
-                return False
-
-        if not pgid or not alive():
-            return False
-        try:
-            os.killpg(pgid, signal.SIGTERM)
-            deadline = time.monotonic() + wait_s
-            while wait_s and alive():
-                if time.monotonic() > deadline:
-                    os.killpg(pgid, signal.SIGKILL)
-                    break
-                time.sleep(0.5)
-        except ProcessLookupError:
-            pass
-        return True
-
     def status(self, name: str) -> DeploymentStatus:
         folder = self.folder(name)
-        deployment = read_json(folder / "deployment.json") or {}
-        runner = read_json(folder / "runner.json") or {}
+        files = self.files(name)
+        runner = files.runner()
         pid = self._running(folder)
+        ended = files.ended()
+        orphans = [] if pid else files.processes()
+        if pid:
+            state = "draining" if files.draining() else "running"
+        elif orphans or (runner.get("run_id") and ended is None):
+            state = "dead"
+        else:
+            state = ENDED_STATES[ended["state"]] if ended else "not deployed"
         return DeploymentStatus(
-            name=name, job=self._job(name)[0].job.name, running=pid is not None, pid=pid, run_id=runner.get("run_id"),
-            config_hash=deployment.get("config_hash"), started_at=runner.get("started_at"),
-            last_progress=last_progress(folder), ended=read_json(folder / "ended.json"), log=str(folder / "runner.log"))
+            name=name, job=self._job(name)[0].job.name, state=state, running=pid is not None, pid=pid,
+            run_id=runner.get("run_id"), config_hash=files.spec().get("config_hash"), started_at=runner.get("started_at"),
+            last_progress=files.last_progress(), ended=ended, orphan_pids=orphans, log=str(folder / "runner.log"))
+
+    def end_if_dead(self, name: str, by: str) -> dict | None:
+        """End a dead deployment: stop its orphaned processes, and end its run with FAIL unless it
+        ended. What was done (see ``describe_ending``), or None when the deployment was not dead."""
+        folder = self.folder(name)
+        if not folder.exists():
+            return None
+        return self.files(name).end_dead(lambda: self._running(folder) is not None, by)
 
     def deploy(self, name: str) -> str:
         """Start the deployment; "unchanged" when it already runs with this config, "restarted"
@@ -185,10 +168,9 @@ class LocalDeployments:
             outcome = "restarted"
         folder = self.folder(name)
         folder.mkdir(parents=True, exist_ok=True)
-        # A dead runner's Spark job must be gone before a new one takes the same checkpoint.
-        self.stop_orphan(folder, wait_s=60.0)
-        for leftover in ("drain", "ended.json", "runner.json", "progress.jsonl"):
-            (folder / leftover).unlink(missing_ok=True)
+        # A dead run ends (FAIL) and its Spark job is gone before a new one takes the same checkpoint.
+        self.end_if_dead(name, by="deploy")
+        self.files(name).clear_run()
         (folder / "deployment.json").write_text(json.dumps(spec, indent=2))
         exit_code = self._launch(name, folder)
         deadline = time.monotonic() + 60
@@ -202,10 +184,12 @@ class LocalDeployments:
 
     def stop(self, name: str, drain: bool = False, timeout: float = 180.0) -> str:
         """Stop the deployment: ``drain`` finishes what is available and ends COMPLETE; otherwise the
-        job is terminated and ends ABORT. Returns "stopped" or "not running"."""
+        job is terminated and ends ABORT. A dead deployment's orphans are stopped and its run ends
+        with FAIL (it had died). Returns "stopped", "not running" or what was done to a dead one."""
         folder = self.folder(name)
         if self._running(folder) is None:
-            return "not running"
+            done = self.end_if_dead(name, by="stop")
+            return describe_ending(done) if done else "not running"
         if drain:
             (folder / "drain").touch()
         else:
@@ -302,9 +286,6 @@ class DockerDeployments(LocalDeployments):
         container = self._container(folder)
         if container is not None:
             container.kill(signal=signum)
-
-    def stop_orphan(self, folder: Path, wait_s: float = 0.0) -> bool:
-        return False  # the job lives and dies with its container
 
 
 def deployments_for(lakehouse: LakehouseResource, **options) -> LocalDeployments:

@@ -6,7 +6,7 @@ START when the job is launched; RUNNING every ``running_interval`` seconds while
 carrying the latest progress (rows, rates, batch duration, offsets) read from the job's progress
 file; then exactly one terminal event: COMPLETE after a drain, ABORT when stopped (SIGTERM or
 SIGINT), FAIL with the job's error when it dies. A runner killed outright (SIGKILL, OOM) cannot
-report; the supervision sensor ends such runs.
+report: the job's guard (``guard.py``) then stops the job and sends the FAIL.
 """
 
 from __future__ import annotations
@@ -25,19 +25,11 @@ from openlineage.client.uuid import generate_new_uuid
 
 from lineage_assets.catalog import DATASETS
 from lineage_assets.lineage import events
+from lineage_assets.processes import terminate
 from lineage_assets.resources.lineage import emitter_for
 from lineage_assets.settings import PROJECT_ROOT, Settings
 from lineage_assets.spark_conf import spark_submit_command, spark_submit_env
-from lineage_assets.streaming.deployments import last_progress
-
-
-def progress_facet(folder: Path, processed_rows: int) -> events.StreamingProgressRunFacet:
-    latest = last_progress(folder) or {}
-    return events.StreamingProgressRunFacet(
-        processedRows=processed_rows, inputRowsPerSecond=latest.get("input_rows_per_second"),
-        processedRowsPerSecond=latest.get("processed_rows_per_second"),
-        lastBatchDurationMs=latest.get("batch_duration_ms"), lastBatchTime=latest.get("time"),
-        sourceOffsets=latest.get("end_offsets"))
+from lineage_assets.streaming.folder import ORPHAN_STOP_S, DeploymentFolder
 
 
 def job_error(log_text: str, exit_code: int) -> events.JobError:
@@ -48,19 +40,14 @@ def job_error(log_text: str, exit_code: int) -> events.JobError:
     causes = [line for line in heads if "Error" in line.split(":")[0] or "Exception" in line.split(":")[0]
               or line.startswith(("Caused by:", ": "))]
     unique = list(dict.fromkeys(causes))[-12:]
-    return events.JobError(message=f"streaming job exited with code {exit_code}: " + " | ".join(unique),
+    ended = f"was killed by {signal.Signals(-exit_code).name}" if exit_code < 0 else f"exited with code {exit_code}"
+    return events.JobError(message=f"streaming job {ended}: " + " | ".join(unique),
                            stack_trace="\n".join(lines[-200:]), language="PYTHON")
 
 
-def processed_rows(folder: Path) -> int:
-    path = folder / "progress.jsonl"
-    if not path.exists():
-        return 0
-    return sum(json.loads(line).get("rows", 0) for line in path.read_text().splitlines() if '"progress"' in line)
-
-
 def main(folder: Path) -> int:
-    spec = json.loads((folder / "deployment.json").read_text())
+    deployment = DeploymentFolder(folder)
+    spec = deployment.spec()
     settings = Settings.from_env({**os.environ, **spec["environment"]})
     dataset = DATASETS[spec["dataset"]]
     emitter = emitter_for(settings)
@@ -83,12 +70,11 @@ def main(folder: Path) -> int:
     (folder / "runner.json").write_text(json.dumps(runner))
     emit(RunState.START)
     spark_log = (folder / "spark.log").open("ab")
-    job = subprocess.Popen(command, stdout=spark_log, stderr=subprocess.STDOUT, env=spark_submit_env(), cwd=workdir,
+    job = subprocess.Popen([sys.executable, "-m", "lineage_assets.streaming.guard", str(folder), *command],
+                           stdout=spark_log, stderr=subprocess.STDOUT, env=spark_submit_env(), cwd=workdir,
                            start_new_session=True)
-    # The job's process group, so that a supervisor can stop it if this runner dies without a word.
-    (folder / "runner.json").write_text(json.dumps({**runner, "spark_pgid": job.pid}))
+    (folder / "runner.json").write_text(json.dumps({**runner, "spark_pgid": job.pid}))  # the guard leads the job's group
     last_running = time.monotonic()
-    reported_rows = 0
     while job.poll() is None:
         if stop_requested:
             os.killpg(job.pid, signal.SIGTERM)
@@ -99,23 +85,20 @@ def main(folder: Path) -> int:
                 job.wait()
             break
         if time.monotonic() - last_running >= interval:  # a sign of life, with or without new batches
-            reported_rows = processed_rows(folder)
-            emit(RunState.RUNNING, progress=progress_facet(folder, reported_rows),
-                 statistics=events.OutputStatistics(rows=reported_rows))
+            progress = deployment.progress_facet()
+            emit(RunState.RUNNING, progress=progress, statistics=events.OutputStatistics(rows=progress.processedRows))
             last_running = time.monotonic()
         time.sleep(0.5)
+    # A driver killed alone leaves its Python process (or its JVM) behind: nothing outlives the run.
+    terminate([pid for pid in deployment.processes() if pid != os.getpid()], ORPHAN_STOP_S)
 
-    rows = processed_rows(folder)
     if stop_requested:
         state, error = RunState.ABORT, events.JobError(f"deployment stopped by signal {stop_requested[0]}", language="PYTHON")
     elif job.returncode == 0:
         state, error = RunState.COMPLETE, None
     else:
         state, error = RunState.FAIL, job_error((folder / "spark.log").read_text(errors="replace"), job.returncode)
-    emit(state, error=error, statistics=events.OutputStatistics(rows=max(rows, reported_rows)),
-         progress=progress_facet(folder, rows))
-    (folder / "ended.json").write_text(json.dumps(
-        {"state": state.value, "run_id": run_id, "at": dt.datetime.now(dt.UTC).isoformat(), "exit_code": job.returncode}))
+    deployment.end(state, "its runner", error, exit_code=job.returncode)
     emitter.close(timeout=10)
     return 0
 

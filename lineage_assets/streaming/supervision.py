@@ -2,19 +2,15 @@
 deployments whose runner died without reporting one."""
 
 
-import datetime as dt
 import json
 from enum import Enum
 
 import dagster as dg
-from openlineage.client.event_v2 import RunState
 
 from lineage_assets.assets.common import asset_key
 from lineage_assets.catalog import LAKEHOUSE_ORDERS
-from lineage_assets.lineage import events
 from lineage_assets.resources.kafka import KafkaResource
-from lineage_assets.resources.lineage import emitter_for
-from lineage_assets.streaming.deployments import STREAMING_JOBS, LocalDeployments, deployments_for, read_json
+from lineage_assets.streaming.deployments import STREAMING_JOBS, LocalDeployments, deployments_for
 
 SUPERVISION_INTERVAL_SECONDS = 30
 
@@ -33,10 +29,9 @@ def new_commits(deployments: LocalDeployments, name: str, seen: dict[str, int]) 
     touched (so the `supplier_stats` asset sensor reacts to continuous ingestion as to a catch-up
     run). ``seen`` (run id -> commits reported) is the sensor's cursor and is updated."""
     status = deployments.status(name)
-    path = deployments.folder(name) / "progress.jsonl"
-    if status.run_id is None or not path.exists():
+    if status.run_id is None:
         return []
-    commits = [json.loads(line) for line in path.read_text().splitlines() if '"committed"' in line]
+    commits = deployments.files(name).progress("committed")
     reported = seen.get(status.run_id, 0)
     seen[status.run_id] = len(commits)
     dataset = STREAMING_JOBS[name][0]
@@ -47,14 +42,12 @@ def new_commits(deployments: LocalDeployments, name: str, seen: dict[str, int]) 
 
 
 def supervise(deployments: LocalDeployments, kafka: KafkaResource) -> tuple[list[dg.AssetObservation], list[str]]:
-    """One supervision pass: observations of running deployments, and FAIL for each deployment
-    whose runner is gone without a terminal event (recorded in ``ended.json``, so exactly once)."""
+    """One supervision pass: observations of running deployments, and the end of dead ones (their
+    orphans stopped, FAIL once: see ``end_if_dead``). Also returns the deployments that failed."""
     settings = deployments.lakehouse.settings()
-    observations, ended = [], []
+    observations, failed = [], []
     for name, (dataset, _) in STREAMING_JOBS.items():
         status = deployments.status(name)
-        if status.run_id is None:
-            continue
         if status.running:
             progress = status.last_progress
             lag = consumer_lag(kafka, settings.orders_topic, progress)
@@ -64,20 +57,11 @@ def supervise(deployments: LocalDeployments, kafka: KafkaResource) -> tuple[list
                 "deployment/consumer_lag": lag if lag is not None else -1,
                 "deployment/last_batch_time": (progress or {}).get("time") or "",
             }))
-        elif status.ended is None:
-            folder = deployments.folder(name)
-            orphan_stopped = deployments.stop_orphan(folder)
-            reason = ("the deployment's runner process is gone without reporting an end (killed, out of memory "
-                      "or machine restart)" + ("; its orphaned Spark job was stopped" if orphan_stopped else ""))
-            (folder / "ended.json").write_text(json.dumps({
-                "state": RunState.FAIL.value, "run_id": status.run_id, "at": dt.datetime.now(dt.UTC).isoformat(),
-                "by": "supervision sensor", "reason": reason}))
-            interval = (read_json(folder / "deployment.json") or {}).get("running_interval")
-            emitter_for(settings).emit(events.asset_event(
-                RunState.FAIL, dataset, None, settings, run_id=status.run_id,
-                error=events.JobError(reason, language="PYTHON"), running_interval=interval))
-            ended.append(name)
-    return observations, ended
+        elif status.state == "dead":
+            deployments.end_if_dead(name, by="supervision sensor")
+        if deployments.status(name).state == "failed":
+            failed.append(name)
+    return observations, failed
 
 
 @dg.sensor(minimum_interval_seconds=SUPERVISION_INTERVAL_SECONDS, default_status=dg.DefaultSensorStatus.RUNNING,
@@ -88,12 +72,11 @@ def streaming_deployments_supervisor(context: dg.SensorEvaluationContext, kafka:
     deployments = deployments_for(kafka.lakehouse)
     seen = json.loads(context.cursor) if context.cursor else {}
     commits = new_commits(deployments, LAKEHOUSE_ORDERS.key, seen)
-    observations, ended = supervise(deployments, kafka)
-    for name in ended:
-        context.log.warning(f"deployment {name} died without a terminal event: FAIL emitted")
-        if kafka.lakehouse.settings().restart_dead_deployments:
-            # A new lineage run, resuming from the checkpoint; the dead one keeps its FAIL.
-            context.log.info(f"deployment {name} redeployed: {deployments.deploy(name)}")
+    observations, failed = supervise(deployments, kafka)
+    if kafka.lakehouse.settings().restart_dead_deployments:
+        for name in failed:
+            # A new lineage run, resuming from the checkpoint; the failed one keeps its FAIL.
+            context.log.info(f"deployment {name} failed; redeployed: {deployments.deploy(name)}")
     return dg.SensorResult(asset_events=[*commits, *observations], cursor=json.dumps(seen))
 
 

@@ -18,7 +18,8 @@ from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lakehouse import LakehouseResource
 from lineage_assets.resources.lineage import emitter_for
 from lineage_assets.settings import PROJECT_ROOT
-from lineage_assets.streaming.deployments import STREAMING_JOBS, LocalDeployments, read_json
+from lineage_assets.streaming.deployments import STREAMING_JOBS, LocalDeployments
+from lineage_assets.streaming.folder import read_json
 
 SPEC = PROJECT_ROOT.parent / "shared" / "openlineage-spec"
 NAME = LAKEHOUSE_ORDERS.key

@@ -1,0 +1,64 @@
+"""Local processes as /proc shows them: the one liveness check of the stack and the deployments.
+
+A recorded pid means nothing on its own (it may have been reused), so a process is identified by
+its pid *and* its command line.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+
+def command_line(pid: int) -> list[str] | None:
+    """The arguments of a live process; None when it is gone or a zombie (exited, not yet reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        arguments = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, IndexError):
+        return None
+    return None if state in ("Z", "X") else [part.decode(errors="replace") for part in arguments if part]
+
+
+def names(arguments: list[str] | None, path: Path) -> bool:
+    """True when one of the arguments is ``path`` or a file below it."""
+    return any(argument == str(path) or argument.startswith(f"{path}/") for argument in arguments or ())
+
+
+def pids_naming(path: Path) -> list[int]:
+    """Live processes with ``path`` (or a file below it) among their arguments."""
+    return sorted(int(entry.name) for entry in Path("/proc").iterdir()
+                  if entry.name.isdigit() and names(command_line(int(entry.name)), path))
+
+
+def alive(pid: int) -> bool:
+    try:  # a child of this process that exited stays a zombie until reaped: reap it
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    except ChildProcessError:
+        pass
+    return command_line(pid) is not None
+
+
+def terminate(pids: Iterable[int], timeout: float, first_signal: int = signal.SIGTERM) -> None:
+    """Signal the processes, wait up to ``timeout`` seconds for them to exit, then kill what is left."""
+    pids = list(pids)
+    for pid in pids:
+        try:
+            os.kill(pid, first_signal)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in pids:
+        if alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    while any(alive(pid) for pid in pids):  # a killed process is gone within moments
+        time.sleep(0.05)

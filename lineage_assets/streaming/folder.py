@@ -1,0 +1,137 @@
+"""One deployment's folder: the only module that knows its files, its processes and how its run ends.
+
+``<state>/deployments/<job>/`` holds ``deployment.json`` (what runs: the dataset, the spark-submit
+arguments, the environment, their hash); what the runner writes while it lives (``runner.json``,
+``progress.jsonl``, ``runner.log``, ``spark.log``); ``drain`` (asks the job to finish what is
+available); and ``ended.json``, the run's terminal event, written once under ``end.lock`` by
+whoever ends the run: its runner, or, when the runner died without a word, its Spark job's guard,
+the CLI or the supervision sensor.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from openlineage.client.event_v2 import RunState
+
+from lineage_assets.catalog import DATASETS
+from lineage_assets.lineage import events
+from lineage_assets.lineage.emitter import file_lock
+from lineage_assets.processes import command_line, names, pids_naming, terminate
+from lineage_assets.resources.lineage import emitter_for
+from lineage_assets.settings import Settings
+
+# A stopped Spark job commits nothing half-way (checkpoints and Iceberg commits are atomic); it gets
+# this long to exit on SIGTERM before it is killed.
+ORPHAN_STOP_S = 20.0
+RUNNER_GONE = ("the deployment's runner process is gone without reporting an end "
+               "(killed, out of memory or machine restart)")
+TERMINAL_STATES = {"COMPLETE", "ABORT", "FAIL"}
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+@dataclass(frozen=True)
+class DeploymentFolder:
+    path: Path
+
+    # --- its files ------------------------------------------------------------------------------
+    def spec(self) -> dict:
+        return read_json(self.path / "deployment.json") or {}
+
+    def runner(self) -> dict:
+        return read_json(self.path / "runner.json") or {}
+
+    def ended(self) -> dict | None:
+        return read_json(self.path / "ended.json")
+
+    def draining(self) -> bool:
+        return (self.path / "drain").exists()
+
+    def progress(self, event: str = "progress") -> list[dict]:
+        """The Spark job's progress records of one kind: "progress" (one per batch) or "committed"."""
+        path = self.path / "progress.jsonl"
+        if not path.exists():
+            return []
+        records = (json.loads(line) for line in path.read_text().splitlines() if line.strip())
+        return [record for record in records if record.get("event") == event]
+
+    def last_progress(self) -> dict | None:
+        progress = self.progress()
+        return progress[-1] if progress else None
+
+    def progress_facet(self) -> events.StreamingProgressRunFacet:
+        """Rows processed so far and the latest batch's rates and offsets, as a lineage facet."""
+        progress = self.progress()
+        latest = progress[-1] if progress else {}
+        return events.StreamingProgressRunFacet(
+            processedRows=sum(record.get("rows", 0) for record in progress),
+            inputRowsPerSecond=latest.get("input_rows_per_second"), processedRowsPerSecond=latest.get("processed_rows_per_second"),
+            lastBatchDurationMs=latest.get("batch_duration_ms"), lastBatchTime=latest.get("time"),
+            sourceOffsets=latest.get("end_offsets"))
+
+    def clear_run(self) -> None:
+        """Forget the last run's files before a new run starts in this folder."""
+        for leftover in ("drain", "ended.json", "runner.json", "progress.jsonl"):
+            (self.path / leftover).unlink(missing_ok=True)
+
+    # --- its processes --------------------------------------------------------------------------
+    def runner_pid(self) -> int | None:
+        """The runner's pid while it runs here (a reused pid names another command line)."""
+        pid = self.runner().get("pid")
+        return pid if pid and names(command_line(pid), self.path) else None
+
+    def processes(self) -> list[int]:
+        """Every live process of this deployment: its runner, the guard and the Spark job (the driver's
+        JVM and Python), all of which name this folder in their arguments."""
+        return pids_naming(self.path)
+
+    # --- its end, exactly once ------------------------------------------------------------------
+    def end(self, state: RunState, by: str, error: events.JobError | None = None, **record) -> dict | None:
+        """Send the run's terminal event to the durable event log and record it in ``ended.json``;
+        None (and nothing sent) when the run had already ended."""
+        with file_lock(self.path / "end.lock"):
+            return self._end(state, by, error, **record)
+
+    def end_dead(self, runner_running: Callable[[], bool], by: str) -> dict | None:
+        """When the runner is gone: stop what it left running, and end its run with FAIL unless it
+        ended. What was done (the orphans stopped, the end recorded), or None when nothing was."""
+        with file_lock(self.path / "end.lock"):
+            if runner_running():
+                return None
+            orphans = [pid for pid in self.processes() if pid != os.getpid()]  # a guard ending its own job
+            terminate(orphans, ORPHAN_STOP_S)
+            ended = None
+            if self.runner().get("run_id") and self.ended() is None:
+                reason = RUNNER_GONE + (f"; its Spark job (pids {', '.join(map(str, orphans))}) was stopped" if orphans else "")
+                ended = self._end(RunState.FAIL, by, events.JobError(reason, language="PYTHON"))
+            return {"orphans": orphans, "ended": ended} if orphans or ended else None
+
+    def _end(self, state: RunState, by: str, error: events.JobError | None, **record) -> dict | None:
+        if self.ended() is not None:
+            return None
+        spec, run_id = self.spec(), self.runner()["run_id"]
+        settings = Settings.from_env({**os.environ, **spec["environment"]})
+        emitter = emitter_for(settings)
+        # An ender killed between sending and recording left the event in the log: send it once only.
+        if not any(event["eventType"] in TERMINAL_STATES for event in emitter.events(run_id)):
+            progress = self.progress_facet()
+            emitter.emit(events.asset_event(
+                state, DATASETS[spec["dataset"]], None, settings, run_id=run_id, running_interval=spec["running_interval"],
+                error=error, statistics=events.OutputStatistics(rows=progress.processedRows), progress=progress))
+        ended = {"state": state.value, "run_id": run_id, "at": dt.datetime.now(dt.UTC).isoformat(), "by": by,
+                 "reason": error.message if error else None, **record}
+        temporary = self.path / "ended.json.tmp"
+        temporary.write_text(json.dumps(ended))
+        temporary.replace(self.path / "ended.json")  # readers never see half a record
+        return ended
