@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,16 @@ def isolated_settings(name: str, offset: int = TEST_PORT_OFFSET, **overrides) ->
     base = Settings.from_env()
     ports = {field: getattr(base, field) + offset for field in PORT_FIELDS}
     return dataclasses.replace(base, **{"state_dir": base.state_dir / name, **ports, **overrides})
+
+
+def wait_for(condition, timeout: float, what: str, poll: float = 1.0):
+    """The first true value of ``condition()``, asked every ``poll`` seconds for up to ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() >= deadline:
+            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(poll)
+    return value
 
 
 @pytest.fixture(scope="session")

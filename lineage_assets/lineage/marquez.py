@@ -80,8 +80,8 @@ def _quote(part: str) -> str:
 
 def read_graph(api: MarquezApi, settings) -> LineageGraph:
     """Marquez's jobs in the project's namespace (with parents, inputs, outputs and runs) and the
-    column lineage into every dataset they write. From the job list, not ``/lineage``: after a job's
-    second run, Marquez 0.51's lineage graph loses the job's output edges (the job list keeps them)."""
+    column lineage into every dataset they write. From the job list, not ``/lineage`` around a dataset:
+    the list also names a job that is beside the asset graph, which a walk from its datasets never reaches."""
     graph = LineageGraph()
     for job in api.jobs(settings.lineage_namespace):
         _add_job(api, graph, job)

@@ -9,6 +9,7 @@ from lineage_assets.catalog import DATASETS, LAKEHOUSE_ORDERS, ORCHESTRATOR_JOB,
 from lineage_assets.definitions import build_definitions
 from lineage_assets.lineage.check import check
 from lineage_assets.lineage.events import PRODUCER
+from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.lineage.validation import validate_event
 from lineage_assets.resources.lakehouse import LakehouseResource
 from lineage_assets.resources.lineage import emitter_for
@@ -108,3 +109,8 @@ def test_a_failing_materialization_emits_fail_with_the_error(stack, settings, in
     assert "127.0.0.1:9" in error["message"] + error["stackTrace"]
     kinds = [e["eventType"] for e in emitter_for(settings).events() if e["run"]["runId"] == failed[-1]["run"]["runId"]]
     assert kinds == ["START", "FAIL"]
+    # And Marquez shows the run failed, with the error.
+    assert emitter_for(settings).flush(timeout=90)
+    stored = MarquezApi(settings.marquez_api_url).run(failed[-1]["run"]["runId"])
+    assert stored["state"] == "FAILED"
+    assert stored["facets"]["errorMessage"]["message"] == error["message"]

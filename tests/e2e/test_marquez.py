@@ -9,23 +9,17 @@ import sys
 from collections import Counter
 
 import dagster as dg
-import pytest
 
 from lineage_assets.catalog import DATASETS, LAKEHOUSE_ORDERS, ORCHESTRATOR_JOB, ORDERS, SUPPLIER_STATS
 from lineage_assets.definitions import build_definitions
 from lineage_assets.lineage.check import check_marquez
+from lineage_assets.lineage.emitter import file_lock
 from lineage_assets.lineage.events import column_lineage_facet
 from lineage_assets.lineage.marquez import MarquezApi, lineage_nodes
 from lineage_assets.resources.lakehouse import LakehouseResource
 from lineage_assets.resources.lineage import emitter_for
+from tests.e2e.conftest import DELIVERY_TIMEOUT_S
 
-DELIVERY_TIMEOUT_S = 90  # a sender backing off from a stopped Marquez waits up to 30 s between tries
-
-
-@pytest.fixture(scope="module")
-def marquez(runs, settings) -> MarquezApi:
-    assert emitter_for(settings).flush(timeout=DELIVERY_TIMEOUT_S), "the event log was not delivered to Marquez"
-    return MarquezApi(settings.marquez_api_url)
 
 
 def dagster_runs_of(settings, dagster_job: str) -> set[str]:
@@ -44,6 +38,22 @@ def test_marquez_lineage_around_supplier_stats_is_exactly_the_asset_graph(marque
     jobs, datasets = lineage_nodes(marquez, stats.namespace, stats.name)
     assert jobs == {f"{settings.lineage_namespace}/{d.job.lineage_name}" for d in DATASETS.values()}
     assert datasets == {(d.identity(settings).namespace, d.identity(settings).name) for d in DATASETS.values()}
+
+
+def test_marquez_lineage_from_the_orders_topic_reaches_supplier_stats_through_lakehouse_orders(marquez, settings):
+    orders = ORDERS.identity(settings)
+    edges = {(node["id"], edge["destination"]) for node in marquez.lineage(orders.namespace, orders.name)["graph"]
+             for edge in node["outEdges"]}
+
+    def job_node(dataset) -> str:
+        return f"job:{settings.lineage_namespace}:{dataset.job.lineage_name}"
+
+    # The asset graph, drawn the way Marquez draws it: each job writes its asset and reads the asset's upstreams.
+    assert edges == {(job_node(d), d.identity(settings).node_id) for d in DATASETS.values()} | {
+        (DATASETS[upstream].identity(settings).node_id, job_node(d)) for d in DATASETS.values() for upstream in d.upstream}
+    path = [orders.node_id, job_node(LAKEHOUSE_ORDERS), LAKEHOUSE_ORDERS.identity(settings).node_id,
+            job_node(SUPPLIER_STATS), SUPPLIER_STATS.identity(settings).node_id]
+    assert set(zip(path, path[1:])) <= edges
 
 
 def test_marquez_shows_no_gap_from_the_asset_graph(marquez, settings):
@@ -119,3 +129,34 @@ def test_dagster_asset_materialize_from_the_command_line_ends_its_runs_in_marque
     asset_run, = asset_runs_under(settings, ORDERS, {dagster_run})
     assert marquez.run(dagster_run)["state"] == "COMPLETED"
     assert marquez.run(asset_run)["state"] == "COMPLETED"
+
+
+def what_marquez_shows(api: MarquezApi, settings) -> dict:
+    """What a user reads in Marquez about the project: each job's parent, datasets and runs (ids,
+    states, times), each dataset's fields and column lineage, the graph from the orders topic. Not
+    which of a run's dataset versions Marquez calls current: it takes the last of an unordered query
+    over the run's versions on every event of the run, so that can change with no re-send."""
+    jobs = {j["name"]: (j.get("parentJobName"), sorted(d["name"] for d in j["inputs"]), sorted(d["name"] for d in j["outputs"]),
+                        sorted((r["id"], r["state"], r["startedAt"], r["endedAt"])
+                               for r in api.runs(settings.lineage_namespace, j["name"])))
+            for j in api.jobs(settings.lineage_namespace)}
+    datasets = {(d["namespace"], d["name"]): (sorted(json.dumps(f, sort_keys=True) for f in d["fields"]),
+                                              sorted(json.dumps(c, sort_keys=True) for c in d.get("columnLineage") or []))
+                for namespace in {d.identity(settings).namespace for d in DATASETS.values()} for d in api.datasets(namespace)}
+    orders = ORDERS.identity(settings)
+    graph = sorted((node["id"], edge["destination"]) for node in api.lineage(orders.namespace, orders.name)["graph"]
+                   for edge in node["outEdges"])
+    return {"jobs": jobs, "datasets": datasets, "graph": graph}
+
+
+def test_a_sender_that_lost_its_place_resends_the_whole_log_and_marquez_shows_the_same_lineage(marquez, settings):
+    emitter = emitter_for(settings)
+    assert emitter.flush(timeout=DELIVERY_TIMEOUT_S)
+    before = what_marquez_shows(marquez, settings)
+    # As after a sender crash that lost its cursor, under the lock every sender takes.
+    with file_lock(emitter.sender_lock_path):
+        emitter.cursor_path.write_text("0")
+        assert emitter.pending() == len(emitter.events())
+        assert emitter.deliver_locked()
+    assert emitter.pending() == 0
+    assert what_marquez_shows(marquez, settings) == before

@@ -27,8 +27,8 @@ from tests.integration.test_deployments import (  # noqa: F401  (module fixtures
     processes_of,
     rows_with_ids,
     run_events,
-    wait_for,
 )
+from tests.conftest import wait_for
 
 TERMINAL = ("FAIL", "ABORT", "COMPLETE")
 

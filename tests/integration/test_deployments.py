@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from lineage_assets.resources.lineage import emitter_for
 from lineage_assets.settings import PROJECT_ROOT
 from lineage_assets.streaming.deployments import STREAMING_JOBS, LocalDeployments
 from lineage_assets.streaming.folder import read_json
+from tests.conftest import wait_for
 
 SPEC = PROJECT_ROOT.parent / "shared" / "openlineage-spec"
 NAME = LAKEHOUSE_ORDERS.key
@@ -33,6 +33,12 @@ def marquez_state(settings, run_id) -> str | None:
     """The run's state as Marquez shows it, once the event log is delivered."""
     assert emitter_for(settings).flush(timeout=90)
     return MarquezApi(settings.marquez_api_url).run(run_id).get("state")
+
+
+def marquez_events(settings, run_id) -> list[dict]:
+    """The run's events as Marquez stored them, oldest first, once the event log is delivered."""
+    assert emitter_for(settings).flush(timeout=90)
+    return [e for e in reversed(MarquezApi(settings.marquez_api_url).events()) if e["run"]["runId"] == run_id]
 
 
 def processes_of(folder: Path) -> list[int]:
@@ -54,15 +60,6 @@ def rows_with_ids(spark, table: str, ids: list[str]) -> int:
         return 0  # the deployment creates it with its first batch
     spark.sql(f"REFRESH TABLE {table}")
     return spark.table(table).where(F.col("order_id").isin(ids)).count()
-
-
-def wait_for(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(2)
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 @pytest.fixture(scope="module")
@@ -122,6 +119,9 @@ def test_continuous_ingestion_lifecycle(lakehouse, settings, spark):
         "eventTrigger": "PERIODIC", "eventContentMode": "COMPLETE_SNAPSHOT", "windowDuration": 3}
     assert len([p for p in processes_of(folder) if p == first.pid]) == 1
     assert marquez_state(settings, first.run_id) == "RUNNING"
+    stored = marquez_events(settings, first.run_id)
+    assert stored[0]["eventType"] == "START"
+    assert len([e for e in stored if e["eventType"] == "RUNNING" and "streamingProgress" in e["run"]["facets"]]) >= 2
 
     # The supervisor reports each commit once; the asset sensor asks for supplier_stats of its days.
     import dagster as dg

@@ -14,17 +14,21 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 
 import dagster as dg
 import pytest
+from dagster_graphql import DagsterGraphQLClient
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
-from lineage_assets.catalog import DATASETS
+from lineage_assets.catalog import DATASETS, SUPPLIER_STATS
 from lineage_assets.lineage.check import check, check_marquez
 from lineage_assets.lineage.marquez import MarquezApi
-from lineage_assets.resources.lineage import dagster_run_of, emitter_for
+from lineage_assets.processes import pids_naming
+from lineage_assets.resources.lineage import dagster_run_of, emitter_for, lineage_folder
 from lineage_assets.settings import PROJECT_ROOT
+from tests.conftest import wait_for
 
 RUN_TIMEOUT_S = 900
 
@@ -176,3 +180,41 @@ def test_materialize_all_from_the_asset_graph(page, dagster_dev, settings, scree
     page.get_by_text("Latest materialization").first.wait_for()
     page.get_by_text("rows_out", exact=True).first.wait_for()
     page.screenshot(path=screenshots / "orders-materialized.png", full_page=True)
+
+
+def test_a_run_terminated_while_spark_works_ends_every_lineage_run_aborted_and_leaves_no_spark_job(dagster_dev, settings):
+    url, home = dagster_dev
+    address = urllib.parse.urlparse(url)
+    client = DagsterGraphQLClient(address.hostname, port_number=address.port)
+    today = str(dt.datetime.now(dt.UTC).date())
+    run_id = client.submit_job_execution("supplier_stats_job", tags={"dagster/partition": today})
+    emitter = emitter_for(settings)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        dagster_run = wait_for(lambda: instance.get_run_by_id(run_id) and dagster_run_of(instance, run_id), 60, "run record")
+        # Terminate once the Spark application has reported itself (its OpenLineage START), as a user
+        # would cancel a long batch job.
+        spark_events = lineage_folder(settings) / "spark" / f"{dagster_run.asset_run_id(SUPPLIER_STATS)}.jsonl"
+        wait_for(lambda: spark_events.is_file() and spark_events.stat().st_size > 0, RUN_TIMEOUT_S, "Spark application START")
+        client.terminate_run(run_id)
+        (run,) = wait_for_runs(instance, lambda r: r.run_id == run_id, timeout_s=120)
+        assert run.status == dg.DagsterRunStatus.CANCELED
+
+    wait_for(lambda: not pids_naming(PROJECT_ROOT / SUPPLIER_STATS.job.source), 30, "end of the Spark job")
+
+    def family() -> list[dict]:
+        return [e for e in emitter.events() if dagster_run.lineage_run_id in _run_and_ancestors(e)]
+
+    def terminal_states() -> dict[str, list[str]]:
+        states: dict[str, list[str]] = {}
+        for event in family():
+            states.setdefault(event["run"]["runId"], []).append(event["eventType"])
+        return states if all(kinds[-1] in ("ABORT", "FAIL", "COMPLETE") for kinds in states.values()) else {}
+
+    # The Dagster run, the asset's run and Spark's application run each end once, aborted.
+    states = wait_for(terminal_states, 120, "terminal event for each run of the family")
+    assert len(states) == 3, states
+    assert all(kinds[0] == "START" and kinds[-1] == "ABORT" and len([k for k in kinds if k in ("ABORT", "FAIL", "COMPLETE")]) == 1
+               for kinds in states.values()), states
+    assert emitter.flush(timeout=90)
+    marquez = MarquezApi(settings.marquez_api_url)
+    assert {marquez.run(run)["state"] for run in states} == {"ABORTED"}
