@@ -55,6 +55,9 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
     from lineage_assets.lineage.marquez import MarquezApi, MarquezError
     from lineage_assets.resources.lineage import emitter_for
 
+    if args.subject and args.action not in ("impact", "trace"):
+        print(f"lineage-assets: lineage {args.action} takes no subject, got {args.subject!r}", file=sys.stderr)
+        return 2
     emitter = emitter_for(settings)
     if args.action == "show":
         args.out = args.out or "lineage.html"

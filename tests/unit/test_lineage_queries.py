@@ -158,3 +158,12 @@ def test_the_live_stats_total_is_traced_to_the_topic_without_the_lakehouse(graph
     assert {hop.upstream for hop in answer.hops} == {"orders.price", "orders.bid_time"}
     assert [d.asset_key for d in answer.datasets] == [ORDERS.key]
     assert answer.jobs == (f"{NS}/{SUPPLIER_STATS_LIVE.job.lineage_name}",)
+
+
+def test_a_lineage_action_that_takes_no_subject_refuses_one_by_name(tmp_path, monkeypatch, capsys):
+    from lineage_assets.cli import main
+
+    monkeypatch.setenv("LINEAGE_ASSETS_STATE_DIR", str(tmp_path))
+    assert main(["lineage", "check", "orders"]) == 2
+    assert "lineage check takes no subject, got 'orders'" in capsys.readouterr().err
+    assert not (tmp_path / "lineage").exists()  # refused before anything was read or created
