@@ -201,6 +201,28 @@ def orders_avro_schema_json() -> str:
     return json.dumps(ORDERS_AVRO_SCHEMA)
 
 
+def with_aliases(schema: dict, **aliases: tuple[str, ...]) -> dict:
+    """``schema`` whose fields also answer to other names (Avro aliases): ``supplier=("vendor",)``."""
+    unknown = set(aliases) - {f["name"] for f in schema["fields"]}
+    if unknown:
+        raise ValueError(f"{schema['name']} has no field {', '.join(sorted(unknown))}")
+    return {**schema, "fields": [{**f, "aliases": [*f.get("aliases", ()), *aliases[f["name"]]]} if f["name"] in aliases else f
+                                 for f in schema["fields"]]}
+
+
+# What the pipeline reads `orders` as: every registered writer version is judged against it
+# (lineage_assets/source_schemas.py), and the Spark jobs decode each readable version into it.
+# Never the registry's latest version: a producer's new version must not change what the jobs
+# cast. To teach the pipeline a version that renamed a field, alias the field here, e.g.
+# `with_aliases(ORDERS_AVRO_SCHEMA, supplier=("vendor",))`, then replay its dead letters
+# (`lineage-assets dlq replay`).
+ORDERS_READER_SCHEMA = ORDERS_AVRO_SCHEMA
+
+
+def orders_reader_schema_json() -> str:
+    return json.dumps(ORDERS_READER_SCHEMA)
+
+
 ORDERS = Dataset(
     key="orders",
     kind=Kind.KAFKA,
@@ -225,6 +247,7 @@ ARCHIVE = Dataset(
         Column("timestamp", "timestamp", "Kafka record time (UTC)"),
         Column("key", "string", "record key (order_id)"),
         Column("value_base64", "string", "the record's value bytes, base64, unchanged"),
+        Column("schema_id", "int", "registry id of the schema the record was written with (its Confluent frame)"),
         Column("order_id", "string", "decoded order_id"),
         Column("bid_time", "timestamp", "decoded bid_time"),
         Column("price_text", "string", "decoded price, as sent"),

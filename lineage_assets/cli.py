@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import subprocess
 import sys
 import time
 
 from lineage_assets.settings import Settings
+from lineage_assets.source_schemas import SCHEMA_INCOMPATIBLE
 from lineage_assets.stack.services import StackError
 from lineage_assets.stack.supervisor import Supervisor
 
@@ -130,6 +132,36 @@ def _show(args: argparse.Namespace, settings: Settings, emitter) -> int:
     return 0
 
 
+def _dlq(args: argparse.Namespace, settings: Settings) -> int:
+    from lineage_assets import catalog
+    from lineage_assets.dead_letters import ReplayError, replay
+
+    # With --json, stdout is the report alone; progress goes to stderr.
+    out = sys.stderr if args.json else sys.stdout
+    try:
+        report = replay(settings, json.dumps(catalog.ORDERS_READER_SCHEMA), reason=args.reason,
+                        progress=lambda line: print(line, file=out, flush=True))
+    except ReplayError as error:
+        print(f"lineage-assets: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(dataclasses.asdict(report), indent=2))
+    else:
+        by_version = ", ".join(f"{count} of version {version}" for version, count in sorted(report.versions.items()))
+        print(f"replayed {report.replayed} dead letters into {settings.orders_topic}" + (f": {by_version}" if by_version else ""))
+        print(f"already replayed by an interrupted earlier run: {report.already_replayed}")
+        for prefix, count in sorted(report.passed_over.items()):
+            print(f"passed over, left in {settings.dead_letter_topic}: {count} {prefix}")
+        if report.stopped_at:
+            print(f"stopped at {report.stopped_at}")
+        if report.stopped_version:
+            print(f"teach the pipeline {report.stopped_version} in lineage_assets/catalog.py (ORDERS_READER_SCHEMA; "
+                  f"a renamed field: an Avro alias on the reader's field), then run `lineage-assets dlq replay` again")
+        if not report.stopped_at:
+            print(f"reached the end of {settings.dead_letter_topic}")
+    return 1 if report.stopped_at else 0
+
+
 def _deployments(args: argparse.Namespace, settings: Settings) -> int:
     from lineage_assets.streaming.deployments import STREAMING_JOBS, DeploymentError
 
@@ -222,6 +254,16 @@ def build_parser() -> argparse.ArgumentParser:
     lineage.add_argument("--source", choices=["log", "marquez"], default="log",
                          help="check, impact, trace: the project's event log (default) or what Marquez's API shows")
     lineage.set_defaults(handler=_lineage)
+
+    dlq = commands.add_parser("dlq", help="replay dead letters into the source topic, each exactly once")
+    dlq.add_argument("action", choices=["replay"],
+                     help="replay: re-publish the dead letters of REASON whose schema version the pipeline now reads; "
+                          "stops at the first it still cannot read (exit 1)")
+    dlq.add_argument("--reason", default=SCHEMA_INCOMPATIBLE,
+                     help=f"replay the dead letters whose reason starts with this (default {SCHEMA_INCOMPATIBLE}); "
+                          "others are passed over and stay in the dead-letter topic")
+    dlq.add_argument("--json", action="store_true", help="the report as JSON")
+    dlq.set_defaults(handler=_dlq)
 
     for name, text in (("deploy", "start streaming jobs in continuous mode (idempotent; a changed config restarts)"),
                        ("stop", "stop streaming deployments (ABORT; --drain finishes what is available: COMPLETE)"),

@@ -36,6 +36,17 @@ class PipelineRun:
     days: list[str] = field(default_factory=list)
     supplier_totals: dict[str, dict[str, tuple[Decimal, int]]] = field(default_factory=dict)  # day -> supplier -> (total, count)
     checks: dict[str, bool] = field(default_factory=dict)
+    held_back: list[str] = field(default_factory=list)  # days supplier_stats waits on (schema_incompatible dead letters)
+    outstanding: int = 0  # those dead letters, not replayed yet
+
+
+def _raise_failures(result: dg.ExecuteInJobResult) -> None:
+    """The run's step failures, except a failed blocking asset check: that asset did materialize, and
+    its check holds back what depends on it (the run reports it; the pipeline goes on)."""
+    for event in result.get_step_failure_events():
+        error = event.step_failure_data.error
+        if error is None or error.cls_name != "DagsterAssetCheckFailedError":
+            raise RuntimeError(f"step {event.step_key} failed: {error.to_string() if error else 'no error recorded'}")
 
 
 def dagster_instance(settings: Settings) -> dg.DagsterInstance:
@@ -75,12 +86,14 @@ def run_pipeline(lakehouse: LakehouseResource, instance: dg.DagsterInstance, ord
 
     log("streaming jobs (catch-up): " + ", ".join(d.key for d in STREAMING))
     result = dg.materialize(assets, instance=instance, selection=dg.AssetSelection.assets(*[asset_key(d) for d in STREAMING]),
-                            resources=resources)
+                            resources=resources, raise_on_error=False)
+    _raise_failures(result)
     for dataset in STREAMING:
         run.rows[dataset.key] = _metadata(result, dataset)["rows_out"]
     ingestion = _metadata(result, LAKEHOUSE_ORDERS)
     run.dead_letters = ingestion["dead_letters"]
-    run.days = list(ingestion["days"])
+    run.days = list(ingestion["days"])  # without the days held back
+    run.held_back, run.outstanding = list(ingestion["days_held_back"]), ingestion["schema_incompatible_outstanding"]
     run.checks.update({c.check_name: c.passed for c in result.get_asset_check_evaluations()})
 
     for day in run.days:
@@ -101,6 +114,10 @@ def summary(run: PipelineRun, marquez_web_url: str) -> str:
     lines = ["", "Rows written per asset in this run:"]
     lines += [f"  {key:<26} {rows}" for key, rows in run.rows.items()]
     lines.append(f"  {'dead letters (orders-dlq)':<26} {run.dead_letters}")
+    if run.held_back:
+        lines.append(f"supplier_stats held back for {', '.join(run.held_back)}: {run.outstanding} records wait in the "
+                     "dead-letter topic for a schema version the pipeline cannot read. Teach it the version "
+                     "(catalog.ORDERS_READER_SCHEMA), then `lineage-assets dlq replay` and materialize again.")
     for day, totals in run.supplier_totals.items():
         lines.append(f"Supplier totals for {day} (from lakehouse/supplier_stats):")
         lines += [f"  {supplier:<8} {total:>12}  {count:>6} orders" for supplier, (total, count) in sorted(totals.items())]

@@ -76,6 +76,9 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.jars": ",".join(str(jar) for jar in spark_jars(settings)),
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": "4",
+        # base64() in one line (RFC 4648), not Spark 4's 76-character MIME lines: the dead letters' and
+        # the archive's value_base64 decode with any base64 decoder.
+        "spark.sql.chunkBase64String.enabled": "false",
         "spark.ui.enabled": "false",
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         catalog: "org.apache.iceberg.spark.SparkCatalog",

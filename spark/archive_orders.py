@@ -1,9 +1,10 @@
 """Kafka `orders` -> raw archive: JSON files under s3://archive/orders/date=.../hour=.../.
 
     spark-submit spark/archive_orders.py --bootstrap-servers ... --topic orders --value-schema '{...}' \
-        --schema-id 1 --path s3://archive/orders --checkpoint /path --report report.json
+        --registry-url http://... --subject orders-value --path s3://archive/orders --checkpoint /path --report report.json
 
-Every record is archived, valid or not, with its value bytes unchanged. Spark's file sink keeps a
+Every record is archived, valid or not, with its value bytes unchanged and its writer schema id (so
+fields a newer version adds are kept too). Spark's file sink keeps a
 log of committed files next to the data (`_spark_metadata`), so each record is in the archive once
 even when a batch is retried; readers that go through Spark see exactly the committed files.
 """
@@ -25,11 +26,12 @@ def main() -> None:
     spark = SparkSession.builder.getOrCreate()
     files_before, bytes_before = jobs.files_under(spark, args.path)
 
+    versions = jobs.SourceVersions(args)
     source = jobs.kafka_source(spark, args.bootstrap_servers, args.topic)
-    records = transforms.archive_records(transforms.decode_orders(source, args.value_schema, args.schema_id))
+    records = transforms.archive_records(versions.observed(transforms.decode_orders(source, args.value_schema, versions.by_id)))
     writer = (records.writeStream.format("json").partitionBy("date", "hour")
               .option("path", args.path).option("checkpointLocation", args.checkpoint))
-    query = jobs.run_query(writer, args, spark)
+    query = jobs.run_query(writer, args, spark, versions)
 
     files_after, bytes_after = jobs.files_under(spark, args.path)
     summary = jobs.progress_summary(query)
@@ -39,6 +41,7 @@ def main() -> None:
         "files_written": files_after - files_before,
         "bytes_written": bytes_after - bytes_before,
         "files_total": files_after,
+        "schema_versions": versions.summary(),
     }, started)
     spark.stop()
 

@@ -1,11 +1,16 @@
 """Kafka `orders` -> Iceberg `orders` table, with invalid records sent to the dead-letter topic.
 
     spark-submit spark/ingest_orders.py --bootstrap-servers ... --topic orders --value-schema '{...}' \
-        --schema-id 1 --table lakehouse.`default`.orders --dead-letter-topic orders-dlq \
+        --registry-url http://... --subject orders-value --table lakehouse.`default`.orders --dead-letter-topic orders-dlq \
         --checkpoint /path --report report.json [--mode catch-up|continuous]
 
 Exactly once: each micro-batch commits one Iceberg snapshot tagged with the query's checkpoint and
 the batch id; a batch replayed after a failure finds its snapshot and is not written again.
+
+Records of a writer version the pipeline cannot read are dead-lettered (``schema_incompatible``),
+never cast; a version registered while the job runs is judged when its first record arrives.
+Records re-published by ``lineage-assets dlq replay`` (header ``REPLAY_HEADER``) are counted, so
+the asset knows when every such dead letter is back.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from collections import Counter
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from lineage_assets.dead_letters import REPLAY_HEADER
+from lineage_assets.source_schemas import SCHEMA_INCOMPATIBLE
 from spark import jobs, transforms
 
 QUERY_PROPERTY = "lineage-assets.checkpoint"
@@ -24,6 +31,7 @@ BATCH_PROPERTY = "lineage-assets.batch-id"
 
 def create_table(spark: SparkSession, table: str) -> bool:
     """Create the table if missing; True when this call created it."""
+    jobs.ensure_namespace(spark, table)
     existed = spark.catalog.tableExists(table.replace("`", ""))
     spark.sql(f"""
         CREATE TABLE IF NOT EXISTS {table} (
@@ -53,16 +61,35 @@ def main() -> None:
     totals = Counter()
     reasons = Counter()
     days: set[str] = set()
+    versions = jobs.SourceVersions(args)
+
+    def decode(batch):
+        flagged = batch.withColumn("replayed", transforms.has_header("headers", REPLAY_HEADER))
+        decoded = transforms.decode_orders(flagged, args.value_schema, versions.by_id, keep=("replayed",)).persist()
+        # Records per writer version, outcome and replay, in one pass over the (cached) batch.
+        return decoded, decoded.groupBy("schema_id", "dead_letter_reason", "replayed").count().collect()
 
     def write_batch(batch, batch_id: int) -> None:
-        decoded = transforms.decode_orders(batch, args.value_schema, args.schema_id).persist()
+        decoded, outcomes = decode(batch)
         try:
-            valid = transforms.iceberg_orders(transforms.valid_orders(decoded))
-            dead = transforms.dead_letters(decoded)
-            batch_reasons = {row.dead_letter_reason: row["count"] for row in dead.groupBy("dead_letter_reason").count().collect()}
+            if versions.refresh(row.schema_id for row in outcomes):  # registered since the job started
+                decoded.unpersist()
+                decoded, outcomes = decode(batch)
             if committed(spark, args.table, args.checkpoint, batch_id):
                 totals["batches_replayed"] += 1
                 return
+            valid = transforms.iceberg_orders(transforms.valid_orders(decoded))
+            dead = transforms.dead_letters(decoded)
+            batch_reasons = Counter()
+            for row in outcomes:
+                if row.dead_letter_reason is not None:
+                    batch_reasons[row.dead_letter_reason] += row["count"]
+            incompatible = sum(n for reason, n in batch_reasons.items() if reason.startswith(SCHEMA_INCOMPATIBLE))
+            returned = sum(row["count"] for row in outcomes if row.replayed and row.dead_letter_reason is None)
+            by_version = Counter()
+            for row in outcomes:
+                if row.schema_id in versions.by_id:
+                    by_version[row.schema_id] += row["count"]
             # Rows and days in one pass over the (cached) batch.
             by_day = valid.groupBy(F.date_format("bid_time", "yyyy-MM-dd").alias("day")).count().collect()
             written, batch_days = sum(row["count"] for row in by_day), {row.day for row in by_day}
@@ -72,21 +99,25 @@ def main() -> None:
                  .option(f"snapshot-property.{BATCH_PROPERTY}", str(batch_id))
                  .append())
                 days.update(batch_days)
-                if args.progress_file:  # right after the commit, so supervision reports it as soon as it is readable
-                    jobs.append_progress(args.progress_file, {
-                        "event": "committed", "batch": batch_id, "rows": written, "days": sorted(batch_days),
-                        "dead_letters": sum(batch_reasons.values())})
             if batch_reasons:
                 (transforms.dead_letter_records(dead, args.job_name).write.format("kafka")
                  .option("kafka.bootstrap.servers", args.bootstrap_servers)
                  .option("topic", args.dead_letter_topic).save())
+            if args.progress_file and (written or batch_reasons):  # as soon as committed, for supervision
+                jobs.append_progress(args.progress_file, {
+                    "event": "committed", "batch": batch_id, "rows": written, "days": sorted(batch_days),
+                    "dead_letters": sum(batch_reasons.values()), "schema_incompatible": incompatible,
+                    "dead_letters_replayed": returned, "schema_versions": versions.summary(by_version)})
+            versions.batches[batch_id] = by_version
             totals["rows_written"] += written
             totals["dead_letters"] += sum(batch_reasons.values())
+            totals["schema_incompatible"] += incompatible
+            totals["dead_letters_replayed"] += returned
             reasons.update(batch_reasons)
         finally:
             decoded.unpersist()
 
-    source = jobs.kafka_source(spark, args.bootstrap_servers, args.topic)
+    source = jobs.kafka_source(spark, args.bootstrap_servers, args.topic, headers=True)
     writer = source.writeStream.foreachBatch(write_batch).option("checkpointLocation", args.checkpoint)
     query = jobs.run_query(writer, args, spark)
     snapshot = spark.sql(f"SELECT snapshot_id FROM {args.table}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()
@@ -96,6 +127,9 @@ def main() -> None:
         "dead_letters": totals["dead_letters"],
         "dead_letter_reasons": dict(reasons),
         "batches_replayed": totals["batches_replayed"],
+        "schema_incompatible": totals["schema_incompatible"],
+        "dead_letters_replayed": totals["dead_letters_replayed"],
+        "schema_versions": versions.summary(),
         "days": sorted(days),
         "table_created": created,
         "snapshot_id": snapshot[0].snapshot_id if snapshot else None,

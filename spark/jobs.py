@@ -11,8 +11,13 @@ import json
 import time
 from pathlib import Path
 
+from collections import Counter
+
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
+
+from lineage_assets.source_schemas import registered_versions
 
 CATCH_UP = "catch-up"
 CONTINUOUS = "continuous"
@@ -22,8 +27,10 @@ def streaming_arguments(description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--bootstrap-servers", required=True)
     parser.add_argument("--topic", required=True, help="source topic")
-    parser.add_argument("--value-schema", required=True, help="Avro schema (JSON) of the source values")
-    parser.add_argument("--schema-id", required=True, type=int, help="registry id of --value-schema")
+    parser.add_argument("--value-schema", required=True,
+                        help="Avro schema (JSON) the job reads the values as: the catalog's reader schema")
+    parser.add_argument("--registry-url", required=True, help="schema registry (Confluent API) of the writer versions")
+    parser.add_argument("--subject", required=True, help="registry subject of the source values, e.g. orders-value")
     parser.add_argument("--checkpoint", required=True, help="checkpoint folder of the query")
     parser.add_argument("--mode", choices=[CATCH_UP, CONTINUOUS], default=CATCH_UP,
                         help="catch-up: process what is available, commit, exit; continuous: run until stopped")
@@ -35,6 +42,55 @@ def streaming_arguments(description: str) -> argparse.ArgumentParser:
     return parser
 
 
+class SourceVersions:
+    """The registered writer versions of the source's values, judged against the reader schema, and
+    the records read of each. Refreshed when a batch carries an id registered after the job started,
+    so a deployment reads a new readable version without a restart."""
+
+    OBSERVATION = "schema_versions"  # the name of the per-batch counts observed on a streaming query
+
+    def __init__(self, args: argparse.Namespace):
+        self.registry_url, self.subject, self.reader_schema = args.registry_url, args.subject, args.value_schema
+        self.by_id = registered_versions(self.registry_url, self.subject, self.reader_schema)
+        self.batches: dict[int, Counter[int]] = {}  # batch id -> records per schema id (a replayed batch counts once)
+
+    def refresh(self, ids) -> bool:
+        """Look the registry up again if some of ``ids`` are unknown; True when that found new versions."""
+        unknown = {i for i in ids if i is not None and i not in self.by_id}
+        if not unknown:
+            return False
+        before = set(self.by_id)
+        self.by_id = registered_versions(self.registry_url, self.subject, self.reader_schema)
+        return bool(set(self.by_id) - before)
+
+    def observed(self, decoded: DataFrame) -> DataFrame:
+        """``decoded`` with its records per known version counted in each batch's progress."""
+        counts = [F.count_if(F.col("schema_id") == schema_id).alias(str(schema_id)) for schema_id in self.by_id]
+        return decoded.observe(self.OBSERVATION, *(counts or [F.count(F.lit(1)).alias("records")]))
+
+    def observed_in(self, progress) -> Counter[int]:
+        """Records per schema id that one progress report observed (none when the query observes nothing)."""
+        metrics = (progress.observedMetrics or {}).get(self.OBSERVATION)
+        return Counter({int(name): count for name, count in (metrics.asDict() if metrics else {}).items()
+                        if name.isdigit() and count})
+
+    def count_observed(self, progress) -> None:
+        if (progress.observedMetrics or {}).get(self.OBSERVATION) is not None:
+            self.batches[progress.batchId] = self.observed_in(progress)
+
+    @property
+    def records(self) -> Counter[int]:
+        return sum(self.batches.values(), Counter())
+
+    def summary(self, records: Counter[int] | None = None) -> list[dict]:
+        """Each version read (records > 0, all batches unless ``records``): version, id, records,
+        readable and why not, its fields."""
+        records = self.records if records is None else records
+        return [{"version": v.version, "schema_id": v.schema_id, "records": records[i], "readable": v.readable,
+                 "problems": list(v.problems), "fields": [list(f) for f in v.fields()]}
+                for i, v in sorted(self.by_id.items(), key=lambda item: item[1].version) if records[i]]
+
+
 def append_progress(path: str, record: dict) -> None:
     """One JSON line in the progress file that a supervisor reads."""
     target = Path(path)
@@ -44,10 +100,12 @@ def append_progress(path: str, record: dict) -> None:
 
 
 class ProgressLog(StreamingQueryListener):
-    """Appends each progress report (and the termination) to a JSON-lines file, for a supervisor."""
+    """Appends each progress report (and the termination) to a JSON-lines file, for a supervisor;
+    with the batch's records per writer version when the query observes them."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, versions: SourceVersions | None = None):
         self.path = path
+        self.versions = versions
 
     def _append(self, record: dict) -> None:
         append_progress(self.path, record)
@@ -65,6 +123,7 @@ class ProgressLog(StreamingQueryListener):
             "batch_duration_ms": progress.durationMs.get("triggerExecution"),
             "end_offsets": _offsets(source.endOffset) if source else None,
             "latest_offsets": _offsets(source.latestOffset) if source else None,
+            **({"schema_versions": self.versions.summary(self.versions.observed_in(progress))} if self.versions else {}),
         })
 
     def onQueryIdle(self, event) -> None:
@@ -104,7 +163,26 @@ class ProgressPrinter(StreamingQueryListener):
         print(f"{PROGRESS_PREFIX}query ended after {self.rows} rows", flush=True)
 
 
-def kafka_source(spark: SparkSession, bootstrap_servers: str, topic: str) -> DataFrame:
+class VersionCounter(StreamingQueryListener):
+    """Adds each batch's observed records per writer version (every batch: ``recentProgress`` keeps only the last)."""
+
+    def __init__(self, versions: SourceVersions):
+        self.versions = versions
+
+    def onQueryStarted(self, event) -> None:
+        pass
+
+    def onQueryProgress(self, event) -> None:
+        self.versions.count_observed(event.progress)
+
+    def onQueryIdle(self, event) -> None:
+        pass
+
+    def onQueryTerminated(self, event) -> None:
+        pass
+
+
+def kafka_source(spark: SparkSession, bootstrap_servers: str, topic: str, headers: bool = False) -> DataFrame:
     return (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap_servers)
@@ -112,31 +190,37 @@ def kafka_source(spark: SparkSession, bootstrap_servers: str, topic: str) -> Dat
         .option("startingOffsets", "earliest")
         # A deleted or compacted range must not silently skip records in a lineage-tracked job.
         .option("failOnDataLoss", "true")
+        .option("includeHeaders", str(headers).lower())
         .load()
     )
 
 
-def run_query(writer, args: argparse.Namespace, spark: SparkSession):
+def run_query(writer, args: argparse.Namespace, spark: SparkSession, versions: SourceVersions | None = None):
     """Start a configured DataStreamWriter in the arguments' mode and wait for it to end.
 
     Continuous mode runs until the query fails, the process is stopped, or the drain file appears;
-    a drain processes what is available, commits, and returns normally."""
+    a drain processes what is available, commits, and returns normally. ``versions`` counts the
+    records per writer version that the query observes (``SourceVersions.observed``)."""
     spark.streams.addListener(ProgressPrinter())
+    if versions is not None:
+        spark.streams.addListener(VersionCounter(versions))
     if args.progress_file:
-        spark.streams.addListener(ProgressLog(args.progress_file))
+        spark.streams.addListener(ProgressLog(args.progress_file, versions))
     if args.mode == CATCH_UP:
         query = writer.trigger(availableNow=True).start()
         query.awaitTermination()
-        return query
-    query = writer.trigger(processingTime=f"{args.trigger_seconds} seconds").start()
-    drain = Path(args.drain_file) if args.drain_file else None
-    while not query.awaitTermination(1):
-        if drain is not None and drain.exists():
-            query.processAllAvailable()
-            query.stop()
-            break
-    if query.exception() is not None:
-        raise RuntimeError(f"streaming query failed: {query.exception()}")
+    else:
+        query = writer.trigger(processingTime=f"{args.trigger_seconds} seconds").start()
+        drain = Path(args.drain_file) if args.drain_file else None
+        while not query.awaitTermination(1):
+            if drain is not None and drain.exists():
+                query.processAllAvailable()
+                query.stop()
+                break
+        if query.exception() is not None:
+            raise RuntimeError(f"streaming query failed: {query.exception()}")
+    for progress in query.recentProgress if versions is not None else ():
+        versions.count_observed(progress)  # the listener may not have seen the last reports yet
     return query
 
 
@@ -165,6 +249,11 @@ def write_report(path: str, report: dict, started: float) -> None:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(report, indent=2, default=str))
+
+
+def ensure_namespace(spark: SparkSession, table: str) -> None:
+    """Create the namespace of ``catalog.`namespace`.table`` if missing (a newly configured one)."""
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {table.rsplit('.', 1)[0]}")
 
 
 def files_under(spark: SparkSession, location: str) -> tuple[int, int]:

@@ -1,10 +1,11 @@
 """Kafka `orders` -> Kafka `supplier-stats`: 5 s event-time windows per supplier (watermark 5 s).
 
     spark-submit spark/live_supplier_stats.py --bootstrap-servers ... --topic orders --value-schema '{...}' \
-        --schema-id 1 --output-topic supplier-stats --checkpoint /path --report report.json
+        --registry-url http://... --subject orders-value --output-topic supplier-stats --checkpoint /path --report report.json
 
 Windows are emitted once, when the watermark passes their end (append mode); invalid records are
-left out here (the ingestion job dead-letters them).
+left out here (the ingestion job dead-letters them), and so are records of a version registered after
+the job started: it reads them from its next start.
 """
 
 from __future__ import annotations
@@ -25,17 +26,18 @@ def main() -> None:
     started = time.monotonic()
     spark = SparkSession.builder.getOrCreate()
 
+    versions = jobs.SourceVersions(args)
     source = jobs.kafka_source(spark, args.bootstrap_servers, args.topic)
-    valid = transforms.valid_orders(transforms.decode_orders(source, args.value_schema, args.schema_id))
+    valid = transforms.valid_orders(versions.observed(transforms.decode_orders(source, args.value_schema, versions.by_id)))
     stats = transforms.windowed_supplier_stats(valid, args.window_seconds, args.watermark_seconds)
     writer = (transforms.supplier_stats_records(stats).writeStream.format("kafka").outputMode("append")
               .option("kafka.bootstrap.servers", args.bootstrap_servers).option("topic", args.output_topic)
               .option("checkpointLocation", args.checkpoint))
-    query = jobs.run_query(writer, args, spark)
+    query = jobs.run_query(writer, args, spark, versions)
 
     summary = jobs.progress_summary(query)
     sink_rows = sum(p.sink.numOutputRows for p in query.recentProgress if p.sink and p.sink.numOutputRows > 0)
-    jobs.write_report(args.report, {**summary, "windows_written": sink_rows}, started)
+    jobs.write_report(args.report, {**summary, "windows_written": sink_rows, "schema_versions": versions.summary()}, started)
     spark.stop()
 
 

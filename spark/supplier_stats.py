@@ -21,6 +21,7 @@ from spark import jobs, transforms
 
 
 def create_table(spark: SparkSession, table: str) -> bool:
+    jobs.ensure_namespace(spark, table)
     existed = spark.catalog.tableExists(table.replace("`", ""))
     spark.sql(f"""
         CREATE TABLE IF NOT EXISTS {table} (

@@ -11,10 +11,16 @@ id, then the Avro body.
 from __future__ import annotations
 
 import datetime as dt
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
+
+if TYPE_CHECKING:
+    from lineage_assets.source_schemas import WriterVersion
 
 PRICE_TYPE = "DECIMAL(10,2)"
 REQUIRED_FIELDS = ("order_id", "bid_time", "price", "item", "supplier")
@@ -22,29 +28,45 @@ ICEBERG_ORDER_COLUMNS = ("order_id", "item", "price", "supplier", "bid_time")
 KAFKA_COLUMNS = ("topic", "partition", "offset", "timestamp")
 
 
-def decode_orders(raw: DataFrame, avro_schema: str, schema_id: int) -> DataFrame:
+def decode_orders(raw: DataFrame, reader_schema: str, versions: Mapping[int, WriterVersion],
+                  keep: tuple[str, ...] = ()) -> DataFrame:
     """Decode Confluent Avro order values; each row gets ``dead_letter_reason`` (null when valid).
 
-    Output columns: the Kafka columns, ``key`` (string), ``value`` (binary, unchanged), the order
-    fields with ``price`` cast to DECIMAL(10,2) (the source sends it as a string), ``price_text``
-    (the original) and ``dead_letter_reason``.
+    ``versions`` are the registered writer versions by schema id (``source_schemas``): a record
+    written with a readable version is decoded with its writer schema into ``reader_schema`` (Avro
+    schema resolution: added fields dropped, aliases followed); a record of an unreadable version
+    is not decoded at all and gets the version's ``schema_incompatible`` reason.
+
+    Output columns: the Kafka columns, ``key`` (string), ``value`` (binary, unchanged),
+    ``schema_id`` (from the frame) and its ``schema_version``, the order fields with ``price`` cast to DECIMAL(10,2) (the
+    source sends it as a string), ``price_text`` (the original), ``dead_letter_reason``, and the
+    input columns named in ``keep``.
     """
     framed = F.length("value") >= 5
     magic_ok = framed & (F.substring("value", 1, 1) == F.lit(b"\x00"))
-    writer_id = F.conv(F.hex(F.substring("value", 2, 4)), 16, 10).cast("long")
+    writer_id = F.when(magic_ok, F.conv(F.hex(F.substring("value", 2, 4)), 16, 10).cast("long"))
     body = F.expr("substring(value, 6, length(value) - 5)")
-    decoded = raw.withColumn(
-        "order",
-        F.when(magic_ok & (writer_id == schema_id), from_avro(body, avro_schema, {"mode": "PERMISSIVE"})),
-    )
+    reader = json.loads(reader_schema)
+    # One decoder per readable version; the first (never true) gives the struct's type when there is none.
+    decoders = [F.when(F.lit(False), from_avro(body, reader_schema))] + [
+        F.when(writer_id == schema_id, from_avro(body, version.schema, {
+            "mode": "PERMISSIVE", **({} if json.loads(version.schema) == reader else {"avroSchema": reader_schema})}))
+        for schema_id, version in sorted(versions.items()) if version.readable]
+    unreadable = [(schema_id, version) for schema_id, version in sorted(versions.items()) if not version.readable]
+    version_of = F.lit(None).cast("int")
+    for schema_id, version in versions.items():
+        version_of = F.when(writer_id == schema_id, F.lit(version.version)).otherwise(version_of)
+    decoded = raw.withColumn("schema_id", writer_id).withColumn("order", F.coalesce(*decoders))
     price = F.expr(f"try_cast(order.price AS {PRICE_TYPE})")
     # PERMISSIVE decoding turns a malformed body into a struct of nulls; order_id is the one field
     # the schema makes non-nullable, so its absence means the body was not Avro of this schema.
     malformed = F.col("order").isNull() | F.col("order.order_id").isNull()
     missing = [F.when(F.col(f"order.{name}").isNull(), F.lit(name)) for name in REQUIRED_FIELDS]
+    reason = F.when(~framed | ~magic_ok, F.lit("not Confluent-framed Avro (missing magic byte 0)"))
+    for schema_id, version in unreadable:
+        reason = reason.when(writer_id == schema_id, F.lit(version.dead_letter_reason))
     reason = (
-        F.when(~framed | ~magic_ok, F.lit("not Confluent-framed Avro (missing magic byte 0)"))
-        .when(writer_id != schema_id, F.concat(F.lit("unexpected schema id "), writer_id.cast("string")))
+        reason.when(~writer_id.isin(list(versions)), F.concat(F.lit("unexpected schema id "), writer_id.cast("string")))
         .when(malformed, F.lit("value is not valid Avro for the registered schema"))
         .when(F.concat_ws(",", *missing) != "", F.concat(F.lit("missing field: "), F.concat_ws(",", *missing)))
         .when(price.isNull(), F.concat(F.lit("price '"), F.col("order.price"), F.lit(f"' is not a {PRICE_TYPE}")))
@@ -53,6 +75,8 @@ def decode_orders(raw: DataFrame, avro_schema: str, schema_id: int) -> DataFrame
         *KAFKA_COLUMNS,
         F.col("key").cast("string").alias("key"),
         "value",
+        F.col("schema_id").cast("int").alias("schema_id"),
+        version_of.alias("schema_version"),
         F.col("order.order_id").alias("order_id"),
         F.col("order.bid_time").alias("bid_time"),
         F.col("order.price").alias("price_text"),
@@ -60,7 +84,13 @@ def decode_orders(raw: DataFrame, avro_schema: str, schema_id: int) -> DataFrame
         F.col("order.item").alias("item"),
         F.col("order.supplier").alias("supplier"),
         reason.alias("dead_letter_reason"),
+        *keep,
     )
+
+
+def has_header(headers: str, key: str) -> Column:
+    """Whether a Kafka record's headers (the source's ``includeHeaders`` column) hold ``key``."""
+    return F.coalesce(F.exists(headers, lambda header: header["key"] == key), F.lit(False))
 
 
 def valid_orders(decoded: DataFrame) -> DataFrame:
@@ -81,6 +111,7 @@ def dead_letter_records(dead: DataFrame, source_job: str) -> DataFrame:
             "topic", "partition", "offset",
             F.col("timestamp").alias("source_timestamp"),
             F.base64("value").alias("value_base64"),
+            "schema_id", "schema_version",
         )).alias("value"),
     )
 
@@ -97,7 +128,7 @@ def archive_records(decoded: DataFrame) -> DataFrame:
     """Every source record, bytes unchanged, plus its decoded fields, partitioned by Kafka time (UTC)."""
     return decoded.select(
         *KAFKA_COLUMNS, "key",
-        F.base64("value").alias("value_base64"),
+        F.base64("value").alias("value_base64"), "schema_id",
         "order_id", "bid_time", "price_text", "item", "supplier", "dead_letter_reason",
         F.date_format("timestamp", "yyyy-MM-dd").alias("date"),
         F.date_format("timestamp", "HH").alias("hour"),
@@ -158,8 +189,3 @@ def hourly_supplier_stats(orders: DataFrame) -> DataFrame:
             F.col("total_count").cast("long").alias("total_count"),
         )
     )
-
-
-def days_in(orders: DataFrame) -> Column:
-    """The distinct UTC days present, as an aggregate expression (for reports and the sensor)."""
-    return F.sort_array(F.collect_set(F.date_format("bid_time", "yyyy-MM-dd")))

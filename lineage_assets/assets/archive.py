@@ -9,6 +9,7 @@ from lineage_assets.assets.common import (
     consumed_records,
     ensure_not_deployed,
     job_metadata,
+    orders_read,
     orders_source_arguments,
 )
 from lineage_assets.catalog import ARCHIVE
@@ -38,7 +39,8 @@ def build_archive_assets(settings: Settings) -> list:
         with lineage.asset_run(context, ARCHIVE) as run:
             report = spark_jobs.submit(ARCHIVE.job.source, archive_job_arguments(kafka, spark_jobs), log=context.log)
             run.complete(OutputStatistics(rows=report["rows_written"], bytes=report["bytes_written"], files=report["files_written"]),
-                         "CREATE" if report["files_total"] == report["files_written"] and report["files_written"] else None)
+                         "CREATE" if report["files_total"] == report["files_written"] and report["files_written"] else None,
+                         reads=(orders_read(settings, report),))
         return dg.MaterializeResult(metadata={
             **job_metadata(ARCHIVE, report),
             "files_written": report["files_written"],

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dagster as dg
 
-from lineage_assets.catalog import DATASETS, OWNERS, Dataset
+from lineage_assets.catalog import DATASETS, ORDERS, OWNERS, Dataset, orders_reader_schema_json
+from lineage_assets.lineage.events import Assertion, SourceRead
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import Settings
+from lineage_assets.source_schemas import value_subject
 
 
 def asset_key(dataset: Dataset) -> dg.AssetKey:
@@ -66,16 +68,23 @@ def ensure_not_deployed(dataset: Dataset, kafka: KafkaResource) -> None:
 
 
 def orders_source_arguments(kafka: KafkaResource, spark_jobs: SparkJobsResource, dataset: Dataset) -> list[str]:
-    """spark-submit arguments that read the orders topic with its registered value schema."""
+    """spark-submit arguments that read the orders topic as the catalog's reader schema; the job
+    judges each registered writer version of the topic's subject against it."""
     settings = kafka.lakehouse.settings()
-    latest = kafka.registry().get_latest_version(f"{settings.orders_topic}-value")
     return [
         "--bootstrap-servers", settings.kafka_servers,
         "--topic", settings.orders_topic,
-        "--value-schema", latest.schema.schema_str,
-        "--schema-id", str(latest.schema_id),
+        "--value-schema", orders_reader_schema_json(),
+        "--registry-url", settings.schema_registry_url,
+        "--subject", value_subject(settings.orders_topic),
         "--checkpoint", spark_jobs.checkpoint(dataset.job.name),
     ]
+
+
+def orders_read(settings: Settings, report: dict, assertions: tuple[Assertion, ...] = ()) -> SourceRead:
+    """What a Spark job's run read of the orders topic: the writer versions in its report."""
+    return SourceRead(dataset=ORDERS.key, subject=value_subject(settings.orders_topic),
+                      versions=tuple(report.get("schema_versions") or ()), assertions=assertions)
 
 
 def job_metadata(dataset: Dataset, report: dict) -> dict:
@@ -86,6 +95,8 @@ def job_metadata(dataset: Dataset, report: dict) -> dict:
         "duration_seconds": report.get("duration_seconds", 0.0),
         "kafka/start_offsets": dg.MetadataValue.json(report.get("start_offsets") or {}),
         "kafka/end_offsets": dg.MetadataValue.json(report.get("end_offsets") or {}),
+        "schema_versions": dg.MetadataValue.json(
+            [{k: v for k, v in version.items() if k != "fields"} for version in report.get("schema_versions") or ()]),
     }
     if dataset.column_lineage:
         metadata["dagster/column_lineage"] = column_lineage(dataset)

@@ -1,6 +1,10 @@
 """The Iceberg tables: `orders` (streaming ingestion) and `supplier_stats` (daily batch), their
 checks, and the sensor that recomputes `supplier_stats` for the days new orders landed in."""
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
 import dagster as dg
 from dagster_pyspark import PySparkResource
 
@@ -10,10 +14,11 @@ from lineage_assets.assets.common import (
     consumed_records,
     ensure_not_deployed,
     job_metadata,
+    orders_read,
     orders_source_arguments,
 )
 from lineage_assets.catalog import LAKEHOUSE_ORDERS, SUPPLIER_STATS, iceberg_table_name
-from lineage_assets.lineage.events import OutputStatistics
+from lineage_assets.lineage.events import Assertion, OutputStatistics
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lineage import LineageResource, lineage_folder
 from lineage_assets.resources.spark_jobs import SparkJobsResource
@@ -21,6 +26,53 @@ from lineage_assets.settings import Settings
 
 DAILY = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_offset=1, timezone="UTC")
 PRICE_MAX = "99999999.99"  # DECIMAL(10,2)
+SCHEMA_CHECK = "orders_schema_readable"
+SCHEMA_CHECK_DESCRIPTION = ("No record of `orders` waits in the dead-letter topic for a writer schema version the "
+                            "pipeline cannot read (dead-lettered `schema_incompatible` and not replayed yet). While "
+                            "one does, `supplier_stats` is not rebuilt for the days written since.")
+
+
+@dataclass(frozen=True)
+class Rebuild:
+    """Which days `supplier_stats` should be rebuilt for after an ingestion, and which wait.
+
+    Records of an unreadable version are missing from their days until replayed: the days written
+    while any is outstanding are held back, and released together once the replays are back."""
+
+    days: list[str]
+    held_back: list[str]
+    outstanding: int  # schema_incompatible dead letters not replayed yet
+
+    @staticmethod
+    def after(previous: Mapping[str, Any], days: list[str], incompatible: int, returned: int) -> "Rebuild":
+        """``previous``: the metadata of the asset's last materialization."""
+        outstanding = max(0, previous.get("schema_incompatible_outstanding", 0) + incompatible - returned)
+        pending = sorted(set(previous.get("days_held_back", [])) | set(days))
+        return Rebuild([], pending, outstanding) if outstanding else Rebuild(pending, [], 0)
+
+    @property
+    def values(self) -> dict:
+        """As the next ``after`` reads them from this materialization's metadata."""
+        return {"days": self.days, "days_held_back": self.held_back, "schema_incompatible_outstanding": self.outstanding}
+
+    @property
+    def metadata(self) -> dict:
+        return {key: dg.MetadataValue.json(value) if isinstance(value, list) else value for key, value in self.values.items()}
+
+    def assertion(self) -> Assertion:
+        return Assertion(name=SCHEMA_CHECK, passed=not self.outstanding, description=SCHEMA_CHECK_DESCRIPTION,
+                         expected="0", actual=str(self.outstanding), blocking=True)
+
+    def check(self) -> dg.AssetCheckEvaluation:
+        return dg.AssetCheckEvaluation(
+            asset_key=asset_key(LAKEHOUSE_ORDERS), check_name=SCHEMA_CHECK, passed=not self.outstanding, blocking=True,
+            description=SCHEMA_CHECK_DESCRIPTION, metadata={
+                "schema_incompatible_outstanding": self.outstanding, "days_held_back": dg.MetadataValue.json(self.held_back)})
+
+
+def latest_metadata(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, Any]:
+    event = instance.get_latest_materialization_event(key)
+    return {name: value.value for name, value in event.asset_materialization.metadata.items()} if event else {}
 
 
 def ingestion_job_arguments(kafka: KafkaResource, spark_jobs: SparkJobsResource) -> list[str]:
@@ -36,7 +88,9 @@ def build_lakehouse_definitions(settings: Settings) -> dict:
     orders_table = iceberg_table_name(settings, "orders")
     stats_table = iceberg_table_name(settings, "supplier_stats")
 
-    @dg.asset(**asset_spec_arguments(LAKEHOUSE_ORDERS, settings, "lakehouse"))
+    @dg.asset(check_specs=[dg.AssetCheckSpec(SCHEMA_CHECK, asset=asset_key(LAKEHOUSE_ORDERS), blocking=True,
+                                             description=SCHEMA_CHECK_DESCRIPTION)],
+              **asset_spec_arguments(LAKEHOUSE_ORDERS, settings, "lakehouse"))
     def lakehouse_orders(context: dg.AssetExecutionContext, kafka: KafkaResource,
                          spark_jobs: SparkJobsResource, lineage: LineageResource) -> dg.MaterializeResult:
         """Ingest new orders into Iceberg; invalid ones go to the dead-letter topic."""
@@ -45,20 +99,31 @@ def build_lakehouse_definitions(settings: Settings) -> dict:
         with lineage.asset_run(context, LAKEHOUSE_ORDERS) as run:
             kafka.ensure_topics(settings.dead_letter_topic)
             report = spark_jobs.submit(LAKEHOUSE_ORDERS.job.source, ingestion_job_arguments(kafka, spark_jobs), log=context.log)
-            run.complete(OutputStatistics(rows=report["rows_written"]), "CREATE" if report["table_created"] else None)
+            rebuild = Rebuild.after(latest_metadata(context.instance, asset_key(LAKEHOUSE_ORDERS)), report["days"],
+                                    report["schema_incompatible"], report["dead_letters_replayed"])
+            run.complete(OutputStatistics(rows=report["rows_written"]), "CREATE" if report["table_created"] else None,
+                         version=str(report["snapshot_id"]), reads=(orders_read(settings, report, (rebuild.assertion(),)),))
         if report["dead_letters"]:
             context.log.warning(f"{report['dead_letters']} records dead-lettered to {settings.dead_letter_topic}: "
                                 f"{report['dead_letter_reasons']}")
+        if rebuild.outstanding:
+            context.log.error(f"{rebuild.outstanding} records wait in {settings.dead_letter_topic} for a schema version the "
+                              f"pipeline cannot read; supplier_stats is held back for {rebuild.held_back}. Teach the "
+                              "pipeline the version (catalog.ORDERS_READER_SCHEMA), then `lineage-assets dlq replay`.")
+        check = rebuild.check()
         return dg.MaterializeResult(metadata={
             **job_metadata(LAKEHOUSE_ORDERS, report),
             "dead_letters": report["dead_letters"],
             "dead_letter_reasons": dg.MetadataValue.json(report["dead_letter_reasons"]),
-            "days": dg.MetadataValue.json(report["days"]),
+            "schema_incompatible": report["schema_incompatible"],
+            "dead_letters_replayed": report["dead_letters_replayed"],
+            **rebuild.metadata,
             "snapshot_id": str(report["snapshot_id"]),
             "table_rows": report["table_rows"],
             "table_created": report["table_created"],
             "records_consumed": consumed_records(report),
-        })
+        }, check_results=[dg.AssetCheckResult(check_name=check.check_name, passed=check.passed, metadata=check.metadata,
+                                              description=check.description)])
 
     @dg.asset(partitions_def=DAILY, **asset_spec_arguments(SUPPLIER_STATS, settings, "lakehouse"))
     def supplier_stats(context: dg.AssetExecutionContext, spark_jobs: SparkJobsResource,
@@ -73,7 +138,7 @@ def build_lakehouse_definitions(settings: Settings) -> dict:
             finally:
                 run.take_spark_events(spark_events)  # Spark's own events, even from a failed job
             run.complete(OutputStatistics(rows=report["rows_written"], bytes=report["bytes_written"], files=report["files_written"]),
-                         "CREATE" if report["table_created"] else "OVERWRITE")
+                         "CREATE" if report["table_created"] else "OVERWRITE", version=str(report["snapshot_id"]))
         return dg.MaterializeResult(metadata={
             **job_metadata(SUPPLIER_STATS, report),
             "day": report["day"],
@@ -90,7 +155,11 @@ def build_lakehouse_definitions(settings: Settings) -> dict:
                      default_status=dg.DefaultSensorStatus.RUNNING,
                      description="A new `lakehouse/orders` materialization requests `supplier_stats` for each day it touched.")
     def supplier_stats_on_new_orders(context: dg.SensorEvaluationContext, asset_event: dg.EventLogEntry):
-        days = asset_event.asset_materialization.metadata.get("days")
+        metadata = asset_event.asset_materialization.metadata
+        held = metadata.get("days_held_back")
+        if held and held.value:
+            yield dg.SkipReason(f"supplier_stats held back for {', '.join(held.value)}: check {SCHEMA_CHECK} failed")
+        days = metadata.get("days")
         for day in (days.value if days else []):
             # One request per (materialization, day): a re-evaluation never asks twice.
             yield dg.RunRequest(run_key=f"{asset_event.run_id}:{asset_event.timestamp}:{day}", partition_key=day)

@@ -6,6 +6,7 @@ from lineage_assets.assets.common import (
     asset_spec_arguments,
     ensure_not_deployed,
     job_metadata,
+    orders_read,
     orders_source_arguments,
 )
 from lineage_assets.catalog import SUPPLIER_STATS_LIVE
@@ -32,7 +33,8 @@ def build_live_stats_assets(settings: Settings) -> list:
             created = kafka.ensure_topics(settings.supplier_stats_topic)
             report = spark_jobs.submit(SUPPLIER_STATS_LIVE.job.source, live_stats_job_arguments(kafka, spark_jobs),
                                        log=context.log)
-            run.complete(OutputStatistics(rows=report["windows_written"]), "CREATE" if created else None)
+            run.complete(OutputStatistics(rows=report["windows_written"]), "CREATE" if created else None,
+                         reads=(orders_read(settings, report),))
         return dg.MaterializeResult(metadata={
             **job_metadata(SUPPLIER_STATS_LIVE, report),
             "rows_out": report["windows_written"],

@@ -37,16 +37,18 @@ def build_orders_asset(settings: Settings) -> dg.AssetsDefinition:
         settings = kafka.lakehouse.settings()
         with lineage.asset_run(context, ORDERS) as run:
             created = kafka.ensure_topics(settings.orders_topic, settings.supplier_stats_topic, settings.dead_letter_topic)
-            schema_id = kafka.register_value_schema(settings.orders_topic, orders_avro_schema_json())
+            schema = kafka.register_value_schema(settings.orders_topic, orders_avro_schema_json())
             generated = list(generate_orders(config.generator()))
             report = produce_orders(generated, settings.kafka_servers, settings.schema_registry_url, settings.orders_topic,
                                     progress=context.log.info)
-            run.complete(OutputStatistics(rows=report.produced), "CREATE" if settings.orders_topic in created else None)
+            run.complete(OutputStatistics(rows=report.produced), "CREATE" if settings.orders_topic in created else None,
+                         version=f"{schema.subject}:{schema.version}")
         context.log.info(f"produced {report.produced} orders to {settings.orders_topic}: {report.by_kind}")
         return dg.MaterializeResult(metadata={
             "rows_out": report.produced,
             "records_by_kind": dg.MetadataValue.json(report.by_kind),
-            "schema_id": schema_id,
+            "schema_id": schema.schema_id,
+            "schema_version": schema.version,
             "topics_created": dg.MetadataValue.json(created),
             "kafka/end_offsets": dg.MetadataValue.json({settings.orders_topic: kafka.end_offsets(settings.orders_topic)}),
             "first_sent_at": report.first_sent_at or "",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from lineage_assets.catalog import DATASETS, ORCHESTRATOR_JOB, Dataset
 from lineage_assets.lineage.graph import TERMINAL, LineageGraph
-from lineage_assets.lineage.marquez import MarquezApi, dataset_names, lineage_nodes, read_graph
+from lineage_assets.lineage.marquez import MarquezApi, lineage_nodes, read_graph
 from lineage_assets.settings import Settings
 
 
@@ -32,8 +32,10 @@ def check(events: list[dict], settings: Settings, running_jobs: set[str] = froze
 
 def check_marquez(api: MarquezApi, settings: Settings, running_jobs: set[str] = frozenset()) -> list[str]:
     """``check`` of what Marquez shows: its jobs, runs and column lineage, plus its lineage graph
-    around every asset and the datasets it holds in the asset graph's namespaces."""
-    gaps = check_graph(read_graph(api, settings), settings, running_jobs)
+    around every asset and every dataset the project's jobs read or write there. Other datasets in
+    the same namespaces (another team's topics on a shared cluster) are not the project's."""
+    graph = read_graph(api, settings)
+    gaps = check_graph(graph, settings, running_jobs)
     expected_jobs = {_asset_job(dataset, settings) for dataset in DATASETS.values()}
     expected_datasets = {_node(dataset, settings) for dataset in DATASETS.values()}
     for dataset in DATASETS.values():
@@ -43,9 +45,9 @@ def check_marquez(api: MarquezApi, settings: Settings, running_jobs: set[str] = 
         for extra in sorted(datasets - expected_datasets):
             gaps.append(f"Marquez lineage of asset {dataset.key} has dataset {extra[0]}:{extra[1]}, which is no asset")
     symlinks = {(s.namespace, s.name) for dataset in DATASETS.values() for s in dataset.identity(settings).symlinks}
-    held = dataset_names(api, {namespace for namespace, _ in expected_datasets | symlinks})
-    for namespace, name in sorted(held - expected_datasets - symlinks):
-        gaps.append(f"Marquez holds dataset {namespace}:{name}, which is neither an asset nor an asset's symlink")
+    touched = set().union(*graph.inputs.values(), *graph.outputs.values())
+    for namespace, name in sorted(touched - expected_datasets - symlinks):
+        gaps.append(f"the project's jobs in Marquez touch dataset {namespace}:{name}, which is neither an asset nor an asset's symlink")
     return gaps
 
 

@@ -22,9 +22,11 @@ import attr
 import dagster
 import openlineage.client
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
-from openlineage.client.generated.base import RunFacet
+from openlineage.client.generated.base import InputDatasetFacet, RunFacet
 from openlineage.client.facet_v2 import (
     column_lineage_dataset,
+    data_quality_assertions_dataset,
+    dataset_version_dataset,
     datasource_dataset,
     documentation_job,
     error_message_run,
@@ -97,6 +99,46 @@ class StreamingProgressRunFacet(RunFacet):
     @staticmethod
     def _get_schema() -> str:
         return f"urn:lineage_assets:schema:StreamingProgressRunFacet:{VERSION}"
+
+
+@attr.define
+class SchemaVersionsInputDatasetFacet(InputDatasetFacet):
+    """The registered writer versions of the records a run read from an input: per version the
+    records read, whether the pipeline can read it, and why not (``source_schemas``)."""
+
+    subject: str
+    versions: list[dict]  # version, schemaId, records, readable, problems
+
+    @staticmethod
+    def _get_schema() -> str:
+        return f"urn:lineage_assets:schema:SchemaVersionsInputDatasetFacet:{VERSION}"
+
+
+@dataclass(frozen=True)
+class Assertion:
+    """A data-quality test a run made of one of its inputs, and its outcome."""
+
+    name: str
+    passed: bool
+    description: str
+    expected: str | None = None
+    actual: str | None = None
+    blocking: bool = False
+
+
+@dataclass(frozen=True)
+class SourceRead:
+    """What a run read of one input dataset: the writer versions of its records (a Spark job's
+    ``schema_versions`` report entries) and the tests it made of them."""
+
+    dataset: str  # a key of DATASETS
+    subject: str
+    versions: tuple[dict, ...]
+    assertions: tuple[Assertion, ...] = ()
+
+    def newest_readable(self) -> dict | None:
+        readable = [v for v in self.versions if v["readable"]]
+        return max(readable, key=lambda v: v["version"]) if readable else None
 
 
 @functools.cache
@@ -172,19 +214,51 @@ def column_lineage_facet(dataset: Dataset, settings: Settings) -> column_lineage
     return column_lineage_dataset.ColumnLineageDatasetFacet(fields=fields)
 
 
-def inputs(dataset: Dataset, settings: Settings) -> list[InputDataset]:
+def _read_facets(upstream: Dataset, read: SourceRead) -> tuple[dict, dict]:
+    """(dataset facets, input facets) of what a run read: the schema and version of the newest
+    readable writer version it read, every version it read, and its tests of the input."""
+    facets, input_facets = {}, {}
+    newest = read.newest_readable()
+    if newest is not None:
+        described = {c.name: c.description for c in upstream.columns}
+        facets["schema"] = schema_dataset.SchemaDatasetFacet(fields=[
+            schema_dataset.SchemaDatasetFacetFields(
+                name=name, type=kind, description=described.get(name, f"added in {read.subject} version {newest['version']}"))
+            for name, kind in newest["fields"]])
+        facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=f"{read.subject}:{newest['version']}")
+    if read.versions:
+        input_facets["schemaVersions"] = SchemaVersionsInputDatasetFacet(subject=read.subject, versions=[
+            {"version": v["version"], "schemaId": v["schema_id"], "records": v["records"], "readable": v["readable"],
+             "problems": v["problems"]} for v in read.versions])
+    if read.assertions:
+        input_facets["dataQualityAssertions"] = data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet(assertions=[
+            data_quality_assertions_dataset.Assertion(
+                assertion=a.name, success=a.passed, name=a.name, description=a.description, expected=a.expected,
+                actual=a.actual, severity="error" if a.blocking else "warn") for a in read.assertions])
+    return facets, input_facets
+
+
+def inputs(dataset: Dataset, settings: Settings, reads: tuple[SourceRead, ...] = ()) -> list[InputDataset]:
     result = []
     for key in dataset.upstream:
         upstream = DATASETS[key]
         identity = upstream.identity(settings)
-        result.append(InputDataset(namespace=identity.namespace, name=identity.name, facets=_dataset_facets(upstream, settings)))
+        facets, input_facets = _dataset_facets(upstream, settings), {}
+        for read in reads:
+            if read.dataset == key:
+                read_facets, input_facets = _read_facets(upstream, read)
+                facets.update(read_facets)
+        result.append(InputDataset(namespace=identity.namespace, name=identity.name, facets=facets, inputFacets=input_facets))
     return result
 
 
 def output(dataset: Dataset, settings: Settings, statistics: OutputStatistics | None = None,
-           lifecycle: str | None = None) -> OutputDataset:
+           lifecycle: str | None = None, version: str | None = None) -> OutputDataset:
+    """The dataset a run writes; ``version`` is what it wrote (a registry version, an Iceberg snapshot)."""
     identity = dataset.identity(settings)
     facets = _dataset_facets(dataset, settings)
+    if version is not None:
+        facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=version)
     if dataset.column_lineage:
         facets["columnLineage"] = column_lineage_facet(dataset, settings)
     if lifecycle:
@@ -231,7 +305,8 @@ def error_facet(error: BaseException) -> error_message_run.ErrorMessageRunFacet:
 def asset_event(state: RunState, dataset: Dataset, dagster_run: DagsterRun | None, settings: Settings, *,
                 run_id: str | None = None, statistics: OutputStatistics | None = None, lifecycle: str | None = None,
                 error: BaseException | JobError | None = None, event_time: dt.datetime | None = None,
-                progress: StreamingProgressRunFacet | None = None, running_interval: int | None = None) -> RunEvent:
+                progress: StreamingProgressRunFacet | None = None, running_interval: int | None = None,
+                reads: tuple[SourceRead, ...] = (), version: str | None = None) -> RunEvent:
     """One lifecycle event of a lineage run of the dataset's producing job: a materialization inside
     ``dagster_run``, or (``dagster_run`` None, ``run_id`` given) a streaming deployment."""
     run_facets = {"processing_engine": _engine_facet()}
@@ -250,8 +325,8 @@ def asset_event(state: RunState, dataset: Dataset, dagster_run: DagsterRun | Non
         eventTime=(event_time or dt.datetime.now(dt.UTC)).isoformat(),
         run=Run(runId=run_id, facets=run_facets),
         job=job(dataset, settings, running_interval),
-        inputs=inputs(dataset, settings),
-        outputs=[output(dataset, settings, statistics, lifecycle)],
+        inputs=inputs(dataset, settings, reads),
+        outputs=[output(dataset, settings, statistics, lifecycle, version)],
         producer=PRODUCER,
     )
 

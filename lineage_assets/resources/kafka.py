@@ -5,9 +5,10 @@ from __future__ import annotations
 import dagster as dg
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import RegisteredSchema, Schema, SchemaRegistryClient
 
 from lineage_assets.resources.lakehouse import LakehouseResource
+from lineage_assets.source_schemas import value_subject
 
 
 class RegistryUnavailable(RuntimeError):
@@ -44,11 +45,13 @@ class KafkaResource(dg.ConfigurableResource):
     def registry(self) -> SchemaRegistryClient:
         return SchemaRegistryClient({"url": self.lakehouse.settings().schema_registry_url})
 
-    def register_value_schema(self, topic: str, schema_json: str) -> int:
-        """Register (or find) the topic's value schema; returns its registry id."""
-        url = self.lakehouse.settings().schema_registry_url
+    def register_value_schema(self, topic: str, schema_json: str) -> RegisteredSchema:
+        """Register (or find) the topic's value schema; returns it with its id and version."""
+        url, subject = self.lakehouse.settings().schema_registry_url, value_subject(topic)
         try:
-            return self.registry().register_schema(f"{topic}-value", Schema(schema_json, "AVRO"))
+            registry = self.registry()
+            registry.register_schema(subject, Schema(schema_json, "AVRO"))
+            return registry.lookup_schema(subject, Schema(schema_json, "AVRO"))
         except Exception as error:
             raise RegistryUnavailable(
-                f"schema registry at {url} (LINEAGE_ASSETS_REGISTRY_URL) refused subject {topic}-value: {error}") from error
+                f"schema registry at {url} (LINEAGE_ASSETS_REGISTRY_URL) refused subject {subject}: {error}") from error

@@ -87,17 +87,22 @@ class AssetRunLineage:
         self.emitter, self.dataset, self.dagster_run, self.settings = emitter, dataset, dagster_run, settings
         self.statistics: events.OutputStatistics | None = None
         self.lifecycle: str | None = None
+        self.version: str | None = None
+        self.reads: tuple[events.SourceRead, ...] = ()
 
     @property
     def run_id(self) -> str:
         return self.dagster_run.asset_run_id(self.dataset)
 
-    def complete(self, statistics: events.OutputStatistics, lifecycle: str | None = None) -> None:
-        self.statistics, self.lifecycle = statistics, lifecycle
+    def complete(self, statistics: events.OutputStatistics, lifecycle: str | None = None, *, version: str | None = None,
+                 reads: tuple[events.SourceRead, ...] = ()) -> None:
+        """What the run wrote (and the version it made), and what it read of its inputs."""
+        self.statistics, self.lifecycle, self.version, self.reads = statistics, lifecycle, version, reads
 
     def emit(self, state: RunState, error: BaseException | None = None) -> None:
         self.emitter.emit(events.asset_event(state, self.dataset, self.dagster_run, self.settings,
-                                             statistics=self.statistics, lifecycle=self.lifecycle, error=error))
+                                             statistics=self.statistics, lifecycle=self.lifecycle, error=error,
+                                             version=self.version, reads=self.reads))
 
     def spark_conf(self, spark_events: Path) -> dict[str, str]:
         """openlineage-spark configuration nesting the Spark application under this run.

@@ -80,6 +80,16 @@ class DeploymentFolder:
             lastBatchDurationMs=latest.get("batch_duration_ms"), lastBatchTime=latest.get("time"),
             sourceOffsets=latest.get("end_offsets"))
 
+    def versions_read(self) -> tuple[dict, ...]:
+        """The writer versions of the records read so far, summed over the job's batches (the
+        ingestion reports them with its commits, the other jobs with each progress report)."""
+        read: dict[int, dict] = {}
+        for record in self.progress("committed") + self.progress():
+            for version in record.get("schema_versions") or ():
+                seen = read.setdefault(version["version"], {**version, "records": 0})
+                seen["records"] += version["records"]
+        return tuple(read[number] for number in sorted(read))
+
     def clear_run(self) -> None:
         """Forget the last run's files before a new run starts in this folder."""
         for leftover in ("drain", "ended.json", "runner.json", "progress.jsonl"):

@@ -8,6 +8,7 @@ from enum import Enum
 import dagster as dg
 
 from lineage_assets.assets.common import asset_key
+from lineage_assets.assets.lakehouse import Rebuild, latest_metadata
 from lineage_assets.catalog import LAKEHOUSE_ORDERS
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.streaming.deployments import STREAMING_JOBS, LocalDeployments, deployments_for
@@ -24,10 +25,12 @@ def consumer_lag(kafka: KafkaResource, topic: str, progress: dict | None) -> int
     return sum(max(0, end - committed.get(str(partition), 0)) for partition, end in ends.items())
 
 
-def new_commits(deployments: LocalDeployments, name: str, seen: dict[str, int]) -> list[dg.AssetMaterialization]:
-    """The deployment's Iceberg commits not reported yet, as materializations carrying the days they
-    touched (so the `supplier_stats` asset sensor reacts to continuous ingestion as to a catch-up
-    run). ``seen`` (run id -> commits reported) is the sensor's cursor and is updated."""
+def new_commits(deployments: LocalDeployments, name: str, seen: dict[str, int],
+                previous: dict) -> list[dg.AssetMaterialization | dg.AssetCheckEvaluation]:
+    """The deployment's Iceberg commits not reported yet, as materializations carrying the days to
+    rebuild (so the `supplier_stats` asset sensor reacts to continuous ingestion as to a catch-up
+    run), each with its schema check. ``previous`` is the metadata of the asset's last
+    materialization; ``seen`` (run id -> commits reported) is the sensor's cursor and is updated."""
     status = deployments.status(name)
     if status.run_id is None:
         return []
@@ -35,10 +38,16 @@ def new_commits(deployments: LocalDeployments, name: str, seen: dict[str, int]) 
     reported = seen.get(status.run_id, 0)
     seen[status.run_id] = len(commits)
     dataset = STREAMING_JOBS[name][0]
-    return [dg.AssetMaterialization(asset_key=asset_key(dataset), metadata={
-        "days": dg.MetadataValue.json(commit["days"]), "rows_out": commit["rows"], "dead_letters": commit["dead_letters"],
-        "deployment/run_id": status.run_id, "deployment/batch": commit["batch"],
-    }) for commit in commits[reported:]]
+    events = []
+    for commit in commits[reported:]:
+        rebuild = Rebuild.after(previous, commit["days"], commit["schema_incompatible"], commit["dead_letters_replayed"])
+        previous = {**previous, **rebuild.values}
+        events += [dg.AssetMaterialization(asset_key=asset_key(dataset), metadata={
+            **rebuild.metadata, "rows_out": commit["rows"], "dead_letters": commit["dead_letters"],
+            "schema_incompatible": commit["schema_incompatible"], "dead_letters_replayed": commit["dead_letters_replayed"],
+            "deployment/run_id": status.run_id, "deployment/batch": commit["batch"],
+        }), rebuild.check()]
+    return events
 
 
 def supervise(deployments: LocalDeployments, kafka: KafkaResource) -> tuple[list[dg.AssetObservation], list[str]]:
@@ -71,7 +80,8 @@ def supervise(deployments: LocalDeployments, kafka: KafkaResource) -> tuple[list
 def streaming_deployments_supervisor(context: dg.SensorEvaluationContext, kafka: KafkaResource) -> dg.SensorResult:
     deployments = deployments_for(kafka.lakehouse)
     seen = json.loads(context.cursor) if context.cursor else {}
-    commits = new_commits(deployments, LAKEHOUSE_ORDERS.key, seen)
+    commits = new_commits(deployments, LAKEHOUSE_ORDERS.key, seen,
+                          latest_metadata(context.instance, asset_key(LAKEHOUSE_ORDERS)))
     observations, failed = supervise(deployments, kafka)
     if kafka.lakehouse.settings().restart_dead_deployments:
         for name in failed:

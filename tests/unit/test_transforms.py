@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import copy
 import datetime as dt
 import json
 from decimal import Decimal
@@ -9,9 +11,10 @@ from decimal import Decimal
 import pytest
 from pyspark.sql import types as T
 
-from lineage_assets.catalog import ORDERS_AVRO_SCHEMA, orders_avro_schema_json
+from lineage_assets.catalog import ORDERS_AVRO_SCHEMA, with_aliases
+from lineage_assets.source_schemas import WriterVersion, judge
 from spark import transforms
-from tests.unit.conftest import confluent_avro
+from tests.unit.conftest import confluent_avro, renamed_field
 
 SCHEMA_ID = 3
 UTC = dt.UTC
@@ -32,8 +35,57 @@ def kafka_rows(spark, values: list[bytes]):
     return spark.createDataFrame(rows, KAFKA_SCHEMA)
 
 
-def decode(spark, values):
-    return transforms.decode_orders(kafka_rows(spark, values), orders_avro_schema_json(), SCHEMA_ID)
+def registered(schema: dict, schema_id: int = SCHEMA_ID, version: int = 1) -> WriterVersion:
+    return WriterVersion("orders-value", version, schema_id, json.dumps(schema), judge(ORDERS_AVRO_SCHEMA, schema))
+
+
+def decode(spark, values, versions=None, reader=ORDERS_AVRO_SCHEMA):
+    versions = {SCHEMA_ID: registered(ORDERS_AVRO_SCHEMA)} if versions is None else versions
+    return transforms.decode_orders(kafka_rows(spark, values), json.dumps(reader), versions)
+
+
+def renamed_supplier() -> dict:
+    return renamed_field(ORDERS_AVRO_SCHEMA, "supplier", "vendor")
+
+
+def test_each_readable_writer_version_is_decoded_into_the_reader_schema(spark):
+    added = copy.deepcopy(ORDERS_AVRO_SCHEMA)
+    added["fields"].append({"name": "currency", "type": ["null", "string"], "default": None})
+    versions = {SCHEMA_ID: registered(ORDERS_AVRO_SCHEMA), 5: registered(added, 5, 2)}
+    rows = decode(spark, [confluent_avro(ORDERS_AVRO_SCHEMA, order(), SCHEMA_ID),
+                          confluent_avro(added, order(supplier="Bob", currency="EUR"), 5)], versions).orderBy("offset").collect()
+    assert [(r.dead_letter_reason, r.supplier, r.schema_id, r.schema_version) for r in rows] == [
+        (None, "Alice", SCHEMA_ID, 1), (None, "Bob", 5, 2)]
+    assert "currency" not in rows[1].asDict()  # the reader's columns only
+
+
+def test_an_unreadable_version_is_dead_lettered_with_its_version_never_decoded(spark):
+    versions = {SCHEMA_ID: registered(ORDERS_AVRO_SCHEMA), 6: registered(renamed_supplier(), 6, 2)}
+    decoded = decode(spark, [confluent_avro(renamed_supplier(), order(supplier=None, vendor="Bob"), 6)], versions)
+    row = decoded.collect()[0]
+    assert row.dead_letter_reason == "schema_incompatible: orders-value version 2 (id 6): field supplier is missing (removed or renamed)"
+    assert (row.schema_id, row.schema_version, row.supplier, row.price) == (6, 2, None, None)
+    payload = json.loads(transforms.dead_letter_records(decoded, "iceberg-ingestion").collect()[0].value)
+    assert (payload["schema_id"], payload["schema_version"]) == (6, 2)
+    # One line of strict base64 (no 76-character MIME lines), so the replay gets the bytes back.
+    assert base64.b64decode(payload["value_base64"], validate=True) == row.value
+    assert payload["reason"].startswith("schema_incompatible")
+
+
+def test_a_reader_taught_the_rename_reads_the_version(spark):
+    taught = with_aliases(ORDERS_AVRO_SCHEMA, supplier=("vendor",))
+    version = WriterVersion("orders-value", 2, 6, json.dumps(renamed_supplier()), judge(taught, renamed_supplier()))
+    row = decode(spark, [confluent_avro(renamed_supplier(), order(supplier=None, vendor="Bob"), 6)], {6: version},
+                 reader=taught).collect()[0]
+    assert (row.dead_letter_reason, row.supplier, row.price) == (None, "Bob", Decimal("12.50"))
+
+
+def test_replayed_records_are_recognised_by_their_header(spark):
+    frame = spark.createDataFrame(
+        [([("lineage-assets.replay-of", b"orders-dlq/0/7")],), ([("other", b"x")],), (None,)],
+        "headers array<struct<key:string,value:binary>>")
+    flags = [row.replayed for row in frame.select(transforms.has_header("headers", "lineage-assets.replay-of").alias("replayed")).collect()]
+    assert flags == [True, False, False]
 
 
 def test_valid_record_is_decoded_with_price_as_decimal(spark):
@@ -65,7 +117,7 @@ def test_bad_records_are_routed_to_dead_letters_with_a_reason(spark):
     assert reasons[0] is None
     assert reasons[1].startswith("not Confluent-framed Avro")
     assert reasons[2] == "value is not valid Avro for the registered schema"
-    assert reasons[3] == "unexpected schema id 99"
+    assert reasons[3] == "unexpected schema id 99"  # not a version of the subject
     assert reasons[4] == "missing field: supplier"
     assert reasons[5] == "price '123456789.00' is not a DECIMAL(10,2)"
     assert reasons[6] == "price 'twelve' is not a DECIMAL(10,2)"
