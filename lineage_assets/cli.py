@@ -45,9 +45,11 @@ def _settings(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _demo(args: argparse.Namespace, settings: Settings) -> int:
-    from lineage_assets.demo import main_demo
+    from lineage_assets.demo import main_demo, main_drift
 
     seed = args.seed if args.seed is not None else time.time_ns() % 1_000_000
+    if args.drift:
+        return main_drift(settings, seed=seed)
     print(f"demo: {args.orders} orders, seed {seed}")
     return main_demo(settings, orders=args.orders, seed=seed, continuous=args.continuous)
 
@@ -234,6 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=None,
                       help="generator seed (default: from the clock, so that repeated demos add new order ids)")
     demo.add_argument("--continuous", action="store_true", help="then deploy the three streaming jobs in continuous mode")
+    demo.add_argument("--drift", action="store_true",
+                      help="instead, be another team's producer: a version of orders-value that renames supplier, "
+                           "20 orders with it among 30 as before; the pipeline must stop them")
     demo.set_defaults(handler=_demo)
 
     lineage = commands.add_parser("lineage", help="check, export or deliver the OpenLineage events")

@@ -106,17 +106,20 @@ class ProduceReport:
 
 
 def produce_orders(orders: list[GeneratedOrder], bootstrap_servers: str, registry_url: str, topic: str,
-                   progress: Callable[[str], None] = log.info, progress_every_s: float = 5.0) -> ProduceReport:
+                   progress: Callable[[str], None] = log.info, progress_every_s: float = 5.0,
+                   value_schema: str | None = None) -> ProduceReport:
     """Send the orders; returns once every record is acknowledged (idempotent producer, acks=all).
 
-    ``progress`` gets a line at most every ``progress_every_s`` seconds while sending."""
+    ``progress`` gets a line at most every ``progress_every_s`` seconds while sending. The values
+    are written with ``value_schema`` (default: the catalog's), registered if it is new, as any
+    producer's serializer does."""
     from confluent_kafka import Producer
     from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.schema_registry.avro import AvroSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     registry = SchemaRegistryClient({"url": registry_url})
-    serializer = AvroSerializer(registry, orders_avro_schema_json())
+    serializer = AvroSerializer(registry, value_schema or orders_avro_schema_json())
     producer = Producer({"bootstrap.servers": bootstrap_servers, "enable.idempotence": True, "linger.ms": 20})
     failures: list[str] = []
 

@@ -27,23 +27,19 @@ from decimal import Decimal
 import dagster as dg
 import fastavro
 import pytest
-from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from confluent_kafka.schema_registry.avro import AvroSerializer
-from confluent_kafka.serialization import MessageField, SerializationContext
 
 from lineage_assets import catalog
 from lineage_assets.catalog import LAKEHOUSE_ORDERS, ORDERS_AVRO_SCHEMA, iceberg_table_name, with_aliases
 from lineage_assets.dead_letters import replay
-from lineage_assets.demo import PipelineRun, run_pipeline
-from lineage_assets.generator import GeneratorConfig, generate_orders
+from lineage_assets.demo import DRIFTED_ORDERS_SCHEMA, PipelineRun, as_drifted, run_pipeline
+from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.lineage.validation import validate_event
 from lineage_assets.resources.lakehouse import LakehouseResource
 from lineage_assets.resources.lineage import emitter_for
 from lineage_assets.settings import PROJECT_ROOT
 from tests.e2e.test_pipeline import consume_all
-from tests.unit.conftest import renamed_field
 
 SPEC = PROJECT_ROOT.parent / "shared" / "openlineage-spec"
 DAY = dt.date(2026, 11, 19)
@@ -52,12 +48,6 @@ BEFORE = list(generate_orders(GeneratorConfig(count=60, seed=21, start=START)))
 GOOD_DURING = list(generate_orders(GeneratorConfig(count=30, seed=22, start=START + dt.timedelta(minutes=5))))
 DRIFTED = list(generate_orders(GeneratorConfig(count=20, seed=23, start=START + dt.timedelta(minutes=5, seconds=10))))
 COMPATIBLE = list(generate_orders(GeneratorConfig(count=10, seed=24, start=START + dt.timedelta(minutes=8))))
-
-
-def renamed_supplier() -> dict:
-    """The drifted version: `supplier` renamed `vendor` (a registry's BACKWARD rule lets it through: a
-    field with a default removed, an optional one added)."""
-    return renamed_field(ORDERS_AVRO_SCHEMA, "supplier", "vendor")
 
 
 def added_currency() -> dict:
@@ -71,22 +61,10 @@ def taught_reader() -> dict:
     return with_aliases(ORDERS_AVRO_SCHEMA, supplier=("vendor",))
 
 
-def produce(settings, schema: dict, records: list[tuple[str, dt.datetime, dict]]) -> int:
-    """A producer of another team: its own schema, registered on first use (as the serializer does by default)."""
-    serializer = AvroSerializer(SchemaRegistryClient({"url": settings.schema_registry_url}), json.dumps(schema))
-    producer = Producer({"bootstrap.servers": settings.kafka_servers, "enable.idempotence": True})
-    context = SerializationContext(settings.orders_topic, MessageField.VALUE)
-    for key, sent_at, record in records:
-        producer.produce(settings.orders_topic, key=key.encode(), value=serializer(record, context),
-                         timestamp=int(sent_at.timestamp() * 1000))
-    assert producer.flush(30) == 0
-    return len(records)
-
-
-def as_vendor(order) -> dict:
-    record = dict(order.order)
-    record["vendor"] = record.pop("supplier")
-    return record
+def produce(settings, orders, schema: dict = ORDERS_AVRO_SCHEMA) -> None:
+    """As another team's producer: its own schema, registered on first use (as its serializer does by default)."""
+    produce_orders(orders, settings.kafka_servers, settings.schema_registry_url, settings.orders_topic,
+                   value_schema=json.dumps(schema))
 
 
 def expected_day_stats(orders) -> dict:
@@ -137,8 +115,8 @@ def incident(stack, drift_settings, spark) -> Incident:
     lakehouse = LakehouseResource(overrides=settings.as_environment())
     before = run_pipeline(lakehouse, instance, {"count": len(BEFORE), "seed": 21, "start": START.isoformat()})
 
-    produce(settings, ORDERS_AVRO_SCHEMA, [(o.key, o.sent_at, o.order) for o in GOOD_DURING])
-    produce(settings, renamed_supplier(), [(o.key, o.sent_at, as_vendor(o)) for o in DRIFTED])
+    produce(settings, GOOD_DURING)
+    produce(settings, [as_drifted(o) for o in DRIFTED], DRIFTED_ORDERS_SCHEMA)
     drift = run_pipeline(lakehouse, instance, None)
     stats_after_drift = day_stats(spark, settings)
     dead_letters = consume_all(settings, settings.dead_letter_topic)
@@ -149,7 +127,7 @@ def incident(stack, drift_settings, spark) -> Incident:
         replayed = replay(settings, catalog.orders_reader_schema_json(), progress=print)
         after_replay = run_pipeline(lakehouse, instance, None)
         rows_after_replay = table_rows(spark, settings)
-        produce(settings, added_currency(), [(o.key, o.sent_at, {**o.order, "currency": "EUR"}) for o in COMPATIBLE])
+        produce(settings, [dataclasses.replace(o, order={**o.order, "currency": "EUR"}) for o in COMPATIBLE], added_currency())
         compatible = run_pipeline(lakehouse, instance, None)
     compatible_dead_letters = consume_all(settings, settings.dead_letter_topic)
     archive = spark.read.json(f"s3://{settings.archive_bucket}/{settings.archive_prefix}").collect()

@@ -15,14 +15,15 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
 from lineage_assets import cli
-from lineage_assets.catalog import ORDERS_AVRO_SCHEMA
+from lineage_assets.catalog import ORDERS_AVRO_SCHEMA, with_aliases
 from lineage_assets.dead_letters import GROUP, REPLAY_HEADER, ReplayError, replay, source_time_ms
 from lineage_assets.settings import Settings
 from lineage_assets.source_schemas import registered_versions, value_subject
-from tests.unit.conftest import confluent_avro, renamed_field
+from lineage_assets.demo import DRIFTED_ORDERS_SCHEMA
+from tests.unit.conftest import confluent_avro
 
 V1 = ORDERS_AVRO_SCHEMA
-V2 = renamed_field(V1, "supplier", "vendor")  # a producer renamed supplier
+V2 = DRIFTED_ORDERS_SCHEMA  # a producer renamed supplier
 TAUGHT = with_aliases(V1, supplier=("vendor",))  # the pipeline taught version 2
 BAD_PRICE = "price 'twelve' is not a DECIMAL(10,2)"
 SOURCE_TIME = dt.datetime(2026, 11, 20, 23, 56, tzinfo=dt.UTC)

@@ -14,7 +14,3 @@ def confluent_avro(schema: dict, record: dict, schema_id: int) -> bytes:
     fastavro.schemaless_writer(body, fastavro.parse_schema(schema), record)
     return b"\x00" + struct.pack(">I", schema_id) + body.getvalue()
 
-
-def renamed_field(schema: dict, old: str, new: str) -> dict:
-    """A producer's next version of ``schema`` in which field ``old`` is called ``new``."""
-    return {**schema, "fields": [{**f, "name": new} if f["name"] == old else f for f in schema["fields"]]}

@@ -39,3 +39,20 @@ def test_materialization_without_new_days_requests_nothing():
         instance.report_runless_asset_event(dg.AssetMaterialization(ORDERS_TABLE, metadata={"days": dg.MetadataValue.json([])}))
         requests, _ = evaluate(instance)
         assert requests == []
+
+
+def test_days_held_back_by_a_schema_drift_are_requested_once_the_replays_are_back():
+    from lineage_assets.assets.lakehouse import Rebuild
+
+    sensor = defs.resolve_sensor_def("supplier_stats_on_new_orders")
+    with dg.instance_for_test() as instance:
+        drift = Rebuild.after({}, ["2026-11-21"], incompatible=4, returned=0)
+        instance.report_runless_asset_event(dg.AssetMaterialization(ORDERS_TABLE, metadata=drift.metadata))
+        result = sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs))
+        assert result.run_requests == []
+        assert "held back for 2026-11-21" in result.skip_message and "orders_schema_readable" in result.skip_message
+
+        back = Rebuild.after(drift.values, [], incompatible=0, returned=4)
+        instance.report_runless_asset_event(dg.AssetMaterialization(ORDERS_TABLE, metadata=back.metadata))
+        requests, _ = evaluate(instance, result.cursor)
+        assert [r.partition_key for r in requests] == ["2026-11-21"]

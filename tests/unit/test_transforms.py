@@ -14,7 +14,8 @@ from pyspark.sql import types as T
 from lineage_assets.catalog import ORDERS_AVRO_SCHEMA, with_aliases
 from lineage_assets.source_schemas import WriterVersion, judge
 from spark import transforms
-from tests.unit.conftest import confluent_avro, renamed_field
+from lineage_assets.demo import DRIFTED_ORDERS_SCHEMA
+from tests.unit.conftest import confluent_avro
 
 SCHEMA_ID = 3
 UTC = dt.UTC
@@ -44,10 +45,6 @@ def decode(spark, values, versions=None, reader=ORDERS_AVRO_SCHEMA):
     return transforms.decode_orders(kafka_rows(spark, values), json.dumps(reader), versions)
 
 
-def renamed_supplier() -> dict:
-    return renamed_field(ORDERS_AVRO_SCHEMA, "supplier", "vendor")
-
-
 def test_each_readable_writer_version_is_decoded_into_the_reader_schema(spark):
     added = copy.deepcopy(ORDERS_AVRO_SCHEMA)
     added["fields"].append({"name": "currency", "type": ["null", "string"], "default": None})
@@ -60,8 +57,8 @@ def test_each_readable_writer_version_is_decoded_into_the_reader_schema(spark):
 
 
 def test_an_unreadable_version_is_dead_lettered_with_its_version_never_decoded(spark):
-    versions = {SCHEMA_ID: registered(ORDERS_AVRO_SCHEMA), 6: registered(renamed_supplier(), 6, 2)}
-    decoded = decode(spark, [confluent_avro(renamed_supplier(), order(supplier=None, vendor="Bob"), 6)], versions)
+    versions = {SCHEMA_ID: registered(ORDERS_AVRO_SCHEMA), 6: registered(DRIFTED_ORDERS_SCHEMA, 6, 2)}
+    decoded = decode(spark, [confluent_avro(DRIFTED_ORDERS_SCHEMA, order(supplier=None, vendor="Bob"), 6)], versions)
     row = decoded.collect()[0]
     assert row.dead_letter_reason == "schema_incompatible: orders-value version 2 (id 6): field supplier is missing (removed or renamed)"
     assert (row.schema_id, row.schema_version, row.supplier, row.price) == (6, 2, None, None)
@@ -74,8 +71,8 @@ def test_an_unreadable_version_is_dead_lettered_with_its_version_never_decoded(s
 
 def test_a_reader_taught_the_rename_reads_the_version(spark):
     taught = with_aliases(ORDERS_AVRO_SCHEMA, supplier=("vendor",))
-    version = WriterVersion("orders-value", 2, 6, json.dumps(renamed_supplier()), judge(taught, renamed_supplier()))
-    row = decode(spark, [confluent_avro(renamed_supplier(), order(supplier=None, vendor="Bob"), 6)], {6: version},
+    version = WriterVersion("orders-value", 2, 6, json.dumps(DRIFTED_ORDERS_SCHEMA), judge(taught, DRIFTED_ORDERS_SCHEMA))
+    row = decode(spark, [confluent_avro(DRIFTED_ORDERS_SCHEMA, order(supplier=None, vendor="Bob"), 6)], {6: version},
                  reader=taught).collect()[0]
     assert (row.dead_letter_reason, row.supplier, row.price) == (None, "Bob", Decimal("12.50"))
 
