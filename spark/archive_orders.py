@@ -27,21 +27,25 @@ def main() -> None:
     files_before, bytes_before = jobs.files_under(spark, args.path)
 
     versions = jobs.SourceVersions(args)
+    columns = jobs.ColumnMetrics()
     source = jobs.kafka_source(spark, args.bootstrap_servers, args.topic)
     records = transforms.archive_records(versions.observed(transforms.decode_orders(source, args.value_schema, versions.by_id)))
-    writer = (records.writeStream.format("json").partitionBy("date", "hour")
+    writer = (columns.observed(records).writeStream.format("json").partitionBy("date", "hour")
               .option("path", args.path).option("checkpointLocation", args.checkpoint))
-    query = jobs.run_query(writer, args, spark, versions)
+    query = jobs.run_query(writer, args, spark, versions, columns)
 
     files_after, bytes_after = jobs.files_under(spark, args.path)
     summary = jobs.progress_summary(query)
+    rows, files, size = summary["rows_in"], files_after - files_before, bytes_after - bytes_before
     jobs.write_report(args.report, {
         **summary,
-        "rows_written": summary["rows_in"],
-        "files_written": files_after - files_before,
-        "bytes_written": bytes_after - bytes_before,
+        "rows_written": rows,
+        "files_written": files,
+        "bytes_written": size,
         "files_total": files_after,
         "schema_versions": versions.summary(),
+        # Of the records this run archived: the sink keeps no statistics of its files to read.
+        "quality": jobs.quality_entry(rows, size, files, columns.summary()),
     }, started)
     spark.stop()
 

@@ -120,7 +120,11 @@ def main() -> None:
     source = jobs.kafka_source(spark, args.bootstrap_servers, args.topic, headers=True)
     writer = source.writeStream.foreachBatch(write_batch).option("checkpointLocation", args.checkpoint)
     query = jobs.run_query(writer, args, spark)
+    # The batches commit through the stream's own session: this session's catalog still caches the
+    # table as it was before them (no snapshot at all when it created the table).
+    spark.sql(f"REFRESH TABLE {args.table}")
     snapshot = spark.sql(f"SELECT snapshot_id FROM {args.table}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()
+    snapshot_id = snapshot[0].snapshot_id if snapshot else None
     jobs.write_report(args.report, {
         **jobs.progress_summary(query),
         "rows_written": totals["rows_written"],
@@ -132,8 +136,9 @@ def main() -> None:
         "schema_versions": versions.summary(),
         "days": sorted(days),
         "table_created": created,
-        "snapshot_id": snapshot[0].snapshot_id if snapshot else None,
+        "snapshot_id": snapshot_id,
         "table_rows": spark.table(args.table).count(),
+        "quality": jobs.table_quality(spark, args.table, snapshot_id),  # the whole table, from its manifests
     }, started)
     spark.stop()
 

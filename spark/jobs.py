@@ -16,6 +16,7 @@ from collections import Counter
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.types import NumericType
 
 from lineage_assets.source_schemas import registered_versions
 
@@ -163,17 +164,56 @@ class ProgressPrinter(StreamingQueryListener):
         print(f"{PROGRESS_PREFIX}query ended after {self.rows} rows", flush=True)
 
 
-class VersionCounter(StreamingQueryListener):
-    """Adds each batch's observed records per writer version (every batch: ``recentProgress`` keeps only the last)."""
+class ColumnMetrics:
+    """Per column of the records a streaming query writes: nulls, and min and max of numeric columns,
+    observed in each batch as it is written (no second pass over the data), summed over the run."""
 
-    def __init__(self, versions: SourceVersions):
-        self.versions = versions
+    OBSERVATION = "column_metrics"  # the name of the per-batch metrics observed on a streaming query
+
+    def __init__(self):
+        self.numeric: dict[str, bool] = {}  # the observed columns: is each numeric
+        self.batches: dict[int, dict] = {}  # batch id -> "column:nulls|min|max" -> value (a replayed batch counts once)
+
+    def observed(self, records: DataFrame) -> DataFrame:
+        """``records`` with their per-column metrics counted in each batch's progress."""
+        self.numeric = {f.name: isinstance(f.dataType, NumericType) for f in records.schema.fields}
+        metrics = []
+        for name, numeric in self.numeric.items():
+            column = F.col(f"`{name}`")
+            metrics.append(F.count_if(column.isNull()).alias(f"{name}:nulls"))
+            if numeric:
+                metrics += [F.min(column).alias(f"{name}:min"), F.max(column).alias(f"{name}:max")]
+        return records.observe(self.OBSERVATION, *metrics)
+
+    def count_observed(self, progress) -> None:
+        metrics = (progress.observedMetrics or {}).get(self.OBSERVATION)
+        if metrics is not None:
+            self.batches[progress.batchId] = metrics.asDict()
+
+    def summary(self) -> dict:
+        """Each column's metrics over every batch of the run, as ``quality_entry`` spells them."""
+        def values(key: str) -> list:
+            return [batch[key] for batch in self.batches.values() if batch.get(key) is not None]
+
+        return {name: column_entry(sum(values(f"{name}:nulls")),
+                                   min(values(f"{name}:min"), default=None) if numeric else None,
+                                   max(values(f"{name}:max"), default=None) if numeric else None)
+                for name, numeric in self.numeric.items()}
+
+
+class ObservedMetricsCounter(StreamingQueryListener):
+    """Gives each batch's observed metrics to the ``observers`` (``SourceVersions``, ``ColumnMetrics``):
+    every batch, where ``recentProgress`` keeps only the last ones."""
+
+    def __init__(self, observers):
+        self.observers = observers
 
     def onQueryStarted(self, event) -> None:
         pass
 
     def onQueryProgress(self, event) -> None:
-        self.versions.count_observed(event.progress)
+        for observer in self.observers:
+            observer.count_observed(event.progress)
 
     def onQueryIdle(self, event) -> None:
         pass
@@ -195,15 +235,18 @@ def kafka_source(spark: SparkSession, bootstrap_servers: str, topic: str, header
     )
 
 
-def run_query(writer, args: argparse.Namespace, spark: SparkSession, versions: SourceVersions | None = None):
+def run_query(writer, args: argparse.Namespace, spark: SparkSession, versions: SourceVersions | None = None,
+              columns: ColumnMetrics | None = None):
     """Start a configured DataStreamWriter in the arguments' mode and wait for it to end.
 
     Continuous mode runs until the query fails, the process is stopped, or the drain file appears;
     a drain processes what is available, commits, and returns normally. ``versions`` counts the
-    records per writer version that the query observes (``SourceVersions.observed``)."""
+    records per writer version that the query observes (``SourceVersions.observed``), ``columns``
+    the metrics of the records it writes (``ColumnMetrics.observed``)."""
+    observers = [observer for observer in (versions, columns) if observer is not None]
     spark.streams.addListener(ProgressPrinter())
-    if versions is not None:
-        spark.streams.addListener(VersionCounter(versions))
+    if observers:
+        spark.streams.addListener(ObservedMetricsCounter(observers))
     if args.progress_file:
         spark.streams.addListener(ProgressLog(args.progress_file, versions))
     if args.mode == CATCH_UP:
@@ -219,8 +262,9 @@ def run_query(writer, args: argparse.Namespace, spark: SparkSession, versions: S
                 break
         if query.exception() is not None:
             raise RuntimeError(f"streaming query failed: {query.exception()}")
-    for progress in query.recentProgress if versions is not None else ():
-        versions.count_observed(progress)  # the listener may not have seen the last reports yet
+    for progress in query.recentProgress if observers else ():
+        for observer in observers:
+            observer.count_observed(progress)  # the listener may not have seen the last reports yet
     return query
 
 
@@ -242,6 +286,61 @@ def progress_summary(query) -> dict:
 
 def _offsets(value):
     return json.loads(value) if isinstance(value, str) else value
+
+
+def column_entry(nulls: int | None, low=None, high=None) -> dict:
+    """One column of a ``quality`` report entry: its nulls, and its min and max as numbers when known."""
+    entry = {} if nulls is None else {"nulls": int(nulls)}
+    return {**entry, **({} if low is None else {"min": float(low)}), **({} if high is None else {"max": float(high)})}
+
+
+def quality_entry(rows: int, size: int, files: int, columns: dict[str, dict]) -> dict:
+    """A job's ``quality`` report entry: rows, bytes and files, and per column ``column_entry``."""
+    return {"rows": rows, "bytes": size, "files": files, "columns": columns}
+
+
+def files_quality(files: DataFrame) -> dict | None:
+    """The ``quality`` entry of an Iceberg table from its ``files`` metadata table: the manifests'
+    record counts, file sizes and per-column statistics (``readable_metrics``), never the data.
+
+    Each number is exact or left out: a column's nulls when every file counted them, its min and max
+    when it is numeric (other bounds are not numbers, and strings' are truncated) and every file
+    with a value in it has bounds. None when the table has delete files: rows deleted by them are
+    still in the data files' counts."""
+    metrics = files.schema["readable_metrics"].dataType
+    numeric = {c.name for c in metrics.fields if isinstance(c.dataType["lower_bound"].dataType, NumericType)}
+    aggregates = [F.count_if(F.col("content") != 0).alias("delete_files"), F.count(F.lit(1)).alias("files"),
+                  F.sum("record_count").alias("rows"), F.sum("file_size_in_bytes").alias("bytes")]
+    for name in metrics.fieldNames():
+        column = F.col("readable_metrics")[name]
+        aggregates += [F.sum(column["null_value_count"]).alias(f"{name}:nulls"),
+                       F.count(column["null_value_count"]).alias(f"{name}:counted")]
+        if name in numeric:
+            unbounded = column["lower_bound"].isNull() & ~column["null_value_count"].eqNullSafe(F.col("record_count"))
+            aggregates += [F.min(column["lower_bound"]).alias(f"{name}:min"), F.max(column["upper_bound"]).alias(f"{name}:max"),
+                           F.count_if(unbounded).alias(f"{name}:unbounded")]
+    totals = files.agg(*aggregates).collect()[0].asDict()
+    return table_quality_entry(totals, metrics.fieldNames())
+
+
+def table_quality_entry(totals: dict, columns: list[str]) -> dict | None:
+    """``files_quality``'s entry from its one row of totals (``column:nulls|counted|min|max|unbounded``)."""
+    if totals["delete_files"]:
+        return None
+
+    def column(name: str) -> dict:
+        nulls = (totals[f"{name}:nulls"] or 0) if totals[f"{name}:counted"] == totals["files"] else None
+        if totals.get(f"{name}:unbounded"):
+            return column_entry(nulls)
+        return column_entry(nulls, totals.get(f"{name}:min"), totals.get(f"{name}:max"))
+
+    return quality_entry(totals["rows"] or 0, totals["bytes"] or 0, totals["files"], {name: column(name) for name in columns})
+
+
+def table_quality(spark: SparkSession, table: str, snapshot_id: int | None) -> dict | None:
+    """The ``quality`` entry of the Iceberg table as of ``snapshot_id`` (None: it has none, it is empty)."""
+    as_of = "" if snapshot_id is None else f" VERSION AS OF {snapshot_id}"
+    return files_quality(spark.sql(f"SELECT * FROM {table}.files{as_of}"))
 
 
 def write_report(path: str, report: dict, started: float) -> None:

@@ -67,6 +67,7 @@ def main() -> None:
         "snapshot_id": snapshot.snapshot_id,
         "files_written": int(snapshot.summary.get("added-data-files", 0)),
         "bytes_written": int(snapshot.summary.get("added-files-size", 0)),
+        "quality": jobs.table_quality(spark, args.target, snapshot.snapshot_id),  # the whole table, from its manifests
         "totals": [
             {"supplier": r.supplier, "bid_hour": r.bid_hour, "total_price": str(r.total_price), "total_count": r.total_count}
             for r in totals

@@ -40,7 +40,7 @@ def build_archive_assets(settings: Settings) -> list:
             report = spark_jobs.submit(ARCHIVE.job.source, archive_job_arguments(kafka, spark_jobs), log=context.log)
             run.complete(OutputStatistics(rows=report["rows_written"], bytes=report["bytes_written"], files=report["files_written"]),
                          "CREATE" if report["files_total"] == report["files_written"] and report["files_written"] else None,
-                         reads=(orders_read(settings, report),))
+                         quality=report["quality"], reads=(orders_read(settings, report),))
         return dg.MaterializeResult(metadata={
             **job_metadata(ARCHIVE, report),
             "files_written": report["files_written"],
@@ -48,6 +48,7 @@ def build_archive_assets(settings: Settings) -> list:
             "files_total": report["files_total"],
             "records_consumed": consumed_records(report),
             "path": archive_location(settings),
+            "quality": dg.MetadataValue.json(report["quality"]),  # of the records this run archived
         })
 
     @dg.asset_check(asset=asset_key(ARCHIVE), description="The archive holds exactly as many records as the topic offsets it consumed.")

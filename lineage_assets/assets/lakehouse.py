@@ -75,6 +75,14 @@ def latest_metadata(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str,
     return {name: value.value for name, value in event.asset_materialization.metadata.items()} if event else {}
 
 
+def table_quality_metadata(report: dict) -> dict:
+    """An Iceberg job's ``quality`` (the whole table after the run, from its manifests) as metadata."""
+    quality = report["quality"]
+    if quality is None:
+        return {}
+    return {"dagster/row_count": quality["rows"], "quality": dg.MetadataValue.json(quality)}
+
+
 def ingestion_job_arguments(kafka: KafkaResource, spark_jobs: SparkJobsResource) -> list[str]:
     settings = kafka.lakehouse.settings()
     return [
@@ -102,7 +110,8 @@ def build_lakehouse_definitions(settings: Settings) -> dict:
             rebuild = Rebuild.after(latest_metadata(context.instance, asset_key(LAKEHOUSE_ORDERS)), report["days"],
                                     report["schema_incompatible"], report["dead_letters_replayed"])
             run.complete(OutputStatistics(rows=report["rows_written"]), "CREATE" if report["table_created"] else None,
-                         version=str(report["snapshot_id"]), reads=(orders_read(settings, report, (rebuild.assertion(),)),))
+                         version=str(report["snapshot_id"]), quality=report["quality"],
+                         reads=(orders_read(settings, report, (rebuild.assertion(),)),))
         if report["dead_letters"]:
             context.log.warning(f"{report['dead_letters']} records dead-lettered to {settings.dead_letter_topic}: "
                                 f"{report['dead_letter_reasons']}")
@@ -122,6 +131,7 @@ def build_lakehouse_definitions(settings: Settings) -> dict:
             "table_rows": report["table_rows"],
             "table_created": report["table_created"],
             "records_consumed": consumed_records(report),
+            **table_quality_metadata(report),
         }, check_results=[dg.AssetCheckResult(check_name=check.check_name, passed=check.passed, metadata=check.metadata,
                                               description=check.description)])
 
@@ -138,7 +148,8 @@ def build_lakehouse_definitions(settings: Settings) -> dict:
             finally:
                 run.take_spark_events(spark_events)  # Spark's own events, even from a failed job
             run.complete(OutputStatistics(rows=report["rows_written"], bytes=report["bytes_written"], files=report["files_written"]),
-                         "CREATE" if report["table_created"] else "OVERWRITE", version=str(report["snapshot_id"]))
+                         "CREATE" if report["table_created"] else "OVERWRITE", version=str(report["snapshot_id"]),
+                         quality=report["quality"])
         return dg.MaterializeResult(metadata={
             **job_metadata(SUPPLIER_STATS, report),
             "day": report["day"],
@@ -147,6 +158,7 @@ def build_lakehouse_definitions(settings: Settings) -> dict:
             "bytes_written": report["bytes_written"],
             "table_created": report["table_created"],
             "totals": dg.MetadataValue.json(report["totals"]),
+            **table_quality_metadata(report),
         })
 
     supplier_stats_job = dg.define_asset_job("supplier_stats_job", selection=[asset_key(SUPPLIER_STATS)])

@@ -26,6 +26,7 @@ from openlineage.client.generated.base import InputDatasetFacet, RunFacet
 from openlineage.client.facet_v2 import (
     column_lineage_dataset,
     data_quality_assertions_dataset,
+    data_quality_metrics_dataset,
     dataset_version_dataset,
     datasource_dataset,
     documentation_job,
@@ -252,13 +253,31 @@ def inputs(dataset: Dataset, settings: Settings, reads: tuple[SourceRead, ...] =
     return result
 
 
+def quality_facet(quality: dict) -> data_quality_metrics_dataset.DataQualityMetricsDatasetFacet:
+    """A Spark job's ``quality`` report entry (``spark/jobs.py``) as ``dataQualityMetrics``.
+
+    What the numbers cover depends on the output: for an Iceberg table, the whole table as of the
+    snapshot the run made (its ``datasetVersion``), read from the manifests' statistics; for the
+    archive, the records this run wrote (observed as they were written) and the files and bytes it
+    added. Per column: nulls, and min and max of numeric columns; no distinct counts, which neither
+    source has exactly."""
+    return data_quality_metrics_dataset.DataQualityMetricsDatasetFacet(
+        rowCount=quality["rows"], bytes=quality["bytes"], fileCount=quality["files"],
+        columnMetrics={name: data_quality_metrics_dataset.ColumnMetrics(
+            nullCount=column.get("nulls"), min=column.get("min"), max=column.get("max"), quantiles=None)
+            for name, column in quality["columns"].items()})
+
+
 def output(dataset: Dataset, settings: Settings, statistics: OutputStatistics | None = None,
-           lifecycle: str | None = None, version: str | None = None) -> OutputDataset:
-    """The dataset a run writes; ``version`` is what it wrote (a registry version, an Iceberg snapshot)."""
+           lifecycle: str | None = None, version: str | None = None, quality: dict | None = None) -> OutputDataset:
+    """The dataset a run writes; ``version`` is what it wrote (a registry version, an Iceberg snapshot),
+    ``quality`` its metrics (``quality_facet``)."""
     identity = dataset.identity(settings)
     facets = _dataset_facets(dataset, settings)
     if version is not None:
         facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=version)
+    if quality is not None:
+        facets["dataQualityMetrics"] = quality_facet(quality)
     if dataset.column_lineage:
         facets["columnLineage"] = column_lineage_facet(dataset, settings)
     if lifecycle:
@@ -306,7 +325,7 @@ def asset_event(state: RunState, dataset: Dataset, dagster_run: DagsterRun | Non
                 run_id: str | None = None, statistics: OutputStatistics | None = None, lifecycle: str | None = None,
                 error: BaseException | JobError | None = None, event_time: dt.datetime | None = None,
                 progress: StreamingProgressRunFacet | None = None, running_interval: int | None = None,
-                reads: tuple[SourceRead, ...] = (), version: str | None = None) -> RunEvent:
+                reads: tuple[SourceRead, ...] = (), version: str | None = None, quality: dict | None = None) -> RunEvent:
     """One lifecycle event of a lineage run of the dataset's producing job: a materialization inside
     ``dagster_run``, or (``dagster_run`` None, ``run_id`` given) a streaming deployment."""
     run_facets = {"processing_engine": _engine_facet()}
@@ -326,7 +345,7 @@ def asset_event(state: RunState, dataset: Dataset, dagster_run: DagsterRun | Non
         run=Run(runId=run_id, facets=run_facets),
         job=job(dataset, settings, running_interval),
         inputs=inputs(dataset, settings, reads),
-        outputs=[output(dataset, settings, statistics, lifecycle, version)],
+        outputs=[output(dataset, settings, statistics, lifecycle, version, quality)],
         producer=PRODUCER,
     )
 

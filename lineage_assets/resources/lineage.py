@@ -88,6 +88,7 @@ class AssetRunLineage:
         self.statistics: events.OutputStatistics | None = None
         self.lifecycle: str | None = None
         self.version: str | None = None
+        self.quality: dict | None = None
         self.reads: tuple[events.SourceRead, ...] = ()
 
     @property
@@ -95,14 +96,14 @@ class AssetRunLineage:
         return self.dagster_run.asset_run_id(self.dataset)
 
     def complete(self, statistics: events.OutputStatistics, lifecycle: str | None = None, *, version: str | None = None,
-                 reads: tuple[events.SourceRead, ...] = ()) -> None:
-        """What the run wrote (and the version it made), and what it read of its inputs."""
-        self.statistics, self.lifecycle, self.version, self.reads = statistics, lifecycle, version, reads
+                 quality: dict | None = None, reads: tuple[events.SourceRead, ...] = ()) -> None:
+        """What the run wrote (the version it made, the job's ``quality`` report entry), and what it read of its inputs."""
+        self.statistics, self.lifecycle, self.version, self.quality, self.reads = statistics, lifecycle, version, quality, reads
 
     def emit(self, state: RunState, error: BaseException | None = None) -> None:
         self.emitter.emit(events.asset_event(state, self.dataset, self.dagster_run, self.settings,
                                              statistics=self.statistics, lifecycle=self.lifecycle, error=error,
-                                             version=self.version, reads=self.reads))
+                                             version=self.version, quality=self.quality, reads=self.reads))
 
     def spark_conf(self, spark_events: Path) -> dict[str, str]:
         """openlineage-spark configuration nesting the Spark application under this run.

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import dagster as dg
 import pytest
 
-from lineage_assets.catalog import DATASETS, LAKEHOUSE_ORDERS, ORCHESTRATOR_JOB, ORDERS, SUPPLIER_STATS
+from lineage_assets.catalog import ARCHIVE, DATASETS, LAKEHOUSE_ORDERS, ORCHESTRATOR_JOB, ORDERS, SUPPLIER_STATS
 from lineage_assets.definitions import build_definitions
 from lineage_assets.lineage.check import check
 from lineage_assets.lineage.events import PRODUCER
@@ -14,6 +16,7 @@ from lineage_assets.lineage.validation import validate_event
 from lineage_assets.resources.lakehouse import LakehouseResource
 from lineage_assets.resources.lineage import emitter_for
 from lineage_assets.settings import PROJECT_ROOT
+from tests.e2e.test_pipeline import GENERATED, VALID, expected_hourly_stats
 
 SPEC = PROJECT_ROOT.parent / "shared" / "openlineage-spec"
 
@@ -76,6 +79,44 @@ def test_spark_agent_lineage_is_one_application_run_nested_under_the_asset_run(e
         assert {e["job"]["name"] for e in run_events} == {"supplier_stats_spark"}
         # The agent's actions are no jobs of their own: the asset's run carries the datasets.
         assert not [d for e in run_events for d in (*e.get("inputs", []), *e.get("outputs", []))]
+
+
+def completes(events, dataset):
+    """The COMPLETE events of the dataset's asset runs, in order."""
+    return [e for run_events in runs_of(events, dataset.job.lineage_name).values() for e in run_events if e["eventType"] == "COMPLETE"]
+
+
+def test_outputs_carry_quality_metrics_equal_to_the_generated_orders(events):
+    def metrics(dataset):
+        return [e["outputs"][0]["facets"]["dataQualityMetrics"] for e in completes(events, dataset)]
+
+    prices = [float(Decimal(o.order["price"])) for o in VALID]
+    # lakehouse/orders, the whole table after each run (the second adds nothing): every valid order.
+    orders = metrics(LAKEHOUSE_ORDERS)
+    assert len(orders) == 2
+    for table in orders:
+        assert table["rowCount"] == len(VALID) and table["fileCount"] > 0 and table["bytes"] > 0
+        assert table["columnMetrics"]["price"] == {"nullCount": 0, "min": min(prices), "max": max(prices)}
+        assert {name: column["nullCount"] for name, column in table["columnMetrics"].items()} == {
+            "order_id": 0, "item": 0, "price": 0, "supplier": 0, "bid_time": 0}
+    # supplier_stats, the whole table after each day's run (days in order): its (supplier, day, hour) cells so far.
+    cells = expected_hourly_stats()
+    days = sorted({day for _, day, _ in cells})
+    stats = metrics(SUPPLIER_STATS)
+    assert [table["rowCount"] for table in stats] == [sum(1 for _, d, _ in cells if d <= day) for day in days]
+    totals = [float(total) for total, _ in cells.values()]
+    assert stats[-1]["columnMetrics"]["total_price"] == {"nullCount": 0, "min": min(totals), "max": max(totals)}
+    assert stats[-1]["columnMetrics"]["total_count"]["max"] == max(count for _, count in cells.values())
+    # The archive, the records each run wrote: every generated record, then none.
+    archive = metrics(ARCHIVE)
+    assert [run["rowCount"] for run in archive] == [len(GENERATED), 0]
+    assert archive[0]["fileCount"] > 0 and archive[0]["bytes"] > 0
+    assert archive[0]["columnMetrics"]["dead_letter_reason"]["nullCount"] == len(VALID)  # only invalid records have one
+    assert archive[0]["columnMetrics"]["key"]["nullCount"] == 0
+    assert archive[1]["columnMetrics"]["key"] == {"nullCount": 0}
+    if SPEC.is_dir():
+        for event in [e for dataset in (LAKEHOUSE_ORDERS, SUPPLIER_STATS, ARCHIVE) for e in completes(events, dataset)]:
+            assert validate_event(event, SPEC) == [], event["job"]["name"]
 
 
 def test_lineage_check_passes_on_the_run(events, settings):

@@ -127,5 +127,5 @@ def test_materializing_again_without_new_orders_changes_nothing(runs, settings, 
 def test_asset_checks_pass(runs):
     first, second = runs
     assert first.checks == {"archive_reconciles_with_topic": True, "orders_reconcile_with_topic": True,
-                            "orders_values_in_range": True}
+                            "orders_values_in_range": True, "orders_schema_readable": True}
     assert all(second.checks.values())

@@ -17,6 +17,8 @@ from lineage_assets.settings import PROJECT_ROOT, Settings
 
 SPEC = PROJECT_ROOT.parent / "shared" / "openlineage-spec"
 SETTINGS = Settings()
+QUALITY = {"rows": 3, "bytes": 4096, "files": 2,  # a job's `quality` report entry (spark/jobs.py)
+           "columns": {"order_id": {"nulls": 0}, "price": {"nulls": 1, "min": 1.5, "max": 99.99}, "item": {}}}
 RUN = events.DagsterRun(run_id="6a1f0c9e-1111-4222-8333-944455556666", job_name="__ephemeral_asset_job__",
                         started_at=dt.datetime(2026, 11, 21, 12, 0, tzinfo=dt.UTC))
 
@@ -34,7 +36,8 @@ def every_kind_of_event():
     for dataset in DATASETS.values():
         yield events.asset_event(RunState.START, dataset, RUN, SETTINGS)
         yield events.asset_event(RunState.COMPLETE, dataset, RUN, SETTINGS,
-                                 statistics=events.OutputStatistics(rows=10, bytes=2048, files=2), lifecycle="OVERWRITE")
+                                 statistics=events.OutputStatistics(rows=10, bytes=2048, files=2), lifecycle="OVERWRITE",
+                                 quality=QUALITY)
         yield events.asset_event(RunState.FAIL, dataset, RUN, SETTINGS, error=failure)
         yield events.asset_event(RunState.ABORT, dataset, RUN, SETTINGS)
     yield events.asset_event(RunState.RUNNING, LAKEHOUSE_ORDERS, RUN, SETTINGS, running_interval=30,
@@ -113,3 +116,13 @@ def test_failure_carries_the_exception_and_its_stack():
     facet = body["run"]["facets"]["errorMessage"]
     assert facet["message"] == "RuntimeError: spark job exited with code 1"
     assert "Traceback" in facet["stackTrace"] and facet["programmingLanguage"] == "PYTHON"
+
+
+def test_an_outputs_quality_metrics_carry_the_jobs_numbers():
+    body = as_json(events.asset_event(RunState.COMPLETE, LAKEHOUSE_ORDERS, RUN, SETTINGS, quality=QUALITY))
+    facet = body["outputs"][0]["facets"]["dataQualityMetrics"]
+    assert facet["_schemaURL"].endswith("/DataQualityMetricsDatasetFacet.json#/$defs/DataQualityMetricsDatasetFacet")
+    assert {k: v for k, v in facet.items() if not k.startswith("_")} == {
+        "rowCount": 3, "bytes": 4096, "fileCount": 2,
+        "columnMetrics": {"order_id": {"nullCount": 0}, "price": {"nullCount": 1, "min": 1.5, "max": 99.99}, "item": {}}}
+    assert "dataQualityMetrics" not in as_json(events.asset_event(RunState.COMPLETE, LAKEHOUSE_ORDERS, RUN, SETTINGS))["outputs"][0]["facets"]
