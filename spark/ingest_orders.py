@@ -137,6 +137,7 @@ def main() -> None:
         "days": sorted(days),
         "table_created": created,
         "snapshot_id": snapshot_id,
+        "schema_id": jobs.table_schema_id(spark, args.table),
         "table_rows": spark.table(args.table).count(),
         "quality": jobs.table_quality(spark, args.table, snapshot_id),  # the whole table, from its manifests
     }, started)

@@ -337,6 +337,12 @@ def table_quality_entry(totals: dict, columns: list[str]) -> dict | None:
     return quality_entry(totals["rows"] or 0, totals["bytes"] or 0, totals["files"], {name: column(name) for name in columns})
 
 
+def table_schema_id(spark: SparkSession, table: str) -> int | None:
+    """The id of the table's current schema, from Iceberg's metadata log."""
+    rows = spark.sql(f"SELECT latest_schema_id FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").collect()
+    return rows[0].latest_schema_id if rows else None
+
+
 def table_quality(spark: SparkSession, table: str, snapshot_id: int | None) -> dict | None:
     """The ``quality`` entry of the Iceberg table as of ``snapshot_id`` (None: it has none, it is empty)."""
     as_of = "" if snapshot_id is None else f" VERSION AS OF {snapshot_id}"

@@ -65,6 +65,7 @@ def main() -> None:
         "rows_written": len(totals),
         "table_created": created,
         "snapshot_id": snapshot.snapshot_id,
+        "schema_id": jobs.table_schema_id(spark, args.target),
         "files_written": int(snapshot.summary.get("added-data-files", 0)),
         "bytes_written": int(snapshot.summary.get("added-files-size", 0)),
         "quality": jobs.table_quality(spark, args.target, snapshot.snapshot_id),  # the whole table, from its manifests

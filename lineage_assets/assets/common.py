@@ -6,6 +6,7 @@ import dagster as dg
 
 from lineage_assets.catalog import DATASETS, ORDERS, OWNERS, Dataset, orders_reader_schema_json
 from lineage_assets.lineage.events import Assertion, SourceRead
+from lineage_assets.lineage.queries import declared_impact
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import Settings
@@ -36,6 +37,9 @@ def definition_metadata(dataset: Dataset, settings: Settings) -> dict:
     }
     if dataset.column_lineage:
         metadata["dagster/column_lineage"] = column_lineage(dataset)
+    impacted = declared_impact(dataset, settings)
+    if impacted:  # "what breaks if I change this column", on the asset's page
+        metadata["lineage/impact"] = dg.MetadataValue.md(f"```\n{impacted}\n```")
     return metadata
 
 

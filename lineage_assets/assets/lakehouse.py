@@ -18,7 +18,7 @@ from lineage_assets.assets.common import (
     orders_source_arguments,
 )
 from lineage_assets.catalog import LAKEHOUSE_ORDERS, SUPPLIER_STATS, iceberg_table_name
-from lineage_assets.lineage.events import Assertion, OutputStatistics
+from lineage_assets.lineage.events import Assertion, DatasetVersion, OutputStatistics
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lineage import LineageResource, lineage_folder
 from lineage_assets.resources.spark_jobs import SparkJobsResource
@@ -110,7 +110,7 @@ def build_lakehouse_definitions(settings: Settings) -> dict:
             rebuild = Rebuild.after(latest_metadata(context.instance, asset_key(LAKEHOUSE_ORDERS)), report["days"],
                                     report["schema_incompatible"], report["dead_letters_replayed"])
             run.complete(OutputStatistics(rows=report["rows_written"]), "CREATE" if report["table_created"] else None,
-                         version=str(report["snapshot_id"]), quality=report["quality"],
+                         version=DatasetVersion(str(report["snapshot_id"]), report["schema_id"]), quality=report["quality"],
                          reads=(orders_read(settings, report, (rebuild.assertion(),)),))
         if report["dead_letters"]:
             context.log.warning(f"{report['dead_letters']} records dead-lettered to {settings.dead_letter_topic}: "
@@ -128,6 +128,7 @@ def build_lakehouse_definitions(settings: Settings) -> dict:
             "dead_letters_replayed": report["dead_letters_replayed"],
             **rebuild.metadata,
             "snapshot_id": str(report["snapshot_id"]),
+            "table_schema_id": report["schema_id"],
             "table_rows": report["table_rows"],
             "table_created": report["table_created"],
             "records_consumed": consumed_records(report),
@@ -145,15 +146,19 @@ def build_lakehouse_definitions(settings: Settings) -> dict:
                 report = spark_jobs.submit(SUPPLIER_STATS.job.source, [
                     "--source", orders_table, "--target", stats_table, "--day", context.partition_key],
                     log=context.log, extra_conf=run.spark_conf(spark_events))
-            finally:
-                run.take_spark_events(spark_events)  # Spark's own events, even from a failed job
+            except BaseException as error:
+                run.take_spark_events(spark_events, ended_by=error)  # Spark's own events, even from a failed job
+                raise
+            run.take_spark_events(spark_events)
             run.complete(OutputStatistics(rows=report["rows_written"], bytes=report["bytes_written"], files=report["files_written"]),
-                         "CREATE" if report["table_created"] else "OVERWRITE", version=str(report["snapshot_id"]),
+                         "CREATE" if report["table_created"] else "OVERWRITE",
+                         version=DatasetVersion(str(report["snapshot_id"]), report["schema_id"]),
                          quality=report["quality"])
         return dg.MaterializeResult(metadata={
             **job_metadata(SUPPLIER_STATS, report),
             "day": report["day"],
             "snapshot_id": str(report["snapshot_id"]),
+            "table_schema_id": report["schema_id"],
             "files_written": report["files_written"],
             "bytes_written": report["bytes_written"],
             "table_created": report["table_created"],

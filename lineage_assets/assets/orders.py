@@ -8,7 +8,7 @@ import dagster as dg
 from lineage_assets.assets.common import asset_spec_arguments
 from lineage_assets.catalog import ORDERS, orders_avro_schema_json
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
-from lineage_assets.lineage.events import OutputStatistics
+from lineage_assets.lineage.events import DatasetVersion, OutputStatistics
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lineage import LineageResource
 from lineage_assets.settings import Settings
@@ -42,7 +42,7 @@ def build_orders_asset(settings: Settings) -> dg.AssetsDefinition:
             report = produce_orders(generated, settings.kafka_servers, settings.schema_registry_url, settings.orders_topic,
                                     progress=context.log.info)
             run.complete(OutputStatistics(rows=report.produced), "CREATE" if settings.orders_topic in created else None,
-                         version=f"{schema.subject}:{schema.version}")
+                         version=DatasetVersion(f"{schema.subject}:{schema.version}"))
         context.log.info(f"produced {report.produced} orders to {settings.orders_topic}: {report.by_kind}")
         return dg.MaterializeResult(metadata={
             "rows_out": report.produced,

@@ -115,6 +115,22 @@ class SchemaVersionsInputDatasetFacet(InputDatasetFacet):
         return f"urn:lineage_assets:schema:SchemaVersionsInputDatasetFacet:{VERSION}"
 
 
+@attr.define
+class TableVersionDatasetFacet(dataset_version_dataset.DatasetVersionDatasetFacet):
+    """``version``: a table's version (an Iceberg snapshot id, as openlineage-spark names it) with
+    the id of its schema beside it (the facet's schema takes additional properties)."""
+
+    schemaId: int | None = attr.field(default=None)  # noqa: N815
+
+
+@dataclass(frozen=True)
+class DatasetVersion:
+    """What a run wrote: a registry version (``orders-value:2``), an Iceberg snapshot and schema id."""
+
+    version: str
+    schema_id: int | None = None
+
+
 @dataclass(frozen=True)
 class Assertion:
     """A data-quality test a run made of one of its inputs, and its outcome."""
@@ -269,13 +285,13 @@ def quality_facet(quality: dict) -> data_quality_metrics_dataset.DataQualityMetr
 
 
 def output(dataset: Dataset, settings: Settings, statistics: OutputStatistics | None = None,
-           lifecycle: str | None = None, version: str | None = None, quality: dict | None = None) -> OutputDataset:
+           lifecycle: str | None = None, version: DatasetVersion | None = None, quality: dict | None = None) -> OutputDataset:
     """The dataset a run writes; ``version`` is what it wrote (a registry version, an Iceberg snapshot),
     ``quality`` its metrics (``quality_facet``)."""
     identity = dataset.identity(settings)
     facets = _dataset_facets(dataset, settings)
     if version is not None:
-        facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=version)
+        facets["version"] = TableVersionDatasetFacet(datasetVersion=version.version, schemaId=version.schema_id)
     if quality is not None:
         facets["dataQualityMetrics"] = quality_facet(quality)
     if dataset.column_lineage:
@@ -315,9 +331,10 @@ def parent_facet(dagster_run: DagsterRun, settings: Settings) -> parent_run.Pare
         root=parent_run.Root(run=parent_run.RootRun(runId=run_id), job=parent_run.RootJob(namespace=namespace, name=name)))
 
 
-def error_facet(error: BaseException) -> error_message_run.ErrorMessageRunFacet:
+def error_facet(error: BaseException, context: str | None = None) -> error_message_run.ErrorMessageRunFacet:
+    message = f"{type(error).__name__}: {error}"
     return error_message_run.ErrorMessageRunFacet(
-        message=f"{type(error).__name__}: {error}", programmingLanguage="PYTHON",
+        message=f"{context}: {message}" if context else message, programmingLanguage="PYTHON",
         stackTrace="".join(traceback.format_exception(error)))
 
 
@@ -325,7 +342,7 @@ def asset_event(state: RunState, dataset: Dataset, dagster_run: DagsterRun | Non
                 run_id: str | None = None, statistics: OutputStatistics | None = None, lifecycle: str | None = None,
                 error: BaseException | JobError | None = None, event_time: dt.datetime | None = None,
                 progress: StreamingProgressRunFacet | None = None, running_interval: int | None = None,
-                reads: tuple[SourceRead, ...] = (), version: str | None = None, quality: dict | None = None) -> RunEvent:
+                reads: tuple[SourceRead, ...] = (), version: DatasetVersion | None = None, quality: dict | None = None) -> RunEvent:
     """One lifecycle event of a lineage run of the dataset's producing job: a materialization inside
     ``dagster_run``, or (``dagster_run`` None, ``run_id`` given) a streaming deployment."""
     run_facets = {"processing_engine": _engine_facet()}

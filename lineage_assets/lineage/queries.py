@@ -14,7 +14,12 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from openlineage.client.event_v2 import RunState
+from openlineage.client.serde import Serde
+from openlineage.client.uuid import generate_new_uuid
+
 from lineage_assets.catalog import DATASETS, Dataset
+from lineage_assets.lineage import events
 from lineage_assets.lineage.graph import LineageGraph, Node
 from lineage_assets.lineage.marquez import MarquezApi, read_graph
 from lineage_assets.settings import Settings
@@ -71,9 +76,9 @@ class Answer:
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
 
-    def tree(self) -> str:
+    def tree(self, reached: bool = True) -> str:
         """The answer as printed: the subject, each hop indented under the column it leads from
-        (impact) or to (trace), then the datasets, jobs and assets reached."""
+        (impact) or to (trace), then (``reached``) the datasets, jobs and assets reached."""
         near, far = ("upstream", "downstream") if self.query == "impact" else ("downstream", "upstream")
         children: dict[str, list[Hop]] = defaultdict(list)
         for hop in self.hops:
@@ -95,9 +100,10 @@ class Answer:
             walk(branches(subject), "", frozenset({subject}))
         else:
             walk([(column, column) for column in sorted(children) if column.startswith(f"{subject}.")], "", frozenset())
-        lines.append(f"datasets: {', '.join(f'{d.label} ({d.namespace}:{d.name})' for d in self.datasets) or '-'}")
-        lines.append(f"jobs: {', '.join(self.jobs) or '-'}")
-        lines.append(f"Dagster assets: {', '.join(self.assets) or '-'}")
+        if reached:
+            lines.append(f"datasets: {', '.join(f'{d.label} ({d.namespace}:{d.name})' for d in self.datasets) or '-'}")
+            lines.append(f"jobs: {', '.join(self.jobs) or '-'}")
+            lines.append(f"Dagster assets: {', '.join(self.assets) or '-'}")
         return "\n".join(lines)
 
 
@@ -165,6 +171,27 @@ def ask(query: str, text: str, settings: Settings, *, events: list[dict] | None 
     else:
         graph = LineageGraph.from_events(events or [])
     return QUERIES[query](graph, subject, settings)
+
+
+def declared_graph(settings: Settings) -> LineageGraph:
+    """The lineage the catalog declares (the asset graph), as one run of each job would record it,
+    less those runs: what the queries answer before any run."""
+    graph = LineageGraph.from_events([
+        Serde.to_dict(events.asset_event(RunState.COMPLETE, dataset, None, settings, run_id=str(generate_new_uuid())))
+        for dataset in DATASETS.values()])
+    return dataclasses.replace(graph, jobs={}, run_states=defaultdict(list))
+
+
+def declared_impact(dataset: Dataset, settings: Settings, graph: LineageGraph | None = None) -> str:
+    """What depends on each column of ``dataset``, as the catalog declares it (the asset's page in the
+    Dagster UI shows it), then the assets reached; empty when nothing does."""
+    graph = graph or declared_graph(settings)
+    answers = [impact(graph, Subject(dataset, column.name), settings) for column in dataset.columns]
+    trees = [answer.tree(reached=False) for answer in answers if answer.hops]
+    if not trees:
+        return ""
+    assets = impact(graph, Subject(dataset, None), settings).assets
+    return "\n\n".join(trees) + f"\n\nDagster assets downstream: {', '.join(assets)}"
 
 
 def _node(dataset: Dataset, settings: Settings) -> Node:

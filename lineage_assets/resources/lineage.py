@@ -4,12 +4,14 @@ Dagster run, with Spark's own lineage nested under it."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
 from dagster._core.errors import DagsterExecutionInterruptedError
 from openlineage.client.event_v2 import RunState
+from openlineage.client.serde import Serde
 
 from lineage_assets.catalog import ORCHESTRATOR_JOB, Dataset
 from lineage_assets.lineage import events
@@ -74,6 +76,13 @@ def end_dagster_run(settings: Settings, instance: dg.DagsterInstance, run_id: st
             error_message=f"Dagster run {run_id} ended {status.value}" if state != RunState.COMPLETE else None))
 
 
+def ending(error: BaseException | None) -> RunState:
+    """How a run that ``error`` ended (None: it did not) ends in lineage: ABORT when interrupted."""
+    if error is None:
+        return RunState.COMPLETE
+    return RunState.ABORT if isinstance(error, (DagsterExecutionInterruptedError, KeyboardInterrupt)) else RunState.FAIL
+
+
 SPARK_AGENT_LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"  # openlineage-spark
 # Root nodes (optimized logical plans) of the Spark actions the agent would report as jobs of their own.
 SPARK_ACTIONS_WITHOUT_LINEAGE = tuple(f"org.apache.spark.sql.catalyst.plans.logical.{node}" for node in (
@@ -87,7 +96,7 @@ class AssetRunLineage:
         self.emitter, self.dataset, self.dagster_run, self.settings = emitter, dataset, dagster_run, settings
         self.statistics: events.OutputStatistics | None = None
         self.lifecycle: str | None = None
-        self.version: str | None = None
+        self.version: events.DatasetVersion | None = None
         self.quality: dict | None = None
         self.reads: tuple[events.SourceRead, ...] = ()
 
@@ -95,7 +104,8 @@ class AssetRunLineage:
     def run_id(self) -> str:
         return self.dagster_run.asset_run_id(self.dataset)
 
-    def complete(self, statistics: events.OutputStatistics, lifecycle: str | None = None, *, version: str | None = None,
+    def complete(self, statistics: events.OutputStatistics, lifecycle: str | None = None, *,
+                 version: events.DatasetVersion | None = None,
                  quality: dict | None = None, reads: tuple[events.SourceRead, ...] = ()) -> None:
         """What the run wrote (the version it made, the job's ``quality`` report entry), and what it read of its inputs."""
         self.statistics, self.lifecycle, self.version, self.quality, self.reads = statistics, lifecycle, version, quality, reads
@@ -130,11 +140,21 @@ class AssetRunLineage:
             "spark.openlineage.transport.location": str(spark_events),
         }
 
-    def take_spark_events(self, spark_events: Path) -> int:
+    def take_spark_events(self, spark_events: Path, ended_by: BaseException | None = None) -> int:
+        """Forward the Spark agent's events into the log. When ``ended_by`` ends this run ABORT or
+        FAIL, the application's COMPLETE takes that state: a stopped driver shuts its SparkContext
+        down normally, and the agent reports any such end COMPLETE, which the application was not."""
         if not spark_events.exists():
             return 0
+        state = ending(ended_by)
         lines = [line for line in spark_events.read_text().splitlines() if line.strip()]
         for line in lines:
+            event = json.loads(line)
+            if state != RunState.COMPLETE and event.get("eventType") == RunState.COMPLETE.value:
+                event["eventType"] = state.value
+                event["run"].setdefault("facets", {})["errorMessage"] = Serde.to_dict(events.error_facet(
+                    ended_by, f"the asset run ended {state.value} while the Spark application ran"))
+                line = json.dumps(event)
             self.emitter.emit(line)
         spark_events.unlink()
         return len(lines)
@@ -169,16 +189,14 @@ class LineageResource(dg.ConfigurableResource):
         start_dagster_run(settings, dagster_run)
         run = AssetRunLineage(self.emitter(), dataset, dagster_run, settings)
         run.emit(RunState.START)
-        state, error = RunState.COMPLETE, None
+        error = None
         try:
             yield run
-        except (DagsterExecutionInterruptedError, KeyboardInterrupt) as interrupted:
-            state, error = RunState.ABORT, interrupted
-            raise
         except BaseException as raised:
-            state, error = RunState.FAIL, raised
+            error = raised
             raise
         finally:
+            state = ending(error)
             run.emit(state, error=error)
             if dagster_run.job_name == DIRECT_INVOCATION:
                 self.emitter().emit(events.dagster_run_event(

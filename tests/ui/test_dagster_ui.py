@@ -210,16 +210,13 @@ def test_a_run_terminated_while_spark_works_ends_every_lineage_run_aborted_and_l
             states.setdefault(event["run"]["runId"], []).append(event["eventType"])
         return states if all(kinds[-1] in ("ABORT", "FAIL", "COMPLETE") for kinds in states.values()) else {}
 
-    # The Dagster run, the asset's run and Spark's application run each end once: the first two
-    # aborted. (openlineage-spark reports the stopped application COMPLETE: its shutdown hook ends the
-    # SparkContext normally on SIGTERM.)
+    # The Dagster run, the asset's run and Spark's application run each end once, aborted (the
+    # application's too, though openlineage-spark reports a stopped driver's shutdown COMPLETE).
     states = wait_for(terminal_states, 120, "terminal event for each run of the family")
     assert len(states) == 3, states
     assert all(kinds[0] == "START" and len([k for k in kinds if k in ("ABORT", "FAIL", "COMPLETE")]) == 1
                for kinds in states.values()), states
-    ours = {dagster_run.lineage_run_id, dagster_run.asset_run_id(SUPPLIER_STATS)}
-    assert {states[run][-1] for run in ours} == {"ABORT"}
+    assert {kinds[-1] for kinds in states.values()} == {"ABORT"}, states
     assert emitter.flush(timeout=90)
     marquez = MarquezApi(settings.marquez_api_url)
-    assert {marquez.run(run)["state"] for run in ours} == {"ABORTED"}
-    assert not [run for run in states if marquez.run(run)["state"] in ("NEW", "RUNNING")]
+    assert {marquez.run(run)["state"] for run in states} == {"ABORTED"}

@@ -41,6 +41,21 @@ def test_every_asset_declares_column_schema_and_lineage_from_the_catalog():
     assert dg.TableColumnDep(asset_key=dg.AssetKey(["lakehouse", "orders"]), column_name="price") in total_price
 
 
+def test_an_asset_page_says_what_depends_on_each_of_its_columns():
+    def impact_text(*path: str) -> str | None:
+        metadata = defs.resolve_assets_def(dg.AssetKey(list(path))).specs_by_key[dg.AssetKey(list(path))].metadata
+        return metadata["lineage/impact"].value if "lineage/impact" in metadata else None
+
+    orders = impact_text("orders")
+    price = orders[orders.index("impact of orders.price"):orders.index("impact of orders.item")]
+    assert "lakehouse/orders.price  (DIRECT/TRANSFORMATION: CAST(price AS DECIMAL(10,2)))" in price
+    assert "lakehouse/supplier_stats.total_price" in price and "supplier_stats_live.total_price" in price
+    assert "latest run" not in orders  # declared lineage, not a run's
+    assert orders.rstrip("`\n").endswith(
+        "Dagster assets downstream: lakehouse/orders, lakehouse/supplier_stats, orders_archive, supplier_stats_live")
+    assert impact_text("lakehouse", "supplier_stats") is None  # nothing depends on it
+
+
 def test_dagster_validates_the_workspace():
     result = subprocess.run([sys.executable, "-m", "dagster", "definitions", "validate", "-w", "workspace.yaml"],
                             cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)

@@ -139,3 +139,25 @@ def test_an_in_process_run_ends_its_lineage_run(lineage):
     recorded = emitter_for(settings).events()
     assert [e["eventType"] for e in recorded] == ["START", "START", "COMPLETE", "COMPLETE"]
     assert not [gap for gap in check(recorded, settings) if gap.startswith("run left RUNNING")]
+
+
+@pytest.mark.parametrize("ended_by, terminal", [(None, "COMPLETE"), (DagsterExecutionInterruptedError(), "ABORT"),
+                                                (RuntimeError("the Spark job failed"), "FAIL")])
+def test_the_spark_application_run_ends_as_the_asset_run_did(tmp_path, ended_by, terminal):
+    """openlineage-spark reports a stopped driver's shutdown COMPLETE; the log must not."""
+    from lineage_assets.lineage.events import DagsterRun
+    from lineage_assets.resources.lineage import AssetRunLineage
+
+    emitter = LineageEmitter(tmp_path / "lineage", None)
+    run = AssetRunLineage(emitter, SUPPLIER_STATS, DagsterRun("r1", "supplier_stats_job", dt.datetime.now(dt.UTC)),
+                          Settings.from_env())
+    agent = tmp_path / "spark.jsonl"  # as the agent's file transport writes its application run
+    agent.write_text("".join(json.dumps({"eventType": kind, "eventTime": "2026-11-23T18:00:00Z", "producer": "spark",
+                                         "run": {"runId": "01a2-app", "facets": {}}, "job": {"namespace": "n", "name": "app"}}) + "\n"
+                             for kind in ("START", "COMPLETE")))
+    assert run.take_spark_events(agent, ended_by=ended_by) == 2 and not agent.exists()
+    start, end = emitter.events()
+    assert (start["eventType"], end["eventType"]) == ("START", terminal)
+    if ended_by is not None:
+        assert end["run"]["facets"]["errorMessage"]["message"].startswith(
+            f"the asset run ended {terminal} while the Spark application ran: {type(ended_by).__name__}")

@@ -28,6 +28,13 @@ def as_json(event) -> dict:
     return json.loads(event_line(event))
 
 
+READ = events.SourceRead(dataset="orders", subject="orders-value", versions=(
+    {"version": 1, "schema_id": 1, "records": 30, "readable": True, "problems": [], "fields": [["order_id", "string"]]},
+    {"version": 2, "schema_id": 4, "records": 20, "readable": False, "problems": ["field supplier is missing (removed or renamed)"],
+     "fields": [["order_id", "string"]]}),
+    assertions=(events.Assertion("orders_schema_readable", False, "no record waits", expected="0", actual="20", blocking=True),))
+
+
 def every_kind_of_event():
     try:
         raise ValueError("price 'x' is not a DECIMAL(10,2)")
@@ -37,7 +44,7 @@ def every_kind_of_event():
         yield events.asset_event(RunState.START, dataset, RUN, SETTINGS)
         yield events.asset_event(RunState.COMPLETE, dataset, RUN, SETTINGS,
                                  statistics=events.OutputStatistics(rows=10, bytes=2048, files=2), lifecycle="OVERWRITE",
-                                 quality=QUALITY)
+                                 quality=QUALITY, version=events.DatasetVersion("4412", schema_id=1), reads=(READ,))
         yield events.asset_event(RunState.FAIL, dataset, RUN, SETTINGS, error=failure)
         yield events.asset_event(RunState.ABORT, dataset, RUN, SETTINGS)
     yield events.asset_event(RunState.RUNNING, LAKEHOUSE_ORDERS, RUN, SETTINGS, running_interval=30,
@@ -126,3 +133,16 @@ def test_an_outputs_quality_metrics_carry_the_jobs_numbers():
         "rowCount": 3, "bytes": 4096, "fileCount": 2,
         "columnMetrics": {"order_id": {"nullCount": 0}, "price": {"nullCount": 1, "min": 1.5, "max": 99.99}, "item": {}}}
     assert "dataQualityMetrics" not in as_json(events.asset_event(RunState.COMPLETE, LAKEHOUSE_ORDERS, RUN, SETTINGS))["outputs"][0]["facets"]
+
+
+def test_a_table_version_names_its_snapshot_and_schema_and_a_read_names_every_version():
+    body = as_json(events.asset_event(RunState.COMPLETE, LAKEHOUSE_ORDERS, RUN, SETTINGS,
+                                      version=events.DatasetVersion("4412", schema_id=1), reads=(READ,)))
+    version = body["outputs"][0]["facets"]["version"]
+    assert (version["datasetVersion"], version["schemaId"]) == ("4412", 1)
+    assert version["_schemaURL"].endswith("/DatasetVersionDatasetFacet.json#/$defs/DatasetVersionDatasetFacet")
+    (orders,) = body["inputs"]
+    assert orders["facets"]["version"]["datasetVersion"] == "orders-value:1"  # the newest readable version read
+    assert [(v["version"], v["readable"]) for v in orders["inputFacets"]["schemaVersions"]["versions"]] == [(1, True), (2, False)]
+    (assertion,) = orders["inputFacets"]["dataQualityAssertions"]["assertions"]
+    assert (assertion["success"], assertion["severity"], assertion["actual"]) == (False, "error", "20")
