@@ -136,12 +136,12 @@ def _show(args: argparse.Namespace, settings: Settings, emitter) -> int:
 
 def _dlq(args: argparse.Namespace, settings: Settings) -> int:
     from lineage_assets import catalog
-    from lineage_assets.dead_letters import ReplayError, replay
+    from lineage_assets.dead_letters import TEACH_THEN_REPLAY, ReplayError, replay
 
     # With --json, stdout is the report alone; progress goes to stderr.
     out = sys.stderr if args.json else sys.stdout
     try:
-        report = replay(settings, json.dumps(catalog.ORDERS_READER_SCHEMA), reason=args.reason,
+        report = replay(settings, catalog.orders_reader_schema_json(), reason=args.reason,
                         progress=lambda line: print(line, file=out, flush=True))
     except ReplayError as error:
         print(f"lineage-assets: {error}", file=sys.stderr)
@@ -157,8 +157,7 @@ def _dlq(args: argparse.Namespace, settings: Settings) -> int:
         if report.stopped_at:
             print(f"stopped at {report.stopped_at}")
         if report.stopped_version:
-            print(f"teach the pipeline {report.stopped_version} in lineage_assets/catalog.py (ORDERS_READER_SCHEMA; "
-                  f"a renamed field: an Avro alias on the reader's field), then run `lineage-assets dlq replay` again")
+            print(f"{report.stopped_version}: {TEACH_THEN_REPLAY} again")
         if not report.stopped_at:
             print(f"reached the end of {settings.dead_letter_topic}")
     return 1 if report.stopped_at else 0

@@ -31,6 +31,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from lineage_assets.settings import Settings
 from lineage_assets.source_schemas import SCHEMA_INCOMPATIBLE, RegistryError, WriterVersion, registered_versions, value_subject
 
+TEACH_THEN_REPLAY = ("teach the pipeline the version in lineage_assets/catalog.py (ORDERS_READER_SCHEMA; a renamed "
+                     "field: with_aliases(ORDERS_AVRO_SCHEMA, field=(\"new name\",))), then `lineage-assets dlq replay`")
 REPLAY_HEADER = "lineage-assets.replay-of"  # value: "{dlq topic}/{partition}/{offset}" of the dead letter replayed
 GROUP = "lineage-assets-dlq-replay"  # its committed offsets are how far the dead-letter topic was replayed
 BATCH = 500  # dead letters per produce-flush-commit round: bounds what a crash leaves for the next run to find

@@ -17,12 +17,13 @@ import dagster as dg
 
 from lineage_assets.assets.common import asset_key
 from lineage_assets.catalog import DATASETS, LAKEHOUSE_ORDERS, ORDERS, ORDERS_AVRO_SCHEMA, SUPPLIER_STATS
+from lineage_assets.dead_letters import TEACH_THEN_REPLAY
 from lineage_assets.definitions import build_definitions
 from lineage_assets.generator import GeneratedOrder, GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.lineage.check import check, check_marquez, report
 from lineage_assets.lineage.emitter import Backend, LineageEmitter
-from lineage_assets.lineage.queries import ask
 from lineage_assets.lineage.marquez import MarquezApi, MarquezError
+from lineage_assets.lineage.queries import ask
 from lineage_assets.resources.lakehouse import LakehouseResource
 from lineage_assets.resources.lineage import emitter_for
 from lineage_assets.settings import Settings
@@ -121,8 +122,7 @@ def summary(run: PipelineRun, marquez_web_url: str) -> str:
     lines.append(f"  {'dead letters (orders-dlq)':<26} {run.dead_letters}")
     if run.held_back:
         lines.append(f"supplier_stats held back for {', '.join(run.held_back)}: {run.outstanding} records wait in the "
-                     "dead-letter topic for a schema version the pipeline cannot read. Teach it the version "
-                     "(catalog.ORDERS_READER_SCHEMA), then `lineage-assets dlq replay` and materialize again.")
+                     f"dead-letter topic for a schema version the pipeline cannot read; {TEACH_THEN_REPLAY} and materialize again.")
     for day, totals in run.supplier_totals.items():
         lines.append(f"Supplier totals for {day} (from lakehouse/supplier_stats):")
         lines += [f"  {supplier:<8} {total:>12}  {count:>6} orders" for supplier, (total, count) in sorted(totals.items())]

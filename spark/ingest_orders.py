@@ -80,16 +80,15 @@ def main() -> None:
                 return
             valid = transforms.iceberg_orders(transforms.valid_orders(decoded))
             dead = transforms.dead_letters(decoded)
-            batch_reasons = Counter()
+            batch_reasons, by_version, returned = Counter(), Counter(), 0
             for row in outcomes:
                 if row.dead_letter_reason is not None:
                     batch_reasons[row.dead_letter_reason] += row["count"]
-            incompatible = sum(n for reason, n in batch_reasons.items() if reason.startswith(SCHEMA_INCOMPATIBLE))
-            returned = sum(row["count"] for row in outcomes if row.replayed and row.dead_letter_reason is None)
-            by_version = Counter()
-            for row in outcomes:
+                elif row.replayed:
+                    returned += row["count"]
                 if row.schema_id in versions.by_id:
                     by_version[row.schema_id] += row["count"]
+            incompatible = sum(n for reason, n in batch_reasons.items() if reason.startswith(SCHEMA_INCOMPATIBLE))
             # Rows and days in one pass over the (cached) batch.
             by_day = valid.groupBy(F.date_format("bid_time", "yyyy-MM-dd").alias("day")).count().collect()
             written, batch_days = sum(row["count"] for row in by_day), {row.day for row in by_day}
@@ -125,6 +124,7 @@ def main() -> None:
     spark.sql(f"REFRESH TABLE {args.table}")
     snapshot = spark.sql(f"SELECT snapshot_id FROM {args.table}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()
     snapshot_id = snapshot[0].snapshot_id if snapshot else None
+    quality = jobs.table_quality(spark, args.table, snapshot_id)  # the whole table, from its manifests
     jobs.write_report(args.report, {
         **jobs.progress_summary(query),
         "rows_written": totals["rows_written"],
@@ -138,8 +138,9 @@ def main() -> None:
         "table_created": created,
         "snapshot_id": snapshot_id,
         "schema_id": jobs.table_schema_id(spark, args.table),
-        "table_rows": spark.table(args.table).count(),
-        "quality": jobs.table_quality(spark, args.table, snapshot_id),  # the whole table, from its manifests
+        # The manifests' count is exact without delete files (none here: the table is only appended to).
+        "table_rows": quality["rows"] if quality else spark.table(args.table).count(),
+        "quality": quality,
     }, started)
     spark.stop()
 

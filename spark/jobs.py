@@ -9,9 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
-
 from collections import Counter
+from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F

@@ -38,9 +38,9 @@ def decode_orders(raw: DataFrame, reader_schema: str, versions: Mapping[int, Wri
     is not decoded at all and gets the version's ``schema_incompatible`` reason.
 
     Output columns: the Kafka columns, ``key`` (string), ``value`` (binary, unchanged),
-    ``schema_id`` (from the frame) and its ``schema_version``, the order fields with ``price`` cast to DECIMAL(10,2) (the
-    source sends it as a string), ``price_text`` (the original), ``dead_letter_reason``, and the
-    input columns named in ``keep``.
+    ``schema_id`` (from the frame) and its ``schema_version``, the order fields with ``price`` cast
+    to DECIMAL(10,2) (the source sends it as a string), ``price_text`` (the original),
+    ``dead_letter_reason``, and the input columns named in ``keep``.
     """
     framed = F.length("value") >= 5
     magic_ok = framed & (F.substring("value", 1, 1) == F.lit(b"\x00"))

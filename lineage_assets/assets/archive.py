@@ -9,11 +9,10 @@ from lineage_assets.assets.common import (
     consumed_records,
     ensure_not_deployed,
     job_metadata,
-    orders_read,
     orders_source_arguments,
 )
 from lineage_assets.catalog import ARCHIVE
-from lineage_assets.lineage.events import OutputStatistics
+from lineage_assets.lineage.events import OutputStatistics, orders_read
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lineage import LineageResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
@@ -40,7 +39,7 @@ def build_archive_assets(settings: Settings) -> list:
             report = spark_jobs.submit(ARCHIVE.job.source, archive_job_arguments(kafka, spark_jobs), log=context.log)
             run.complete(OutputStatistics(rows=report["rows_written"], bytes=report["bytes_written"], files=report["files_written"]),
                          "CREATE" if report["files_total"] == report["files_written"] and report["files_written"] else None,
-                         quality=report["quality"], reads=(orders_read(settings, report),))
+                         quality=report["quality"], reads=(orders_read(settings, report.get("schema_versions")),))
         return dg.MaterializeResult(metadata={
             **job_metadata(ARCHIVE, report),
             "files_written": report["files_written"],

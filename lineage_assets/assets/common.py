@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from lineage_assets.catalog import DATASETS, ORDERS, OWNERS, Dataset, orders_reader_schema_json
-from lineage_assets.lineage.events import Assertion, SourceRead
+from lineage_assets.catalog import DATASETS, OWNERS, Dataset, orders_reader_schema_json
 from lineage_assets.lineage.queries import declared_impact
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
@@ -83,12 +82,6 @@ def orders_source_arguments(kafka: KafkaResource, spark_jobs: SparkJobsResource,
         "--subject", value_subject(settings.orders_topic),
         "--checkpoint", spark_jobs.checkpoint(dataset.job.name),
     ]
-
-
-def orders_read(settings: Settings, report: dict, assertions: tuple[Assertion, ...] = ()) -> SourceRead:
-    """What a Spark job's run read of the orders topic: the writer versions in its report."""
-    return SourceRead(dataset=ORDERS.key, subject=value_subject(settings.orders_topic),
-                      versions=tuple(report.get("schema_versions") or ()), assertions=assertions)
 
 
 def job_metadata(dataset: Dataset, report: dict) -> dict:

@@ -14,11 +14,11 @@ from lineage_assets.assets.common import (
     consumed_records,
     ensure_not_deployed,
     job_metadata,
-    orders_read,
     orders_source_arguments,
 )
 from lineage_assets.catalog import LAKEHOUSE_ORDERS, SUPPLIER_STATS, iceberg_table_name
-from lineage_assets.lineage.events import Assertion, DatasetVersion, OutputStatistics
+from lineage_assets.dead_letters import TEACH_THEN_REPLAY
+from lineage_assets.lineage.events import Assertion, DatasetVersion, OutputStatistics, orders_read
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lineage import LineageResource, lineage_folder
 from lineage_assets.resources.spark_jobs import SparkJobsResource
@@ -63,11 +63,18 @@ class Rebuild:
         return Assertion(name=SCHEMA_CHECK, passed=not self.outstanding, description=SCHEMA_CHECK_DESCRIPTION,
                          expected="0", actual=str(self.outstanding), blocking=True)
 
-    def check(self) -> dg.AssetCheckEvaluation:
-        return dg.AssetCheckEvaluation(
-            asset_key=asset_key(LAKEHOUSE_ORDERS), check_name=SCHEMA_CHECK, passed=not self.outstanding, blocking=True,
-            description=SCHEMA_CHECK_DESCRIPTION, metadata={
-                "schema_incompatible_outstanding": self.outstanding, "days_held_back": dg.MetadataValue.json(self.held_back)})
+    def _check(self) -> dict:
+        return {"check_name": SCHEMA_CHECK, "passed": not self.outstanding, "description": SCHEMA_CHECK_DESCRIPTION,
+                "metadata": {"schema_incompatible_outstanding": self.outstanding,
+                             "days_held_back": dg.MetadataValue.json(self.held_back)}}
+
+    def check_result(self) -> dg.AssetCheckResult:
+        """The check as the ingestion asset yields it."""
+        return dg.AssetCheckResult(**self._check())
+
+    def check_evaluation(self) -> dg.AssetCheckEvaluation:
+        """The check as a sensor reports it, for a deployment's commit (no run)."""
+        return dg.AssetCheckEvaluation(asset_key=asset_key(LAKEHOUSE_ORDERS), blocking=True, **self._check())
 
 
 def latest_metadata(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, Any]:
@@ -111,15 +118,13 @@ def build_lakehouse_definitions(settings: Settings) -> dict:
                                     report["schema_incompatible"], report["dead_letters_replayed"])
             run.complete(OutputStatistics(rows=report["rows_written"]), "CREATE" if report["table_created"] else None,
                          version=DatasetVersion(str(report["snapshot_id"]), report["schema_id"]), quality=report["quality"],
-                         reads=(orders_read(settings, report, (rebuild.assertion(),)),))
+                         reads=(orders_read(settings, report.get("schema_versions"), (rebuild.assertion(),)),))
         if report["dead_letters"]:
             context.log.warning(f"{report['dead_letters']} records dead-lettered to {settings.dead_letter_topic}: "
                                 f"{report['dead_letter_reasons']}")
         if rebuild.outstanding:
             context.log.error(f"{rebuild.outstanding} records wait in {settings.dead_letter_topic} for a schema version the "
-                              f"pipeline cannot read; supplier_stats is held back for {rebuild.held_back}. Teach the "
-                              "pipeline the version (catalog.ORDERS_READER_SCHEMA), then `lineage-assets dlq replay`.")
-        check = rebuild.check()
+                              f"pipeline cannot read; supplier_stats is held back for {rebuild.held_back}: {TEACH_THEN_REPLAY}")
         return dg.MaterializeResult(metadata={
             **job_metadata(LAKEHOUSE_ORDERS, report),
             "dead_letters": report["dead_letters"],
@@ -133,8 +138,7 @@ def build_lakehouse_definitions(settings: Settings) -> dict:
             "table_created": report["table_created"],
             "records_consumed": consumed_records(report),
             **table_quality_metadata(report),
-        }, check_results=[dg.AssetCheckResult(check_name=check.check_name, passed=check.passed, metadata=check.metadata,
-                                              description=check.description)])
+        }, check_results=[rebuild.check_result()])
 
     @dg.asset(partitions_def=DAILY, **asset_spec_arguments(SUPPLIER_STATS, settings, "lakehouse"))
     def supplier_stats(context: dg.AssetExecutionContext, spark_jobs: SparkJobsResource,

@@ -6,11 +6,10 @@ from lineage_assets.assets.common import (
     asset_spec_arguments,
     ensure_not_deployed,
     job_metadata,
-    orders_read,
     orders_source_arguments,
 )
 from lineage_assets.catalog import SUPPLIER_STATS_LIVE
-from lineage_assets.lineage.events import OutputStatistics
+from lineage_assets.lineage.events import OutputStatistics, orders_read
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lineage import LineageResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
@@ -34,7 +33,7 @@ def build_live_stats_assets(settings: Settings) -> list:
             report = spark_jobs.submit(SUPPLIER_STATS_LIVE.job.source, live_stats_job_arguments(kafka, spark_jobs),
                                        log=context.log)
             run.complete(OutputStatistics(rows=report["windows_written"]), "CREATE" if created else None,
-                         reads=(orders_read(settings, report),))
+                         reads=(orders_read(settings, report.get("schema_versions")),))
         return dg.MaterializeResult(metadata={
             **job_metadata(SUPPLIER_STATS_LIVE, report),
             "rows_out": report["windows_written"],

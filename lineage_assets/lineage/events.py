@@ -45,8 +45,9 @@ from openlineage.client.facet_v2 import (
 )
 from openlineage.client.uuid import generate_static_uuid
 
-from lineage_assets.catalog import DATASETS, ORCHESTRATOR_JOB, OWNERS, Dataset, Transformation
+from lineage_assets.catalog import DATASETS, ORCHESTRATOR_JOB, ORDERS, OWNERS, Dataset, Transformation
 from lineage_assets.settings import PROJECT_ROOT, Settings
+from lineage_assets.source_schemas import value_subject
 
 VERSION = "0.1.0"
 PRODUCER = f"urn:lineage_assets:{VERSION}"
@@ -156,6 +157,13 @@ class SourceRead:
     def newest_readable(self) -> dict | None:
         readable = [v for v in self.versions if v["readable"]]
         return max(readable, key=lambda v: v["version"]) if readable else None
+
+
+def orders_read(settings: Settings, versions, assertions: tuple[Assertion, ...] = ()) -> SourceRead:
+    """What a run read of the orders topic: the writer versions of a Spark job's report or a
+    deployment's progress (``schema_versions`` entries), and its tests of them."""
+    return SourceRead(dataset=ORDERS.key, subject=value_subject(settings.orders_topic), versions=tuple(versions or ()),
+                      assertions=assertions)
 
 
 @functools.cache

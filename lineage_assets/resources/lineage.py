@@ -149,8 +149,8 @@ class AssetRunLineage:
         state = ending(ended_by)
         lines = [line for line in spark_events.read_text().splitlines() if line.strip()]
         for line in lines:
-            event = json.loads(line)
-            if state != RunState.COMPLETE and event.get("eventType") == RunState.COMPLETE.value:
+            event = json.loads(line) if state != RunState.COMPLETE else None
+            if event is not None and event.get("eventType") == RunState.COMPLETE.value:
                 event["eventType"] = state.value
                 event["run"].setdefault("facets", {})["errorMessage"] = Serde.to_dict(events.error_facet(
                     ended_by, f"the asset run ended {state.value} while the Spark application ran"))

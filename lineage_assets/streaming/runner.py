@@ -23,12 +23,11 @@ from pathlib import Path
 from openlineage.client.event_v2 import RunState
 from openlineage.client.uuid import generate_new_uuid
 
-from lineage_assets.catalog import DATASETS, ORDERS
+from lineage_assets.catalog import DATASETS
 from lineage_assets.lineage import events
 from lineage_assets.processes import terminate
 from lineage_assets.resources.lineage import emitter_for
 from lineage_assets.settings import PROJECT_ROOT, Settings
-from lineage_assets.source_schemas import value_subject
 from lineage_assets.spark_conf import spark_submit_command, spark_submit_env
 from lineage_assets.streaming.folder import ORPHAN_STOP_S, DeploymentFolder
 
@@ -87,10 +86,8 @@ def main(folder: Path) -> int:
             break
         if time.monotonic() - last_running >= interval:  # a sign of life, with or without new batches
             progress = deployment.progress_facet()
-            read = events.SourceRead(dataset=ORDERS.key, subject=value_subject(settings.orders_topic),
-                                     versions=deployment.versions_read())
             emit(RunState.RUNNING, progress=progress, statistics=events.OutputStatistics(rows=progress.processedRows),
-                 reads=(read,))
+                 reads=(events.orders_read(settings, deployment.versions_read()),))
             last_running = time.monotonic()
         time.sleep(0.5)
     # A driver killed alone leaves its Python process (or its JVM) behind: nothing outlives the run.

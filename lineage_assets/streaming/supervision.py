@@ -46,7 +46,7 @@ def new_commits(deployments: LocalDeployments, name: str, seen: dict[str, int],
             **rebuild.metadata, "rows_out": commit["rows"], "dead_letters": commit["dead_letters"],
             "schema_incompatible": commit["schema_incompatible"], "dead_letters_replayed": commit["dead_letters_replayed"],
             "deployment/run_id": status.run_id, "deployment/batch": commit["batch"],
-        }), rebuild.check()]
+        }), rebuild.check_evaluation()]
     return events
 
 

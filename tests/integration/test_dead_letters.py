@@ -154,7 +154,7 @@ def test_the_command_says_where_it_stopped_and_what_to_teach(letters, monkeypatc
     out = capsys.readouterr().out
     assert f"stopped at {letters.settings.dead_letter_topic} partition 0 offset 0" in out
     assert "field supplier is missing" in out
-    assert f"teach the pipeline {value_subject(letters.settings.orders_topic)} version 2" in out
+    assert f"{value_subject(letters.settings.orders_topic)} version 2 (id {letters.ids[2]}): teach the pipeline" in out
     assert "lineage_assets/catalog.py" in out
 
     assert cli.main(["dlq", "replay", "--json"]) == 1
