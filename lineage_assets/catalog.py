@@ -354,3 +354,36 @@ SUPPLIER_STATS = Dataset(
 )
 
 DATASETS: dict[str, Dataset] = {d.key: d for d in (ORDERS, ARCHIVE, SUPPLIER_STATS_LIVE, LAKEHOUSE_ORDERS, SUPPLIER_STATS)}
+
+
+# --- asset checks -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Check:
+    """An asset check evaluated on its own (not inside its asset's run): in the lineage, a job that
+    reads the dataset it checks, one run per evaluation nested under the Dagster run, its results
+    as ``dataQualityAssertions`` on that input. ``columns``: the columns its assertions test, the
+    dataset as a whole when empty; a column's impact lists the checks that test it."""
+
+    name: str
+    dataset: str  # a key of DATASETS
+    description: str
+    columns: tuple[str, ...]
+    source: str  # the module that defines it, relative to the project root
+
+    @property
+    def lineage_name(self) -> str:
+        return f"{ORCHESTRATOR_JOB}.check.{self.name}"
+
+
+CHECKS: dict[str, Check] = {c.name: c for c in (
+    Check("archive_reconciles_with_topic", ARCHIVE.key,
+          "The archive holds exactly as many records as the topic offsets it consumed, each offset once.",
+          (), "lineage_assets/assets/archive.py"),
+    Check("orders_reconcile_with_topic", LAKEHOUSE_ORDERS.key,
+          "Rows in Iceberg plus dead letters equal the topic records the ingestion consumed.",
+          (), "lineage_assets/assets/lakehouse.py"),
+    Check("orders_values_in_range", LAKEHOUSE_ORDERS.key,
+          "Every row has an order id, supplier and bid time, and a price in 0.01 .. 99999999.99.",
+          ("order_id", "supplier", "bid_time", "price"), "lineage_assets/assets/lakehouse.py"),
+)}

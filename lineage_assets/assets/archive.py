@@ -6,13 +6,14 @@ from dagster_pyspark import PySparkResource
 from lineage_assets.assets.common import (
     asset_key,
     asset_spec_arguments,
+    check_arguments,
     consumed_records,
     ensure_not_deployed,
     job_metadata,
     orders_source_arguments,
 )
-from lineage_assets.catalog import ARCHIVE
-from lineage_assets.lineage.events import OutputStatistics, orders_read
+from lineage_assets.catalog import ARCHIVE, CHECKS
+from lineage_assets.lineage.events import Assertion, OutputStatistics, orders_read
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lineage import LineageResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
@@ -26,6 +27,9 @@ def archive_location(settings: Settings) -> str:
 
 def archive_job_arguments(kafka: KafkaResource, spark_jobs: SparkJobsResource) -> list[str]:
     return [*orders_source_arguments(kafka, spark_jobs, ARCHIVE), "--path", archive_location(kafka.lakehouse.settings())]
+
+
+ARCHIVE_RECONCILE = CHECKS["archive_reconciles_with_topic"]
 
 
 def build_archive_assets(settings: Settings) -> list:
@@ -50,17 +54,21 @@ def build_archive_assets(settings: Settings) -> list:
             "quality": dg.MetadataValue.json(report["quality"]),  # of the records this run archived
         })
 
-    @dg.asset_check(asset=asset_key(ARCHIVE), description="The archive holds exactly as many records as the topic offsets it consumed.")
-    def archive_reconciles_with_topic(context: dg.AssetCheckExecutionContext, pyspark: PySparkResource) -> dg.AssetCheckResult:
-        event = context.instance.get_latest_materialization_event(asset_key(ARCHIVE))
-        consumed = event.asset_materialization.metadata["records_consumed"].value if event else 0
-        # Reading the sink's folder through Spark honours its commit log: only committed files count.
-        archived = pyspark.spark_session.read.json(archive_location(settings)).select("topic", "partition", "offset")
-        rows = archived.count()
-        distinct = archived.distinct().count()
-        return dg.AssetCheckResult(
-            passed=rows == consumed and distinct == rows,
-            metadata={"archived_records": rows, "distinct_offsets": distinct, "consumed_offsets": consumed},
-        )
+    @dg.asset_check(**check_arguments(ARCHIVE_RECONCILE))
+    def archive_reconciles_with_topic(context: dg.AssetCheckExecutionContext, pyspark: PySparkResource,
+                                      lineage: LineageResource) -> dg.AssetCheckResult:
+        with lineage.check_run(context, ARCHIVE_RECONCILE) as run:
+            event = context.instance.get_latest_materialization_event(asset_key(ARCHIVE))
+            consumed = event.asset_materialization.metadata["records_consumed"].value if event else 0
+            # Reading the sink's folder through Spark honours its commit log: only committed files count.
+            archived = pyspark.spark_session.read.json(archive_location(settings)).select("topic", "partition", "offset")
+            rows = archived.count()
+            distinct = archived.distinct().count()
+            return run.result([
+                Assertion(ARCHIVE_RECONCILE.name, "row_count", rows == consumed,
+                          "records archived equal the topic offsets consumed", expected=str(consumed), actual=str(rows)),
+                Assertion(ARCHIVE_RECONCILE.name, "unique", distinct == rows,
+                          "no (topic, partition, offset) archived twice", expected="0", actual=str(rows - distinct)),
+            ], metadata={"archived_records": rows, "distinct_offsets": distinct, "consumed_offsets": consumed})
 
     return [orders_archive, archive_reconciles_with_topic]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from lineage_assets.catalog import DATASETS, OWNERS, Dataset, orders_reader_schema_json
+from lineage_assets.catalog import DATASETS, OWNERS, Check, Dataset, orders_reader_schema_json
 from lineage_assets.lineage.queries import declared_impact
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
@@ -53,6 +53,11 @@ def asset_spec_arguments(dataset: Dataset, settings: Settings, group: str) -> di
         "metadata": definition_metadata(dataset, settings),
         "deps": [asset_key(DATASETS[key]) for key in dataset.upstream],
     }
+
+
+def check_arguments(check: Check) -> dict:
+    """The @asset_check keyword arguments every separately evaluated check takes from the catalog."""
+    return {"asset": asset_key(DATASETS[check.dataset]), "name": check.name, "description": check.description}
 
 
 class DeployedElsewhere(RuntimeError):

@@ -11,12 +11,13 @@ from dagster_pyspark import PySparkResource
 from lineage_assets.assets.common import (
     asset_key,
     asset_spec_arguments,
+    check_arguments,
     consumed_records,
     ensure_not_deployed,
     job_metadata,
     orders_source_arguments,
 )
-from lineage_assets.catalog import LAKEHOUSE_ORDERS, SUPPLIER_STATS, iceberg_table_name
+from lineage_assets.catalog import CHECKS, LAKEHOUSE_ORDERS, SUPPLIER_STATS, iceberg_table_name
 from lineage_assets.dead_letters import TEACH_THEN_REPLAY
 from lineage_assets.lineage.events import Assertion, DatasetVersion, OutputStatistics, orders_read
 from lineage_assets.resources.kafka import KafkaResource
@@ -26,6 +27,12 @@ from lineage_assets.settings import Settings
 
 DAILY = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_offset=1, timezone="UTC")
 PRICE_MAX = "99999999.99"  # DECIMAL(10,2)
+ORDERS_RECONCILE, ORDERS_VALUES = CHECKS["orders_reconcile_with_topic"], CHECKS["orders_values_in_range"]
+# Per column of ORDERS_VALUES: its kind of test and the condition a failing row meets.
+VALUE_TESTS = {
+    **{column: ("not_null", f"{column} IS NULL") for column in ("order_id", "supplier", "bid_time")},
+    "price": ("range", f"price IS NULL OR price <= 0 OR price > {PRICE_MAX}"),
+}
 SCHEMA_CHECK = "orders_schema_readable"
 SCHEMA_CHECK_DESCRIPTION = ("No record of `orders` waits in the dead-letter topic for a writer schema version the "
                             "pipeline cannot read (dead-lettered `schema_incompatible` and not replayed yet). While "
@@ -60,7 +67,7 @@ class Rebuild:
         return {key: dg.MetadataValue.json(value) if isinstance(value, list) else value for key, value in self.values.items()}
 
     def assertion(self) -> Assertion:
-        return Assertion(name=SCHEMA_CHECK, passed=not self.outstanding, description=SCHEMA_CHECK_DESCRIPTION,
+        return Assertion(SCHEMA_CHECK, "schema_compatible", not self.outstanding, SCHEMA_CHECK_DESCRIPTION,
                          expected="0", actual=str(self.outstanding), blocking=True)
 
     def _check(self) -> dict:
@@ -185,27 +192,32 @@ def build_lakehouse_definitions(settings: Settings) -> dict:
             # One request per (materialization, day): a re-evaluation never asks twice.
             yield dg.RunRequest(run_key=f"{asset_event.run_id}:{asset_event.timestamp}:{day}", partition_key=day)
 
-    @dg.asset_check(asset=asset_key(LAKEHOUSE_ORDERS),
-                    description="Rows in Iceberg plus dead letters equal the topic records the ingestion consumed.")
+    @dg.asset_check(**check_arguments(ORDERS_RECONCILE))
     def orders_reconcile_with_topic(context: dg.AssetCheckExecutionContext, pyspark: PySparkResource,
-                                    kafka: KafkaResource) -> dg.AssetCheckResult:
-        event = context.instance.get_latest_materialization_event(asset_key(LAKEHOUSE_ORDERS))
-        consumed = event.asset_materialization.metadata["records_consumed"].value if event else 0
-        rows = pyspark.spark_session.table(orders_table).count()
-        dead = sum(kafka.end_offsets(kafka.lakehouse.settings().dead_letter_topic).values())
-        return dg.AssetCheckResult(passed=rows + dead == consumed,
-                                   metadata={"table_rows": rows, "dead_letters": dead, "consumed_offsets": consumed})
+                                    kafka: KafkaResource, lineage: LineageResource) -> dg.AssetCheckResult:
+        with lineage.check_run(context, ORDERS_RECONCILE) as run:
+            event = context.instance.get_latest_materialization_event(asset_key(LAKEHOUSE_ORDERS))
+            consumed = event.asset_materialization.metadata["records_consumed"].value if event else 0
+            rows = pyspark.spark_session.table(orders_table).count()
+            dead = sum(kafka.end_offsets(kafka.lakehouse.settings().dead_letter_topic).values())
+            return run.result([Assertion(
+                ORDERS_RECONCILE.name, "row_count", rows + dead == consumed,
+                "rows in the table plus dead letters equal the topic records the ingestion consumed",
+                expected=str(consumed), actual=str(rows + dead))],
+                metadata={"table_rows": rows, "dead_letters": dead, "consumed_offsets": consumed})
 
-    @dg.asset_check(asset=asset_key(LAKEHOUSE_ORDERS),
-                    description="Every row has an order id, supplier and bid time, and a price in 0.01 .. 99999999.99.")
-    def orders_values_in_range(pyspark: PySparkResource) -> dg.AssetCheckResult:
-        bad = pyspark.spark_session.sql(f"""
-            SELECT
-              count_if(order_id IS NULL OR supplier IS NULL OR bid_time IS NULL) AS missing_values,
-              count_if(price IS NULL OR price <= 0 OR price > {PRICE_MAX}) AS price_out_of_range
-            FROM {orders_table}""").collect()[0]
-        return dg.AssetCheckResult(passed=bad.missing_values == 0 and bad.price_out_of_range == 0,
-                                   metadata={"missing_values": bad.missing_values, "price_out_of_range": bad.price_out_of_range})
+    @dg.asset_check(**check_arguments(ORDERS_VALUES))
+    def orders_values_in_range(context: dg.AssetCheckExecutionContext, pyspark: PySparkResource,
+                               lineage: LineageResource) -> dg.AssetCheckResult:
+        with lineage.check_run(context, ORDERS_VALUES) as run:
+            failing = pyspark.spark_session.sql("SELECT " + ", ".join(
+                f"count_if({condition}) AS {column}" for column, (_, condition) in VALUE_TESTS.items())
+                + f" FROM {orders_table}").collect()[0].asDict()
+            return run.result([Assertion(
+                ORDERS_VALUES.name, kind, failing[column] == 0, f"no row where {condition}", column=column,
+                expected="0", actual=str(failing[column]), sql=f"SELECT count_if({condition}) FROM {orders_table}")
+                for column, (kind, condition) in VALUE_TESTS.items()],
+                metadata={f"{column}_failing": count for column, count in failing.items()})
 
     return {
         "assets": [lakehouse_orders, supplier_stats],

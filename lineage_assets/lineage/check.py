@@ -7,7 +7,7 @@ readable line; no gap means the check passes.
 
 from __future__ import annotations
 
-from lineage_assets.catalog import DATASETS, ORCHESTRATOR_JOB, Dataset
+from lineage_assets.catalog import CHECKS, DATASETS, ORCHESTRATOR_JOB, Check, Dataset
 from lineage_assets.lineage.graph import TERMINAL, LineageGraph
 from lineage_assets.lineage.marquez import MarquezApi, lineage_nodes, read_graph
 from lineage_assets.settings import Settings
@@ -22,6 +22,10 @@ def _asset_job(dataset: Dataset, settings: Settings) -> str:
     return f"{settings.lineage_namespace}/{dataset.job.lineage_name}"
 
 
+def _check_jobs(settings: Settings) -> dict[str, Check]:
+    return {f"{settings.lineage_namespace}/{check.lineage_name}": check for check in CHECKS.values()}
+
+
 def check(events: list[dict], settings: Settings, running_jobs: set[str] = frozenset()) -> list[str]:
     """Every gap between the asset graph and the lineage in ``events``; empty when they agree.
 
@@ -32,11 +36,11 @@ def check(events: list[dict], settings: Settings, running_jobs: set[str] = froze
 
 def check_marquez(api: MarquezApi, settings: Settings, running_jobs: set[str] = frozenset()) -> list[str]:
     """``check`` of what Marquez shows: its jobs, runs and column lineage, plus its lineage graph
-    around every asset and every dataset the project's jobs read or write there. Other datasets in
+    (asset and check jobs only) around every asset and every dataset the project's jobs read or write there. Other datasets in
     the same namespaces (another team's topics on a shared cluster) are not the project's."""
     graph = read_graph(api, settings)
     gaps = check_graph(graph, settings, running_jobs)
-    expected_jobs = {_asset_job(dataset, settings) for dataset in DATASETS.values()}
+    expected_jobs = {_asset_job(dataset, settings) for dataset in DATASETS.values()} | set(_check_jobs(settings))
     expected_datasets = {_node(dataset, settings) for dataset in DATASETS.values()}
     for dataset in DATASETS.values():
         jobs, datasets = lineage_nodes(api, *_node(dataset, settings))
@@ -74,9 +78,18 @@ def check_graph(graph: LineageGraph, settings: Settings, running_jobs: set[str] 
                     gaps.append(f"missing column edge: {source.dataset}.{source.column} -> {dataset.key}.{column}")
                 elif not graph.column_transformations.get(edge):
                     gaps.append(f"column edge without transformation: {source.dataset}.{source.column} -> {dataset.key}.{column}")
+    check_jobs = _check_jobs(settings)
+    for job, asset_check in check_jobs.items():  # a check that never ran has no job; one that ran reads what it checks
+        checked = _node(DATASETS[asset_check.dataset], settings)
+        if job in graph.jobs and checked not in graph.inputs.get(job, set()):
+            gaps.append(f"missing edge: dataset {checked[0]}:{checked[1]} (asset {asset_check.dataset}) -> check job {job}")
+        for extra in sorted(graph.inputs.get(job, set()) - {checked}):
+            gaps.append(f"extra edge: check job {job} reads {extra[0]}:{extra[1]}, which is not asset {asset_check.dataset} it checks")
+        for extra in sorted(graph.outputs.get(job, set())):
+            gaps.append(f"extra edge: check job {job} writes {extra[0]}:{extra[1]}; a check writes nothing")
     orchestrator = f"{settings.lineage_namespace}/{ORCHESTRATOR_JOB}"
     for job in sorted(set(graph.jobs) | set(graph.inputs) | set(graph.outputs)):
-        if job in asset_jobs or job == orchestrator:
+        if job in asset_jobs or job in check_jobs or job == orchestrator:
             continue
         if graph.datasets_of(job):
             gaps.append(f"extra job: {job} reads or writes {len(graph.datasets_of(job))} datasets but is no asset's job")

@@ -45,7 +45,7 @@ from openlineage.client.facet_v2 import (
 )
 from openlineage.client.uuid import generate_static_uuid
 
-from lineage_assets.catalog import DATASETS, ORCHESTRATOR_JOB, ORDERS, OWNERS, Dataset, Transformation
+from lineage_assets.catalog import DATASETS, ORCHESTRATOR_JOB, ORDERS, OWNERS, Check, Dataset, Transformation
 from lineage_assets.settings import PROJECT_ROOT, Settings
 from lineage_assets.source_schemas import value_subject
 
@@ -69,6 +69,9 @@ class DagsterRun:
 
     def asset_run_id(self, dataset: Dataset) -> str:
         return str(generate_static_uuid(self.started_at, f"dagster-run/{self.run_id}/asset/{dataset.key}".encode()))
+
+    def check_run_id(self, check: Check) -> str:
+        return str(generate_static_uuid(self.started_at, f"dagster-run/{self.run_id}/check/{check.name}".encode()))
 
 
 @dataclass(frozen=True)
@@ -134,14 +137,17 @@ class DatasetVersion:
 
 @dataclass(frozen=True)
 class Assertion:
-    """A data-quality test a run made of one of its inputs, and its outcome."""
+    """One test of a dataset (or one of its columns) and its outcome: an entry of ``dataQualityAssertions``."""
 
-    name: str
+    check: str  # the Dagster asset check that made it
+    kind: str  # the facet's classification: not_null, range, row_count, unique, schema_compatible
     passed: bool
     description: str
+    column: str | None = None  # None: the dataset as a whole
     expected: str | None = None
     actual: str | None = None
     blocking: bool = False
+    sql: str | None = None  # the query that tested it, if one did
 
 
 @dataclass(frozen=True)
@@ -175,25 +181,33 @@ def _git_revision() -> str | None:
         return None
 
 
-def _job_facets(dataset: Dataset, running_interval: int | None = None) -> dict:
-    # A deployment reports periodically (RUNNING every `running_interval` s), each event complete.
-    emission = job_type_job.EmissionPattern(
-        eventTrigger="PERIODIC", eventContentMode="COMPLETE_SNAPSHOT", windowDuration=running_interval,
-    ) if running_interval else None
+def _job_facets(processing_type: str, job_type: str, description: str, source: str,
+                emission: job_type_job.EmissionPattern | None = None) -> dict:
     return {
-        "jobType": job_type_job.JobTypeJobFacet(
-            processingType=dataset.job.processing_type, integration=INTEGRATION,
-            jobType="DEPLOYMENT" if running_interval else "ASSET", emissionPattern=emission),
-        "documentation": documentation_job.DocumentationJobFacet(
-            description=f"Materializes {dataset.title} (Dagster asset `{dataset.key}`). {dataset.description}"),
+        "jobType": job_type_job.JobTypeJobFacet(processingType=processing_type, integration=INTEGRATION,
+                                                jobType=job_type, emissionPattern=emission),
+        "documentation": documentation_job.DocumentationJobFacet(description=description),
         "ownership": ownership_job.OwnershipJobFacet(owners=[ownership_job.Owner(name=owner) for owner in OWNERS]),
         "sourceCodeLocation": source_code_location_job.SourceCodeLocationJobFacet(
-            type="git", url=PROJECT_ROOT.as_uri(), path=dataset.job.source, version=_git_revision()),
+            type="git", url=PROJECT_ROOT.as_uri(), path=source, version=_git_revision()),
     }
 
 
 def job(dataset: Dataset, settings: Settings, running_interval: int | None = None) -> Job:
-    return Job(namespace=settings.lineage_namespace, name=dataset.job.lineage_name, facets=_job_facets(dataset, running_interval))
+    # A deployment reports periodically (RUNNING every `running_interval` s), each event complete.
+    emission = job_type_job.EmissionPattern(
+        eventTrigger="PERIODIC", eventContentMode="COMPLETE_SNAPSHOT", windowDuration=running_interval,
+    ) if running_interval else None
+    return Job(namespace=settings.lineage_namespace, name=dataset.job.lineage_name, facets=_job_facets(
+        dataset.job.processing_type, "DEPLOYMENT" if running_interval else "ASSET",
+        f"Materializes {dataset.title} (Dagster asset `{dataset.key}`). {dataset.description}", dataset.job.source, emission))
+
+
+def check_job(check: Check, settings: Settings) -> Job:
+    checked = DATASETS[check.dataset]
+    return Job(namespace=settings.lineage_namespace, name=check.lineage_name, facets=_job_facets(
+        "BATCH", "ASSET_CHECK", f"Dagster asset check `{check.name}` of {checked.title} (asset `{checked.key}`): "
+        f"{check.description}", check.source))
 
 
 def _dataset_facets(dataset: Dataset, settings: Settings) -> dict:
@@ -256,11 +270,16 @@ def _read_facets(upstream: Dataset, read: SourceRead) -> tuple[dict, dict]:
             {"version": v["version"], "schemaId": v["schema_id"], "records": v["records"], "readable": v["readable"],
              "problems": v["problems"]} for v in read.versions])
     if read.assertions:
-        input_facets["dataQualityAssertions"] = data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet(assertions=[
-            data_quality_assertions_dataset.Assertion(
-                assertion=a.name, success=a.passed, name=a.name, description=a.description, expected=a.expected,
-                actual=a.actual, severity="error" if a.blocking else "warn") for a in read.assertions])
+        input_facets["dataQualityAssertions"] = assertions_facet(read.assertions)
     return facets, input_facets
+
+
+def assertions_facet(assertions: tuple[Assertion, ...]) -> data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet:
+    return data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet(assertions=[
+        data_quality_assertions_dataset.Assertion(
+            assertion=a.kind, success=a.passed, column=a.column, name=a.check, description=a.description,
+            expected=a.expected, actual=a.actual, severity="error" if a.blocking else "warn",
+            content=a.sql, contentType="sql" if a.sql else None, params=None) for a in assertions])
 
 
 def inputs(dataset: Dataset, settings: Settings, reads: tuple[SourceRead, ...] = ()) -> list[InputDataset]:
@@ -346,6 +365,18 @@ def error_facet(error: BaseException, context: str | None = None) -> error_messa
         stackTrace="".join(traceback.format_exception(error)))
 
 
+def _run_facets(dagster_run: DagsterRun | None, settings: Settings, error: BaseException | JobError | None) -> dict:
+    run_facets = {"processing_engine": _engine_facet()}
+    if dagster_run is not None:
+        run_facets["parent"] = parent_facet(dagster_run, settings)
+    if isinstance(error, BaseException):
+        run_facets["errorMessage"] = error_facet(error)
+    elif error is not None:
+        run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
+            message=error.message, programmingLanguage=error.language, stackTrace=error.stack_trace)
+    return run_facets
+
+
 def asset_event(state: RunState, dataset: Dataset, dagster_run: DagsterRun | None, settings: Settings, *,
                 run_id: str | None = None, statistics: OutputStatistics | None = None, lifecycle: str | None = None,
                 error: BaseException | JobError | None = None, event_time: dt.datetime | None = None,
@@ -353,15 +384,9 @@ def asset_event(state: RunState, dataset: Dataset, dagster_run: DagsterRun | Non
                 reads: tuple[SourceRead, ...] = (), version: DatasetVersion | None = None, quality: dict | None = None) -> RunEvent:
     """One lifecycle event of a lineage run of the dataset's producing job: a materialization inside
     ``dagster_run``, or (``dagster_run`` None, ``run_id`` given) a streaming deployment."""
-    run_facets = {"processing_engine": _engine_facet()}
+    run_facets = _run_facets(dagster_run, settings, error)
     if dagster_run is not None:
-        run_facets["parent"] = parent_facet(dagster_run, settings)
         run_id = dagster_run.asset_run_id(dataset)
-    if isinstance(error, BaseException):
-        run_facets["errorMessage"] = error_facet(error)
-    elif error is not None:
-        run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
-            message=error.message, programmingLanguage=error.language, stackTrace=error.stack_trace)
     if progress is not None:
         run_facets["streamingProgress"] = progress
     return RunEvent(
@@ -371,6 +396,24 @@ def asset_event(state: RunState, dataset: Dataset, dagster_run: DagsterRun | Non
         job=job(dataset, settings, running_interval),
         inputs=inputs(dataset, settings, reads),
         outputs=[output(dataset, settings, statistics, lifecycle, version, quality)],
+        producer=PRODUCER,
+    )
+
+
+def check_event(state: RunState, check: Check, dagster_run: DagsterRun, settings: Settings, *,
+                assertions: tuple[Assertion, ...] = (), error: BaseException | None = None) -> RunEvent:
+    """A lifecycle event of one evaluation of ``check`` inside ``dagster_run``: a run reading the
+    dataset it checks, with the evaluation's ``assertions`` on that input."""
+    checked = DATASETS[check.dataset]
+    identity = checked.identity(settings)
+    return RunEvent(
+        eventType=state,
+        eventTime=dt.datetime.now(dt.UTC).isoformat(),
+        run=Run(runId=dagster_run.check_run_id(check), facets=_run_facets(dagster_run, settings, error)),
+        job=check_job(check, settings),
+        inputs=[InputDataset(namespace=identity.namespace, name=identity.name, facets=_dataset_facets(checked, settings),
+                             inputFacets={"dataQualityAssertions": assertions_facet(assertions)} if assertions else {})],
+        outputs=[],
         producer=PRODUCER,
     )
 

@@ -18,7 +18,7 @@ from openlineage.client.event_v2 import RunState
 from openlineage.client.serde import Serde
 from openlineage.client.uuid import generate_new_uuid
 
-from lineage_assets.catalog import DATASETS, Dataset
+from lineage_assets.catalog import CHECKS, DATASETS, Dataset
 from lineage_assets.lineage import events
 from lineage_assets.lineage.graph import LineageGraph, Node
 from lineage_assets.lineage.marquez import MarquezApi, read_graph
@@ -72,13 +72,15 @@ class Answer:
     datasets: tuple[DatasetRef, ...]  # reached, the subject's own excluded
     jobs: tuple[str, ...]
     assets: tuple[str, ...]  # the Dagster asset keys among the datasets
+    checks: tuple[str, ...] = ()  # impact: the asset checks that test a column reached (any, for a dataset)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
 
     def tree(self, reached: bool = True) -> str:
         """The answer as printed: the subject, each hop indented under the column it leads from
-        (impact) or to (trace), then (``reached``) the datasets, jobs and assets reached."""
+        (impact) or to (trace), then (``reached``) the datasets, jobs and assets reached, and the
+        asset checks that test them (impact)."""
         near, far = ("upstream", "downstream") if self.query == "impact" else ("downstream", "upstream")
         children: dict[str, list[Hop]] = defaultdict(list)
         for hop in self.hops:
@@ -104,6 +106,8 @@ class Answer:
             lines.append(f"datasets: {', '.join(f'{d.label} ({d.namespace}:{d.name})' for d in self.datasets) or '-'}")
             lines.append(f"jobs: {', '.join(self.jobs) or '-'}")
             lines.append(f"Dagster assets: {', '.join(self.assets) or '-'}")
+        if self.query == "impact" and (reached or self.checks):
+            lines.append(f"asset checks: {', '.join(self.checks) or '-'}")
         return "\n".join(lines)
 
 
@@ -134,10 +138,12 @@ def resolve(text: str, settings: Settings) -> Subject:
 
 
 def impact(graph: LineageGraph, subject: Subject, settings: Settings) -> Answer:
-    """Everything downstream of a dataset (every column of it) or of one column."""
+    """Everything downstream of a dataset (every column of it) or of one column, and the asset
+    checks (those the lineage has a run of) that test what is reached."""
     node = _node(subject.dataset, settings)
     starts = [subject.column] if subject.column else [c.name for c in subject.dataset.columns]
-    hops, reached = _walk(graph, [(node, column) for column in starts], downstream=True, settings=settings)
+    hops, columns = _walk(graph, [(node, column) for column in starts], downstream=True, settings=settings)
+    reached = {node for node, _ in columns}
     jobs = {hop.job for hop in hops if hop.job}
     if subject.column is None:  # the dataset's readers, also those that take no column of it
         queue = [node]
@@ -147,7 +153,13 @@ def impact(graph: LineageGraph, subject: Subject, settings: Settings) -> Answer:
                 jobs.add(job)
                 queue.extend(graph.outputs.get(job, set()) - reached)
                 reached |= graph.outputs.get(job, set())
-    return _answer("impact", subject, hops, reached, jobs, settings)
+    checks = set()
+    for check in CHECKS.values():
+        checked = _node(DATASETS[check.dataset], settings)
+        if checked in graph.inputs.get(f"{settings.lineage_namespace}/{check.lineage_name}", ()) and (
+                checked in reached if subject.column is None else any((checked, c) in columns for c in check.columns)):
+            checks.add(check.name)
+    return dataclasses.replace(_answer("impact", subject, hops, reached, jobs, settings), checks=tuple(sorted(checks)))
 
 
 def trace(graph: LineageGraph, subject: Subject, settings: Settings) -> Answer:
@@ -155,8 +167,8 @@ def trace(graph: LineageGraph, subject: Subject, settings: Settings) -> Answer:
     if subject.column is None:
         raise QueryError(f"trace needs a column, {subject.dataset.key}.COLUMN: its columns are "
                          f"{', '.join(c.name for c in subject.dataset.columns)}")
-    hops, reached = _walk(graph, [(_node(subject.dataset, settings), subject.column)], downstream=False, settings=settings)
-    return _answer("trace", subject, hops, reached, {hop.job for hop in hops if hop.job}, settings)
+    hops, columns = _walk(graph, [(_node(subject.dataset, settings), subject.column)], downstream=False, settings=settings)
+    return _answer("trace", subject, hops, {node for node, _ in columns}, {hop.job for hop in hops if hop.job}, settings)
 
 
 QUERIES: dict[str, Callable[[LineageGraph, Subject, Settings], Answer]] = {"impact": impact, "trace": trace}
@@ -174,11 +186,13 @@ def ask(query: str, text: str, settings: Settings, *, events: list[dict] | None 
 
 
 def declared_graph(settings: Settings) -> LineageGraph:
-    """The lineage the catalog declares (the asset graph), as one run of each job would record it,
-    less those runs: what the queries answer before any run."""
+    """The lineage the catalog declares (the asset graph and its checks), as one run of each job
+    would record it, less those runs: what the queries answer before any run."""
+    declared_run = events.DagsterRun(run_id="declared", job_name="declared", started_at=dt.datetime.now(dt.UTC))
     graph = LineageGraph.from_events([
-        Serde.to_dict(events.asset_event(RunState.COMPLETE, dataset, None, settings, run_id=str(generate_new_uuid())))
-        for dataset in DATASETS.values()])
+        *(Serde.to_dict(events.asset_event(RunState.COMPLETE, dataset, None, settings, run_id=str(generate_new_uuid())))
+          for dataset in DATASETS.values()),
+        *(Serde.to_dict(events.check_event(RunState.COMPLETE, check, declared_run, settings)) for check in CHECKS.values())])
     return dataclasses.replace(graph, jobs={}, run_states=defaultdict(list))
 
 
@@ -190,8 +204,9 @@ def declared_impact(dataset: Dataset, settings: Settings, graph: LineageGraph | 
     trees = [answer.tree(reached=False) for answer in answers if answer.hops]
     if not trees:
         return ""
-    assets = impact(graph, Subject(dataset, None), settings).assets
-    return "\n\n".join(trees) + f"\n\nDagster assets downstream: {', '.join(assets)}"
+    whole = impact(graph, Subject(dataset, None), settings)
+    return "\n\n".join(trees) + (f"\n\nDagster assets downstream: {', '.join(whole.assets) or '-'}"
+                                  f"\nAsset checks of it and downstream: {', '.join(whole.checks) or '-'}")
 
 
 def _node(dataset: Dataset, settings: Settings) -> Node:
@@ -204,9 +219,9 @@ def _asset_keys(settings: Settings) -> dict[Node, str]:
 
 
 def _walk(graph: LineageGraph, starts: list[tuple[Node, str]], downstream: bool,
-          settings: Settings) -> tuple[tuple[Hop, ...], set[Node]]:
+          settings: Settings) -> tuple[tuple[Hop, ...], set[tuple[Node, str]]]:
     """The column hops reachable from ``starts`` along the column edges in one direction, and the
-    datasets they reach."""
+    columns they reach (``starts`` among them)."""
     keys = _asset_keys(settings)
 
     def label(node: Node, column: str) -> str:
@@ -227,7 +242,7 @@ def _walk(graph: LineageGraph, starts: list[tuple[Node, str]], downstream: bool,
             if there not in seen:
                 seen.add(there)
                 queue.append(there)
-    return tuple(sorted(hops, key=lambda h: (h.upstream, h.downstream, h.job or ""))), {node for node, _ in seen}
+    return tuple(sorted(hops, key=lambda h: (h.upstream, h.downstream, h.job or ""))), seen
 
 
 def _latest_run(graph: LineageGraph, job: str | None) -> LatestRun | None:

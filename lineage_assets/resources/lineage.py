@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from dagster._core.errors import DagsterExecutionInterruptedError
 from openlineage.client.event_v2 import RunState
 from openlineage.client.serde import Serde
 
-from lineage_assets.catalog import ORCHESTRATOR_JOB, Dataset
+from lineage_assets.catalog import ORCHESTRATOR_JOB, Check, Dataset
 from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import LineageEmitter, configured_backend
 from lineage_assets.resources.lakehouse import LakehouseResource
@@ -160,6 +161,26 @@ class AssetRunLineage:
         return len(lines)
 
 
+class CheckRunLineage:
+    """The lineage run of one asset check evaluation; the check returns ``result(...)``."""
+
+    def __init__(self, emitter: LineageEmitter, check: Check, dagster_run: events.DagsterRun, settings: Settings):
+        self.emitter, self.check, self.dagster_run, self.settings = emitter, check, dagster_run, settings
+        self.assertions: tuple[events.Assertion, ...] = ()
+
+    def result(self, assertions: list[events.Assertion], metadata: dict) -> dg.AssetCheckResult:
+        """The evaluation: passed when every assertion holds; the assertions also go into the lineage."""
+        self.assertions = tuple(assertions)
+        return dg.AssetCheckResult(passed=all(a.passed for a in assertions), metadata={
+            **metadata, "failed_assertions": dg.MetadataValue.json(
+                [f"{a.kind}" + (f" on {a.column}" if a.column else "") + f": expected {a.expected}, got {a.actual}"
+                 for a in assertions if not a.passed])})
+
+    def emit(self, state: RunState, error: BaseException | None = None) -> None:
+        self.emitter.emit(events.check_event(state, self.check, self.dagster_run, self.settings,
+                                             assertions=self.assertions, error=error))
+
+
 class LineageResource(dg.ConfigurableResource):
     lakehouse: LakehouseResource
 
@@ -177,17 +198,28 @@ class LineageResource(dg.ConfigurableResource):
         end_dagster_run(self.lakehouse.settings(), context.instance, run.run_id,
                         dg.DagsterRunStatus.FAILURE if failed else dg.DagsterRunStatus.SUCCESS)
 
-    @contextmanager
     def asset_run(self, context: dg.AssetExecutionContext, dataset: Dataset):
+        """The lineage run of this materialization (``lineage_run``); the asset calls ``complete``."""
+        return self.lineage_run(context, lambda dagster_run: AssetRunLineage(
+            self.emitter(), dataset, dagster_run, self.lakehouse.settings()))
+
+    def check_run(self, context: dg.AssetCheckExecutionContext, check: Check):
+        """The lineage run of this check evaluation (``lineage_run``); the check returns ``result``."""
+        return self.lineage_run(context, lambda dagster_run: CheckRunLineage(
+            self.emitter(), check, dagster_run, self.lakehouse.settings()))
+
+    @contextmanager
+    def lineage_run(self, context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext,
+                    make: Callable[[events.DagsterRun], AssetRunLineage | CheckRunLineage]):
         """START now; on leaving, COMPLETE, FAIL with the error, or ABORT if the run was interrupted.
-        A directly invoked asset is its whole run: no run-status sensor will end the parent run, so
-        it ends here too. Emission never raises into the asset."""
+        A directly invoked asset or check is its whole run: no run-status sensor will end the parent
+        run, so it ends here too. Emission never raises into the step."""
         settings = self.lakehouse.settings()
         # A directly invoked asset (an asset unit test) has a run id but no run record. `context.run`
-        # (the non-deprecated spelling) raises for such contexts, so the run id is read directly.
-        dagster_run = dagster_run_of(context.instance, context.run_id)
+        # raises for such contexts, so the run id is read from the op's context.
+        dagster_run = dagster_run_of(context.instance, context.op_execution_context.run_id)
         start_dagster_run(settings, dagster_run)
-        run = AssetRunLineage(self.emitter(), dataset, dagster_run, settings)
+        run = make(dagster_run)
         run.emit(RunState.START)
         error = None
         try:

@@ -7,7 +7,7 @@ from decimal import Decimal
 import dagster as dg
 import pytest
 
-from lineage_assets.catalog import ARCHIVE, DATASETS, LAKEHOUSE_ORDERS, ORCHESTRATOR_JOB, ORDERS, SUPPLIER_STATS
+from lineage_assets.catalog import ARCHIVE, CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORCHESTRATOR_JOB, ORDERS, SUPPLIER_STATS
 from lineage_assets.definitions import build_definitions
 from lineage_assets.lineage.check import check
 from lineage_assets.lineage.events import PRODUCER
@@ -155,3 +155,30 @@ def test_a_failing_materialization_emits_fail_with_the_error(stack, settings, in
     stored = MarquezApi(settings.marquez_api_url).run(failed[-1]["run"]["runId"])
     assert stored["state"] == "FAILED"
     assert stored["facets"]["errorMessage"]["message"] == error["message"]
+
+
+def test_every_asset_check_result_is_a_quality_assertion_on_the_dataset_it_checked(runs, events, settings):
+    """Each evaluation of a check is a run of the check's job, nested under the Dagster run, reading
+    the dataset it checked, with one assertion per thing it tested; the check the ingestion makes
+    itself (the schema check) is on what that run read."""
+    evaluated = [run.checks for run in runs]
+    for asset_check in CHECKS.values():
+        check_runs = runs_of(events, asset_check.lineage_name)
+        assert len(check_runs) == len(runs), asset_check.name
+        checked = DATASETS[asset_check.dataset].identity(settings)
+        for run_events, outcomes in zip(check_runs.values(), evaluated):
+            assert [e["eventType"] for e in run_events] == ["START", "COMPLETE"]
+            assert run_events[0]["run"]["facets"]["parent"]["job"]["name"] == ORCHESTRATOR_JOB
+            (read,) = run_events[1]["inputs"]
+            assert (read["namespace"], read["name"]) == (checked.namespace, checked.name)
+            assertions = read["inputFacets"]["dataQualityAssertions"]["assertions"]
+            assert {a["name"] for a in assertions} == {asset_check.name}
+            assert all(a["success"] for a in assertions) == outcomes[asset_check.name]
+            assert {a.get("column") for a in assertions} == (set(asset_check.columns) or {None})
+            if SPEC.is_dir():
+                assert validate_event(run_events[1], SPEC) == []
+    for complete, outcomes in zip(completes(events, LAKEHOUSE_ORDERS), evaluated):
+        (orders,) = complete["inputs"]
+        (schema,) = orders["inputFacets"]["dataQualityAssertions"]["assertions"]
+        assert (schema["name"], schema["success"]) == ("orders_schema_readable", outcomes["orders_schema_readable"])
+    assert {name for outcomes in evaluated for name in outcomes} == {*CHECKS, "orders_schema_readable"}  # none left out

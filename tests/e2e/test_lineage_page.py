@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lineage_assets.catalog import DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS
+from lineage_assets.catalog import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS
 from lineage_assets.cli import main
 
 
@@ -33,7 +33,9 @@ def test_the_page_shows_every_asset_and_job_of_the_graph_with_its_last_run_state
         assert job.count() == 1, dataset.job.name
         # After catch-up runs nothing is left running; a job's colour is its last run's end.
         assert job.locator("text.state").text_content() in {"COMPLETE", "FAIL"}
-    assert page.locator("g.job").count() == len(DATASETS)
+    for check in CHECKS.values():  # each check evaluated is a job reading the asset it checks
+        assert page.locator(f'g.job[data-id="{settings.lineage_namespace}/{check.lineage_name}"]').count() == 1, check.name
+    assert page.locator("g.job").count() == len(DATASETS) + len(CHECKS)
     assert page.locator("g.dataset").count() == len(DATASETS)
     stats_job = page.locator(f'g.job[data-id="{settings.lineage_namespace}/{SUPPLIER_STATS.job.lineage_name}"]')
     assert "state-complete" in stats_job.get_attribute("class")

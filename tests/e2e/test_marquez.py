@@ -10,7 +10,7 @@ from collections import Counter
 
 import dagster as dg
 
-from lineage_assets.catalog import DATASETS, LAKEHOUSE_ORDERS, ORCHESTRATOR_JOB, ORDERS, SUPPLIER_STATS
+from lineage_assets.catalog import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORCHESTRATOR_JOB, ORDERS, SUPPLIER_STATS
 from lineage_assets.definitions import build_definitions
 from lineage_assets.lineage.check import check_marquez
 from lineage_assets.lineage.emitter import file_lock
@@ -36,7 +36,9 @@ def asset_runs_under(settings, dataset, parents: set[str]) -> set[str]:
 def test_marquez_lineage_around_supplier_stats_is_exactly_the_asset_graph(marquez, settings):
     stats = SUPPLIER_STATS.identity(settings)
     jobs, datasets = lineage_nodes(marquez, stats.namespace, stats.name)
-    assert jobs == {f"{settings.lineage_namespace}/{d.job.lineage_name}" for d in DATASETS.values()}
+    # Every asset's job, and the job of every asset check (the run evaluated them all), reading what it checks.
+    assert jobs == {f"{settings.lineage_namespace}/{name}" for name in
+                    [*(d.job.lineage_name for d in DATASETS.values()), *(c.lineage_name for c in CHECKS.values())]}
     assert datasets == {(d.identity(settings).namespace, d.identity(settings).name) for d in DATASETS.values()}
 
 
@@ -48,9 +50,11 @@ def test_marquez_lineage_from_the_orders_topic_reaches_supplier_stats_through_la
     def job_node(dataset) -> str:
         return f"job:{settings.lineage_namespace}:{dataset.job.lineage_name}"
 
-    # The asset graph, drawn the way Marquez draws it: each job writes its asset and reads the asset's upstreams.
+    # The asset graph, drawn the way Marquez draws it: each job writes its asset and reads the asset's
+    # upstreams; each check's job reads the asset it checks.
     assert edges == {(job_node(d), d.identity(settings).node_id) for d in DATASETS.values()} | {
-        (DATASETS[upstream].identity(settings).node_id, job_node(d)) for d in DATASETS.values() for upstream in d.upstream}
+        (DATASETS[upstream].identity(settings).node_id, job_node(d)) for d in DATASETS.values() for upstream in d.upstream} | {
+        (DATASETS[c.dataset].identity(settings).node_id, f"job:{settings.lineage_namespace}:{c.lineage_name}") for c in CHECKS.values()}
     path = [orders.node_id, job_node(LAKEHOUSE_ORDERS), LAKEHOUSE_ORDERS.identity(settings).node_id,
             job_node(SUPPLIER_STATS), SUPPLIER_STATS.identity(settings).node_id]
     assert set(zip(path, path[1:])) <= edges
@@ -73,6 +77,22 @@ def test_marquez_column_lineage_leads_from_total_price_back_to_the_topic_price_w
         declared = column_lineage_facet(dataset, settings).fields[column]
         assert hops[(dataset.identity(settings).name, column, upstream.name, source_column)] == (
             declared.transformationType, declared.transformationDescription)
+
+
+def test_marquez_keeps_each_check_evaluation_as_a_completed_run_with_its_assertions_on_the_checked_dataset(runs, marquez, settings):
+    assert emitter_for(settings).flush(timeout=DELIVERY_TIMEOUT_S)
+    stored = marquez.events(limit=5000)
+    for check in CHECKS.values():
+        completes = [e for e in stored if e["job"]["name"] == check.lineage_name and e["eventType"] == "COMPLETE"]
+        assert len(completes) == len(runs), check.name  # one evaluation per pipeline run
+        for event in completes:
+            assert marquez.run(event["run"]["runId"])["state"] == "COMPLETED"
+            (read,) = event["inputs"]
+            checked = DATASETS[check.dataset].identity(settings)
+            assert (read["namespace"], read["name"]) == (checked.namespace, checked.name)
+            assertions = read["inputFacets"]["dataQualityAssertions"]["assertions"]
+            assert {a["name"] for a in assertions} == {check.name} and all(a["success"] for a in assertions)
+            assert {a.get("column") for a in assertions} == (set(check.columns) or {None})
 
 
 def test_the_same_asset_run_by_another_dagster_job_is_the_same_marquez_job_with_one_more_run(runs, marquez, settings, instance):

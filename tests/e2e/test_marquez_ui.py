@@ -16,12 +16,13 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import expect
 
-from lineage_assets.catalog import DATASETS, LAKEHOUSE_ORDERS, SUPPLIER_STATS
+from lineage_assets.catalog import CHECKS, DATASETS, LAKEHOUSE_ORDERS, SUPPLIER_STATS
 from lineage_assets.resources.lineage import emitter_for
 
 DELIVERY_TIMEOUT_S = 90  # as in test_marquez.py: a sender backing off from Marquez waits up to 30 s between tries
 # What marquez-web does to names on the graph's nodes (web/src/routes/table-level/*Node.tsx: truncateText).
 JOB_LABEL_CHARS, DATASET_LABEL_CHARS = 16, 15
+TOOLTIP_CHARS = 40  # a tooltip shows a namespace or name longer than this by its end: "..." and the last 40
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +39,10 @@ def label(name: str, chars: int) -> str:
     return name if len(name) <= chars else f"{name[:chars]}..."
 
 
+def as_tooltip(identity: tuple[str, str]) -> tuple[str, str]:
+    return tuple(part if len(part) <= TOOLTIP_CHARS else f"...{part[-TOOLTIP_CHARS:]}" for part in identity)
+
+
 def node_id(settings, dataset) -> tuple[str, str]:
     """Marquez's ids of a dataset and of the job that writes it."""
     return dataset.identity(settings).node_id, f"job:{settings.lineage_namespace}:{dataset.job.lineage_name}"
@@ -51,9 +56,11 @@ def upstream_of(dataset) -> set[str]:
     return keys
 
 
-def lineage_url(settings, dataset) -> str:
+def lineage_url(settings, dataset, depth: int) -> str:
+    """The dataset's lineage page, ``depth`` deep (the page's Depth field; 2 unless given)."""
     identity = dataset.identity(settings)
-    return f"{settings.marquez_web_url}/lineage/dataset/{quote(identity.namespace, safe='')}/{quote(identity.name, safe='')}"
+    return (f"{settings.marquez_web_url}/lineage/dataset/{quote(identity.namespace, safe='')}/{quote(identity.name, safe='')}"
+            f"?depth={depth}")
 
 
 def nodes(graph, kind: str):
@@ -77,9 +84,11 @@ def tooltip_identity(page, node) -> tuple[str, str]:
 
 
 def test_marquez_web_shows_the_lineage_graph_of_supplier_stats_with_every_asset_job_and_dataset(page, settings, screenshots):
-    jobs = {(settings.lineage_namespace, d.job.lineage_name) for d in DATASETS.values()}
+    jobs = {(settings.lineage_namespace, name) for name in  # the asset checks' jobs too: the run evaluated them
+            [*(d.job.lineage_name for d in DATASETS.values()), *(c.lineage_name for c in CHECKS.values())]}
     datasets = {(d.identity(settings).namespace, d.identity(settings).name) for d in DATASETS.values()}
-    page.goto(lineage_url(settings, SUPPLIER_STATS))
+    # Deep enough for the farthest node: the archive's check, seven hops from supplier_stats.
+    page.goto(lineage_url(settings, SUPPLIER_STATS, depth=10))
     page.get_by_text("Table Level", exact=True).wait_for()
     graph = page.get_by_test_id("zoom-pan-group")  # the graph itself (the minimap draws the nodes again)
 
@@ -95,15 +104,18 @@ def test_marquez_web_shows_the_lineage_graph_of_supplier_stats_with_every_asset_
     for kind, names, chars in (("JOB", jobs, JOB_LABEL_CHARS), ("DATASET", datasets, DATASET_LABEL_CHARS)):
         labels = nodes(graph, kind).evaluate_all("groups => groups.map(g => g.querySelectorAll('text')[1].textContent)")
         assert Counter(labels) == Counter(label(name, chars) for _, name in names), kind
-    assert {tooltip_identity(page, node) for node in nodes(graph, "JOB").all()} == jobs
-    assert {tooltip_identity(page, node) for node in nodes(graph, "DATASET").all()} == datasets
+    assert {tooltip_identity(page, node) for node in nodes(graph, "JOB").all()} == set(map(as_tooltip, jobs))
+    assert {tooltip_identity(page, node) for node in nodes(graph, "DATASET").all()} == set(map(as_tooltip, datasets))
 
-    # The edges: each job writes its dataset and reads its asset's upstream datasets, nothing else.
+    # The edges: each job writes its dataset and reads its asset's upstream datasets, each check's
+    # job reads the asset it checks, nothing else.
     expected_edges = set()
     for dataset in DATASETS.values():
         written, job = node_id(settings, dataset)
         expected_edges.add(f"{job}-{written}")
         expected_edges |= {f"{node_id(settings, DATASETS[key])[0]}-{job}" for key in dataset.upstream}
+    expected_edges |= {f"{node_id(settings, DATASETS[c.dataset])[0]}-job:{settings.lineage_namespace}:{c.lineage_name}"
+                       for c in CHECKS.values()}
     edges = graph.locator("polyline[id]:not([id$='-animated'])").evaluate_all("lines => lines.map(l => l.id)")
     assert Counter(edges) == Counter(expected_edges)
     page.screenshot(path=screenshots / "marquez-lineage-supplier_stats.png", full_page=True)

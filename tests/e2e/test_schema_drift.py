@@ -171,8 +171,8 @@ def test_the_lineage_shows_both_versions_and_the_failed_assertion(incident, drif
     assert [(v["version"], v["records"], v["readable"]) for v in versions] == [(1, len(GOOD_DURING), True), (2, len(DRIFTED), False)]
     assert versions[1]["problems"] == ["field supplier is missing (removed or renamed)"]
     (assertion,) = read(drift)["inputFacets"]["dataQualityAssertions"]["assertions"]
-    assert (assertion["assertion"], assertion["success"], assertion["actual"], assertion["severity"]) == (
-        "orders_schema_readable", False, str(len(DRIFTED)), "error")
+    assert (assertion["name"], assertion["assertion"], assertion["success"], assertion["actual"], assertion["severity"]) == (
+        "orders_schema_readable", "schema_compatible", False, str(len(DRIFTED)), "error")
     assert [(v["version"], v["readable"]) for v in read(replayed)["inputFacets"]["schemaVersions"]["versions"]] == [(2, True)]
     assert read(replayed)["inputFacets"]["dataQualityAssertions"]["assertions"][0]["success"] is True
     for event in (before, drift, replayed):

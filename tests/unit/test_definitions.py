@@ -51,8 +51,10 @@ def test_an_asset_page_says_what_depends_on_each_of_its_columns():
     assert "lakehouse/orders.price  (DIRECT/TRANSFORMATION: CAST(price AS DECIMAL(10,2)))" in price
     assert "lakehouse/supplier_stats.total_price" in price and "supplier_stats_live.total_price" in price
     assert "latest run" not in orders  # declared lineage, not a run's
+    assert "asset checks: orders_values_in_range" in price  # it tests lakehouse/orders.price
     assert orders.rstrip("`\n").endswith(
-        "Dagster assets downstream: lakehouse/orders, lakehouse/supplier_stats, orders_archive, supplier_stats_live")
+        "Dagster assets downstream: lakehouse/orders, lakehouse/supplier_stats, orders_archive, supplier_stats_live\n"
+        "Asset checks of it and downstream: archive_reconciles_with_topic, orders_reconcile_with_topic, orders_values_in_range")
     assert impact_text("lakehouse", "supplier_stats") is None  # nothing depends on it
 
 

@@ -9,7 +9,7 @@ import pytest
 from openlineage.client.event_v2 import RunState
 from openlineage.client.serde import Serde
 
-from lineage_assets.catalog import DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS
+from lineage_assets.catalog import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS
 from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import event_line
 from lineage_assets.lineage.validation import validate_event
@@ -32,7 +32,12 @@ READ = events.SourceRead(dataset="orders", subject="orders-value", versions=(
     {"version": 1, "schema_id": 1, "records": 30, "readable": True, "problems": [], "fields": [["order_id", "string"]]},
     {"version": 2, "schema_id": 4, "records": 20, "readable": False, "problems": ["field supplier is missing (removed or renamed)"],
      "fields": [["order_id", "string"]]}),
-    assertions=(events.Assertion("orders_schema_readable", False, "no record waits", expected="0", actual="20", blocking=True),))
+    assertions=(events.Assertion("orders_schema_readable", "schema_compatible", False, "no record waits", expected="0", actual="20", blocking=True),))
+
+
+PRICE_IN_RANGE = events.Assertion("orders_values_in_range", "range", False, "no row where price <= 0", column="price",
+                                  expected="0", actual="2", sql="SELECT count_if(price <= 0) FROM orders")
+ROWS_RECONCILE = events.Assertion("orders_reconcile_with_topic", "row_count", True, "rows equal offsets", expected="7", actual="7")
 
 
 def every_kind_of_event():
@@ -50,6 +55,10 @@ def every_kind_of_event():
     yield events.asset_event(RunState.RUNNING, LAKEHOUSE_ORDERS, RUN, SETTINGS, running_interval=30,
                              progress=events.StreamingProgressRunFacet(processedRows=5, sourceOffsets={"orders": {"0": 5}}),
                              statistics=events.OutputStatistics(rows=5))
+    for check in CHECKS.values():
+        yield events.check_event(RunState.START, check, RUN, SETTINGS)
+        yield events.check_event(RunState.COMPLETE, check, RUN, SETTINGS, assertions=(PRICE_IN_RANGE, ROWS_RECONCILE))
+        yield events.check_event(RunState.FAIL, check, RUN, SETTINGS, error=failure)
     yield events.dagster_run_event(RunState.START, RUN, SETTINGS)
     yield events.dagster_run_event(RunState.FAIL, RUN, SETTINGS, error_message="step failed")
 
@@ -146,3 +155,21 @@ def test_a_table_version_names_its_snapshot_and_schema_and_a_read_names_every_ve
     assert [(v["version"], v["readable"]) for v in orders["inputFacets"]["schemaVersions"]["versions"]] == [(1, True), (2, False)]
     (assertion,) = orders["inputFacets"]["dataQualityAssertions"]["assertions"]
     assert (assertion["success"], assertion["severity"], assertion["actual"]) == (False, "error", "20")
+
+
+def test_a_check_evaluation_is_a_run_reading_the_dataset_it_checked_with_its_assertions_there():
+    check = CHECKS["orders_values_in_range"]
+    body = as_json(events.check_event(RunState.COMPLETE, check, RUN, SETTINGS, assertions=(PRICE_IN_RANGE,)))
+    start = as_json(events.check_event(RunState.START, check, RUN, SETTINGS))
+    assert body["run"]["runId"] == start["run"]["runId"] == RUN.check_run_id(check) != RUN.asset_run_id(LAKEHOUSE_ORDERS)
+    assert body["job"]["name"] == "dagster.check.orders_values_in_range"  # a child of the Dagster run's job
+    assert body["run"]["facets"]["parent"]["run"]["runId"] == RUN.lineage_run_id
+    assert body["job"]["facets"]["jobType"]["jobType"] == "ASSET_CHECK"
+    assert body["outputs"] == []
+    (table,) = body["inputs"]
+    assert (table["namespace"], table["name"]) == ("s3://warehouse", "default/orders")
+    (assertion,) = table["inputFacets"]["dataQualityAssertions"]["assertions"]
+    assert assertion == {"assertion": "range", "success": False, "column": "price", "severity": "warn",
+                         "name": "orders_values_in_range", "description": "no row where price <= 0", "expected": "0",
+                         "actual": "2", "content": "SELECT count_if(price <= 0) FROM orders", "contentType": "sql"}
+    assert "inputFacets" not in start["inputs"][0] or not start["inputs"][0]["inputFacets"]  # the results come at the end

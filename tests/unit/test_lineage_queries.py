@@ -9,7 +9,7 @@ import uuid
 import pytest
 from openlineage.client.event_v2 import RunState
 
-from lineage_assets.catalog import DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS, SUPPLIER_STATS_LIVE
+from lineage_assets.catalog import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS, SUPPLIER_STATS_LIVE
 from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import event_line
 from lineage_assets.lineage.graph import LineageGraph
@@ -70,6 +70,23 @@ def test_impact_of_the_topic_price_reaches_every_column_computed_from_it(graph):
     assert set(answer.jobs) == {f"{NS}/{d.job.lineage_name}" for d in DATASETS.values() if d is not ORDERS}
     cast = next(hop for hop in answer.hops if hop.downstream == "lakehouse/orders.price")
     assert (cast.transformation, cast.job) == ("DIRECT/TRANSFORMATION", f"{NS}/dagster.iceberg-ingestion")
+
+
+def test_impact_names_the_asset_checks_that_ran_on_what_it_reaches(graph):
+    dagster_run = events.DagsterRun(run_id="checks", job_name="__ephemeral_asset_job__", started_at=at(200))
+    checked = LineageGraph.from_events([*pipeline_events(), *(
+        json.loads(event_line(events.check_event(RunState.COMPLETE, check, dagster_run, SETTINGS))) for check in CHECKS.values())])
+
+    def checks(text: str, in_graph: LineageGraph = checked) -> tuple[str, ...]:
+        return impact(in_graph, resolve(text, SETTINGS), SETTINGS).checks
+
+    # orders_values_in_range tests lakehouse/orders.price, which the topic's price feeds.
+    assert checks("orders.price") == checks("lakehouse/orders.price") == ("orders_values_in_range",)
+    assert checks("orders.item") == ()  # no check tests lakehouse/orders.item
+    assert checks("orders") == tuple(sorted(CHECKS))  # a dataset: every check of what it reaches
+    assert checks("orders.price", graph) == ()  # no check has run
+    assert impact(checked, resolve("orders.price", SETTINGS), SETTINGS).tree().splitlines()[-1] == (
+        "asset checks: orders_values_in_range")
 
 
 def test_impact_of_a_column_nothing_reads_is_empty(graph):

@@ -1,0 +1,60 @@
+"""The lineage check over events built from the catalog (pure logic, no servers): the asset graph
+and its checks pass, and each way a check's run can stray from it is a gap that names it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+from openlineage.client.event_v2 import RunState
+
+from lineage_assets.catalog import ARCHIVE, CHECKS, DATASETS, SUPPLIER_STATS
+from lineage_assets.lineage import events
+from lineage_assets.lineage.check import check
+from lineage_assets.lineage.emitter import event_line
+from lineage_assets.settings import Settings
+
+SETTINGS = Settings()
+RUN = events.DagsterRun(run_id="0b7f6c9e-1111-4222-8333-944455556666", job_name="__ephemeral_asset_job__",
+                        started_at=dt.datetime(2026, 11, 23, 9, 0, tzinfo=dt.UTC))
+VALUES = CHECKS["orders_values_in_range"]
+
+
+def as_json(event) -> dict:
+    return json.loads(event_line(event))
+
+
+def pipeline(*, with_checks: bool = True) -> list[dict]:
+    """One Dagster run materializing every asset, then (``with_checks``) evaluating every check."""
+    log = [as_json(events.dagster_run_event(RunState.START, RUN, SETTINGS))]
+    for dataset in DATASETS.values():
+        log += [as_json(events.asset_event(state, dataset, RUN, SETTINGS)) for state in (RunState.START, RunState.COMPLETE)]
+    for asset_check in CHECKS.values() if with_checks else ():
+        log += [as_json(events.check_event(RunState.START, asset_check, RUN, SETTINGS)),
+                as_json(events.check_event(RunState.COMPLETE, asset_check, RUN, SETTINGS, assertions=(events.Assertion(
+                    asset_check.name, "row_count", True, "rows equal offsets"),)))]
+    return [*log, as_json(events.dagster_run_event(RunState.COMPLETE, RUN, SETTINGS))]
+
+
+def test_the_asset_graph_with_or_without_check_runs_passes():
+    assert check(pipeline(), SETTINGS) == []
+    assert check(pipeline(with_checks=False), SETTINGS) == []  # a check that never ran is no gap
+
+
+def test_a_check_run_that_reads_another_dataset_or_writes_one_is_named():
+    log = pipeline()
+    complete = next(e for e in log if e["job"]["name"] == VALUES.lineage_name and e["eventType"] == "COMPLETE")
+    archive, stats = ARCHIVE.identity(SETTINGS), SUPPLIER_STATS.identity(SETTINGS)
+    complete["inputs"] = [{"namespace": archive.namespace, "name": archive.name}]
+    complete["outputs"] = [{"namespace": stats.namespace, "name": stats.name}]
+    job = f"{SETTINGS.lineage_namespace}/{VALUES.lineage_name}"
+    assert sorted(check(log, SETTINGS)) == sorted([
+        f"extra edge: check job {job} reads {archive.namespace}:{archive.name}, which is not asset lakehouse/orders it checks",
+        f"extra edge: check job {job} writes s3://warehouse:default/supplier_stats; a check writes nothing",
+    ])
+
+
+def test_a_check_run_left_without_its_end_is_a_run_left_running():
+    log = [e for e in pipeline() if not (e["job"]["name"] == VALUES.lineage_name and e["eventType"] == "COMPLETE")]
+    (gap,) = check(log, SETTINGS)
+    assert gap == f"run left RUNNING: {SETTINGS.lineage_namespace}/{VALUES.lineage_name} run {RUN.check_run_id(VALUES)} has no terminal event"
