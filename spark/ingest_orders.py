@@ -106,7 +106,9 @@ def main() -> None:
                 jobs.append_progress(args.progress_file, {
                     "event": "committed", "batch": batch_id, "rows": written, "days": sorted(batch_days),
                     "dead_letters": sum(batch_reasons.values()), "schema_incompatible": incompatible,
-                    "dead_letters_replayed": returned, "schema_versions": versions.summary(by_version)})
+                    "dead_letters_replayed": returned, "schema_versions": versions.summary(by_version),
+                    # The table after this commit, for a deployment's lineage (a metadata read per commit).
+                    **(jobs.table_state(spark, args.table) if written else {})})
             versions.batches[batch_id] = by_version
             totals["rows_written"] += written
             totals["dead_letters"] += sum(batch_reasons.values())
@@ -119,12 +121,8 @@ def main() -> None:
     source = jobs.kafka_source(spark, args.bootstrap_servers, args.topic, headers=True)
     writer = source.writeStream.foreachBatch(write_batch).option("checkpointLocation", args.checkpoint)
     query = jobs.run_query(writer, args, spark)
-    # The batches commit through the stream's own session: this session's catalog still caches the
-    # table as it was before them (no snapshot at all when it created the table).
-    spark.sql(f"REFRESH TABLE {args.table}")
-    snapshot = spark.sql(f"SELECT snapshot_id FROM {args.table}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()
-    snapshot_id = snapshot[0].snapshot_id if snapshot else None
-    quality = jobs.table_quality(spark, args.table, snapshot_id)  # the whole table, from its manifests
+    table = jobs.table_state(spark, args.table)  # the whole table, from its manifests
+    quality = table["quality"]
     jobs.write_report(args.report, {
         **jobs.progress_summary(query),
         "rows_written": totals["rows_written"],
@@ -136,8 +134,8 @@ def main() -> None:
         "schema_versions": versions.summary(),
         "days": sorted(days),
         "table_created": created,
-        "snapshot_id": snapshot_id,
-        "schema_id": jobs.table_schema_id(spark, args.table),
+        "snapshot_id": table["snapshot_id"],
+        "schema_id": table["schema_id"],
         # The manifests' count is exact without delete files (none here: the table is only appended to).
         "table_rows": quality["rows"] if quality else spark.table(args.table).count(),
         "quality": quality,

@@ -101,11 +101,13 @@ def append_progress(path: str, record: dict) -> None:
 
 class ProgressLog(StreamingQueryListener):
     """Appends each progress report (and the termination) to a JSON-lines file, for a supervisor;
-    with the batch's records per writer version when the query observes them."""
+    with the batch's records per writer version and the run's column metrics so far when the query
+    observes them."""
 
-    def __init__(self, path: str, versions: SourceVersions | None = None):
+    def __init__(self, path: str, versions: SourceVersions | None = None, columns: ColumnMetrics | None = None):
         self.path = path
         self.versions = versions
+        self.columns = columns
 
     def _append(self, record: dict) -> None:
         append_progress(self.path, record)
@@ -124,7 +126,13 @@ class ProgressLog(StreamingQueryListener):
             "end_offsets": _offsets(source.endOffset) if source else None,
             "latest_offsets": _offsets(source.latestOffset) if source else None,
             **({"schema_versions": self.versions.summary(self.versions.observed_in(progress))} if self.versions else {}),
+            **({"columns": self._columns_so_far(progress)} if self.columns else {}),
         })
+
+    def _columns_so_far(self, progress) -> dict:
+        """The written records' column metrics over every batch of the run up to this one."""
+        self.columns.count_observed(progress)  # the counting listener may come after this one
+        return self.columns.summary()
 
     def onQueryIdle(self, event) -> None:
         pass
@@ -247,7 +255,7 @@ def run_query(writer, args: argparse.Namespace, spark: SparkSession, versions: S
     if observers:
         spark.streams.addListener(ObservedMetricsCounter(observers))
     if args.progress_file:
-        spark.streams.addListener(ProgressLog(args.progress_file, versions))
+        spark.streams.addListener(ProgressLog(args.progress_file, versions, columns))
     if args.mode == CATCH_UP:
         query = writer.trigger(availableNow=True).start()
         query.awaitTermination()
@@ -340,6 +348,16 @@ def table_schema_id(spark: SparkSession, table: str) -> int | None:
     """The id of the table's current schema, from Iceberg's metadata log."""
     rows = spark.sql(f"SELECT latest_schema_id FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").collect()
     return rows[0].latest_schema_id if rows else None
+
+
+def table_state(spark: SparkSession, table: str) -> dict:
+    """The table as committed now (``REFRESH``: a streaming query's batches commit through another
+    session's catalog cache): its latest snapshot, schema id and ``quality``, from its metadata."""
+    spark.sql(f"REFRESH TABLE {table}")
+    latest = spark.sql(f"SELECT snapshot_id FROM {table}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()
+    snapshot_id = latest[0].snapshot_id if latest else None
+    return {"snapshot_id": snapshot_id, "schema_id": table_schema_id(spark, table),
+            "quality": table_quality(spark, table, snapshot_id)}
 
 
 def table_quality(spark: SparkSession, table: str, snapshot_id: int | None) -> dict | None:

@@ -90,6 +90,21 @@ class DeploymentFolder:
                 seen["records"] += version["records"]
         return tuple(read[number] for number in sorted(read))
 
+    def output_written(self) -> tuple[events.DatasetVersion | None, dict | None]:
+        """What the job last reported of its output: an Iceberg table at its latest commit (snapshot
+        and schema id, and the ``quality`` of the whole table), or the column metrics of the records
+        it wrote so far in this run (a ``quality`` entry without bytes and files, which a streaming
+        file sink's progress does not report). (None, None) before either."""
+        tables = [commit for commit in self.progress("committed") if commit.get("snapshot_id") is not None]
+        if tables:
+            table = tables[-1]
+            return events.DatasetVersion(str(table["snapshot_id"]), table["schema_id"]), table["quality"]
+        progress = self.progress()
+        if progress and "columns" in progress[-1]:
+            rows = sum(record.get("rows", 0) for record in progress)
+            return None, {"rows": rows, "bytes": None, "files": None, "columns": progress[-1]["columns"]}
+        return None, None
+
     def clear_run(self) -> None:
         """Forget the last run's files before a new run starts in this folder."""
         for leftover in ("drain", "ended.json", "runner.json", "progress.jsonl"):
@@ -136,9 +151,11 @@ class DeploymentFolder:
         # An ender killed between sending and recording left the event in the log: send it once only.
         if not any(event["eventType"] in TERMINAL_STATES for event in emitter.events(run_id)):
             progress = self.progress_facet()
+            version, quality = self.output_written()
             emitter.emit(events.asset_event(
                 state, DATASETS[spec["dataset"]], None, settings, run_id=run_id, running_interval=spec["running_interval"],
-                error=error, statistics=events.OutputStatistics(rows=progress.processedRows), progress=progress))
+                error=error, statistics=events.OutputStatistics(rows=progress.processedRows), progress=progress,
+                version=version, quality=quality))
         ended = {"state": state.value, "run_id": run_id, "at": dt.datetime.now(dt.UTC).isoformat(), "by": by,
                  "reason": error.message if error else None, **record}
         temporary = self.path / "ended.json.tmp"

@@ -86,8 +86,9 @@ def main(folder: Path) -> int:
             break
         if time.monotonic() - last_running >= interval:  # a sign of life, with or without new batches
             progress = deployment.progress_facet()
+            version, quality = deployment.output_written()
             emit(RunState.RUNNING, progress=progress, statistics=events.OutputStatistics(rows=progress.processedRows),
-                 reads=(events.orders_read(settings, deployment.versions_read()),))
+                 reads=(events.orders_read(settings, deployment.versions_read()),), version=version, quality=quality)
             last_running = time.monotonic()
         time.sleep(0.5)
     # A driver killed alone leaves its Python process (or its JVM) behind: nothing outlives the run.

@@ -8,7 +8,7 @@ from enum import Enum
 import dagster as dg
 
 from lineage_assets.assets.common import asset_key
-from lineage_assets.assets.lakehouse import Rebuild, latest_metadata
+from lineage_assets.assets.lakehouse import Rebuild, latest_metadata, table_quality_metadata
 from lineage_assets.catalog import LAKEHOUSE_ORDERS
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.streaming.deployments import STREAMING_JOBS, LocalDeployments, deployments_for
@@ -46,6 +46,8 @@ def new_commits(deployments: LocalDeployments, name: str, seen: dict[str, int],
             **rebuild.metadata, "rows_out": commit["rows"], "dead_letters": commit["dead_letters"],
             "schema_incompatible": commit["schema_incompatible"], "dead_letters_replayed": commit["dead_letters_replayed"],
             "deployment/run_id": status.run_id, "deployment/batch": commit["batch"],
+            **({"snapshot_id": str(commit["snapshot_id"]), "table_schema_id": commit["schema_id"], **table_quality_metadata(commit)}
+               if commit.get("snapshot_id") is not None else {}),
         }), rebuild.check_evaluation()]
     return events
 

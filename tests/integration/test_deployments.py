@@ -118,6 +118,11 @@ def test_continuous_ingestion_lifecycle(lakehouse, settings, spark):
     assert events[0]["job"]["facets"]["jobType"]["emissionPattern"] == {
         "eventTrigger": "PERIODIC", "eventContentMode": "COMPLETE_SNAPSHOT", "windowDuration": 3}
     assert len([p for p in processes_of(folder) if p == first.pid]) == 1
+    # Each RUNNING event after a commit names the table's snapshot and its metrics as of that snapshot.
+    wait_for(lambda: any(e["outputs"][0]["facets"].get("version") for e in run_events(settings, first.run_id)
+                         if e["eventType"] == "RUNNING"), 60, "a RUNNING event with the table's version")
+    for event in [e for e in run_events(settings, first.run_id) if e["outputs"][0]["facets"].get("version")]:
+        assert_metrics_match_the_snapshot(spark, table, event["outputs"][0]["facets"])
     assert marquez_state(settings, first.run_id) == "RUNNING"
     stored = marquez_events(settings, first.run_id)
     assert stored[0]["eventType"] == "START"
@@ -141,6 +146,7 @@ def test_continuous_ingestion_lifecycle(lakehouse, settings, spark):
 
         wait_for(tick_reports_ours, 60, "the supervisor to report the deployment's commits")
         assert all(c.metadata["deployment/run_id"].value == first.run_id for c in commits)
+        assert all("snapshot_id" in c.metadata and "quality" in c.metadata for c in commits if c.metadata["rows_out"].value)
         # Orders other tests left in the topic are ingested too: the days include at least ours.
         days = {d for c in commits for d in c.metadata["days"].data}
         assert "2026-11-19" in days
@@ -158,6 +164,7 @@ def test_continuous_ingestion_lifecycle(lakehouse, settings, spark):
     drained = run_events(settings, first.run_id)
     assert drained[-1]["eventType"] == "COMPLETE"
     assert drained[-1]["run"]["facets"]["streamingProgress"]["processedRows"] >= len(ids)
+    assert_metrics_match_the_snapshot(spark, table, drained[-1]["outputs"][0]["facets"])
     second = changed.status(NAME)
     assert second.running and second.run_id != first.run_id
     assert marquez_state(settings, first.run_id) == "COMPLETED"
@@ -174,6 +181,16 @@ def test_continuous_ingestion_lifecycle(lakehouse, settings, spark):
     if SPEC.is_dir():
         for event in run_events(settings, first.run_id) + run_events(settings, second.run_id):
             assert validate_event(event, SPEC) == []
+
+
+def assert_metrics_match_the_snapshot(spark, table: str, facets: dict) -> None:
+    """The output's dataQualityMetrics describe the whole table as of the snapshot its version names."""
+    snapshot = facets["version"]["datasetVersion"]
+    row = spark.sql(f"SELECT count(*) AS n, count_if(price IS NULL) AS price_nulls, min(price) AS low, max(price) AS high "
+                    f"FROM {table} VERSION AS OF {snapshot}").collect()[0]
+    metrics = facets["dataQualityMetrics"]
+    assert metrics["rowCount"] == row.n and metrics["fileCount"] > 0 and metrics["bytes"] > 0
+    assert metrics["columnMetrics"]["price"] == {"nullCount": row.price_nulls, "min": float(row.low), "max": float(row.high)}
 
 
 def evaluate_supervisor(lakehouse, instance, cursor=None):
@@ -202,6 +219,11 @@ def test_the_ui_job_deploys_and_stops_and_names_a_bad_action(lakehouse, settings
         assert job.execute_in_process(run_config=op_config("drain"), instance=instance).success
     status = deployments.status("orders_archive")
     assert not status.running and status.ended["state"] == "COMPLETE"
+    # Its end carries the metrics of what it archived (observed as written): every record has a key.
+    (ended,) = [e for e in run_events(settings, status.run_id) if e["eventType"] == "COMPLETE"]
+    metrics = ended["outputs"][0]["facets"]["dataQualityMetrics"]
+    assert metrics["rowCount"] == ended["run"]["facets"]["streamingProgress"]["processedRows"]
+    assert metrics["columnMetrics"]["key"]["nullCount"] == 0 and "bytes" not in metrics
 
 
 def test_a_killed_deployment_ends_with_one_fail_and_its_opt_in_restart_resumes_from_the_checkpoint(lakehouse, settings, spark):

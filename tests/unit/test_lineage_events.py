@@ -54,7 +54,11 @@ def every_kind_of_event():
         yield events.asset_event(RunState.ABORT, dataset, RUN, SETTINGS)
     yield events.asset_event(RunState.RUNNING, LAKEHOUSE_ORDERS, RUN, SETTINGS, running_interval=30,
                              progress=events.StreamingProgressRunFacet(processedRows=5, sourceOffsets={"orders": {"0": 5}}),
-                             statistics=events.OutputStatistics(rows=5))
+                             statistics=events.OutputStatistics(rows=5), version=events.DatasetVersion("4413", schema_id=1),
+                             quality=QUALITY)
+    # A streaming file sink's metrics: the records written so far, no bytes or files.
+    yield events.asset_event(RunState.RUNNING, DATASETS["orders_archive"], None, SETTINGS, run_id=RUN.lineage_run_id,
+                             running_interval=30, quality={**QUALITY, "bytes": None, "files": None})
     for check in CHECKS.values():
         yield events.check_event(RunState.START, check, RUN, SETTINGS)
         yield events.check_event(RunState.COMPLETE, check, RUN, SETTINGS, assertions=(PRICE_IN_RANGE, ROWS_RECONCILE))

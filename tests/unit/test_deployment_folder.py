@@ -1,0 +1,38 @@
+"""What a deployment's folder says of its output, from its Spark job's progress file (no servers)."""
+
+from __future__ import annotations
+
+import json
+
+from lineage_assets.lineage import events
+from lineage_assets.streaming.folder import DeploymentFolder
+
+TABLE_QUALITY = {"rows": 42, "bytes": 9000, "files": 3, "columns": {"price": {"nulls": 0, "min": 1.0, "max": 99.5}}}
+
+
+def folder_with(tmp_path, *records: dict) -> DeploymentFolder:
+    (tmp_path / "progress.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    return DeploymentFolder(tmp_path)
+
+
+def test_an_ingestion_reports_the_table_at_its_latest_commit_that_wrote_rows(tmp_path):
+    folder = folder_with(
+        tmp_path,
+        {"event": "committed", "batch": 0, "rows": 40, "snapshot_id": 11, "schema_id": 0, "quality": {**TABLE_QUALITY, "rows": 40}},
+        {"event": "progress", "batch": 0, "rows": 40},
+        {"event": "committed", "batch": 1, "rows": 2, "snapshot_id": 12, "schema_id": 1, "quality": TABLE_QUALITY},
+        {"event": "committed", "batch": 2, "rows": 0, "dead_letters": 3},  # dead letters only: the table is unchanged
+    )
+    assert folder.output_written() == (events.DatasetVersion("12", 1), TABLE_QUALITY)
+
+
+def test_an_archive_reports_the_columns_of_what_it_wrote_so_far(tmp_path):
+    columns = {"key": {"nulls": 0}, "offset": {"nulls": 0, "min": 0.0, "max": 9.0}}
+    folder = folder_with(tmp_path, {"event": "progress", "batch": 0, "rows": 4, "columns": {"key": {"nulls": 0}}},
+                         {"event": "progress", "batch": 1, "rows": 6, "columns": columns})
+    assert folder.output_written() == (None, {"rows": 10, "bytes": None, "files": None, "columns": columns})
+
+
+def test_a_job_that_reports_neither_has_no_output_metrics(tmp_path):
+    assert folder_with(tmp_path, {"event": "progress", "batch": 0, "rows": 5}).output_written() == (None, None)
+    assert DeploymentFolder(tmp_path / "never-ran").output_written() == (None, None)
