@@ -172,7 +172,9 @@ def test_stop_on_a_dead_deployment_stops_its_orphan_and_ends_its_run_with_fail(l
     killed_at = time.time()
     for pid in (running.pid, guard):  # the Spark job survives with nobody watching it
         os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: not scenario.deployments.status(NAME).running, 10, "the runner to be gone")
+    # A SIGKILL lands a moment later: until then the killed processes still count among the orphans.
+    wait_for(lambda: not scenario.deployments.status(NAME).running and not {running.pid, guard} & set(processes_of(scenario.folder)),
+             10, "the runner and the guard to be gone")
 
     dead = scenario.deployments.status(NAME)
     assert dead.state == "dead" and set(driver) <= set(dead.orphan_pids)
