@@ -39,7 +39,7 @@ from bench.scaling import FULL_SIZES, QUICK_SIZES, day_for, fill_days
 from bench.spark_profile import Instrumented
 from bench.supplier_stats_runs import bare_submit
 from lineage_assets.catalog import SUPPLIER_STATS
-from lineage_assets.resources.lakehouse import LakehouseResource
+from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import PROJECT_ROOT
 
@@ -68,11 +68,11 @@ def day_sizes(quick: bool, orders: int | None = None) -> tuple[int, ...]:
     return (orders or (QUICK_SIZES[0] if quick else FULL_SIZES[0]),)
 
 
-def run(lakehouse: LakehouseResource, quick: bool, orders: int | None = None) -> dict:
+def run(environment: SettingsResource, quick: bool, orders: int | None = None) -> dict:
     (orders,) = day_sizes(quick, orders)
     rounds = 1 if quick else 2
     day = day_for(orders)
-    spark_jobs = SparkJobsResource(lakehouse=lakehouse)
+    spark_jobs = SparkJobsResource(environment=environment)
     fill_days(spark_jobs, (orders,))
     cli = [str(Path(sys.executable).with_name("dagster")), "asset", "materialize", "-m", "lineage_assets.definitions",
            "--select", SUPPLIER_STATS.key, "--partition", day]
@@ -94,9 +94,9 @@ def run(lakehouse: LakehouseResource, quick: bool, orders: int | None = None) ->
             home = Path(scratch) / f"dagster-{round_number}"
             home.mkdir()
             (home / "dagster.yaml").touch()
-            environment = {**os.environ, **lakehouse.settings().as_environment(), "DAGSTER_HOME": str(home)}
+            variables = {**os.environ, **environment.settings.as_environment(), "DAGSTER_HOME": str(home)}
             launched = time.time()
-            subprocess.run(cli, cwd=PROJECT_ROOT, env=environment, check=True, capture_output=True)
+            subprocess.run(cli, cwd=PROJECT_ROOT, env=variables, check=True, capture_output=True)
             exited = time.time()
             step_started, step_ended = dagster_step_times(home)
             splits["dagster_cli"].append({**phases(launched, instrumented.spark_times(), exited),

@@ -27,10 +27,10 @@ from confluent_kafka import Consumer, TopicPartition
 
 from bench.measure import percentile
 from lineage_assets.catalog import LAKEHOUSE_ORDERS, SUPPLIER_STATS_LIVE, orders_avro_schema_json
+from lineage_assets import jobs
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.resources.kafka import KafkaResource
-from lineage_assets.resources.lakehouse import LakehouseResource
-from lineage_assets.resources.spark_jobs import SparkJobsResource
+from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings
 from lineage_assets.streaming.deployments import LocalDeployments
 
@@ -164,21 +164,21 @@ def quantiles(values: list[float]) -> dict:
             "max_s": round(max(values), 3)}
 
 
-def run(lakehouse: LakehouseResource, quick: bool, seconds: int | None = None) -> dict:
+def run(environment: SettingsResource, quick: bool, seconds: int | None = None) -> dict:
     seconds = seconds or (10 if quick else 120)
     rate = 10 if quick else 20
-    settings = lakehouse.settings()
-    kafka, spark_jobs = KafkaResource(lakehouse=lakehouse), SparkJobsResource(lakehouse=lakehouse)
+    settings = environment.settings
+    kafka = KafkaResource(environment=environment)
     kafka.ensure_topics(settings.orders_topic, settings.supplier_stats_topic, settings.dead_letter_topic)
     kafka.register_value_schema(settings.orders_topic, orders_avro_schema_json())
-    deployments = LocalDeployments(lakehouse)
+    deployments = LocalDeployments(settings)
     watches: list[Watch] = []
     try:
         for dataset in JOBS:
             deployments.deploy(dataset.key)
         ends = kafka.end_offsets(settings.orders_topic)
         for dataset in JOBS:
-            checkpoint = Path(spark_jobs.checkpoint(dataset.job.name))
+            checkpoint = jobs.checkpoint(settings, dataset)
             if not wait_until(lambda: caught_up(deployments, dataset.key, checkpoint, settings.orders_topic, ends), 300):
                 raise TimeoutError(f"freshness: {dataset.key} did not catch up with the topic within 300 s")
         window_watch, consumer = windows_watch(settings)

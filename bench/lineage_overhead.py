@@ -14,8 +14,9 @@ from bench.scaling import QUICK_SIZES, day_for, fill_days
 from bench.supplier_stats_runs import bare_submit
 from lineage_assets.catalog import SUPPLIER_STATS
 from lineage_assets.lineage import events
-from lineage_assets.resources.lakehouse import LakehouseResource
-from lineage_assets.resources.lineage import AssetRunLineage, emitter_for, lineage_folder
+from lineage_assets.resources.settings import SettingsResource
+from lineage_assets.lineage.emitter import emitter_for
+from lineage_assets.resources.lineage import AssetRunLineage
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 
 TARGET = 1.03
@@ -25,10 +26,10 @@ def day_sizes(quick: bool) -> tuple[int, ...]:
     return (QUICK_SIZES[0],) if quick else (50_000,)  # quick: a day the other benchmarks use too
 
 
-def run(lakehouse: LakehouseResource, quick: bool) -> dict:
+def run(environment: SettingsResource, quick: bool) -> dict:
     (orders,), rounds = day_sizes(quick), 1 if quick else 3
-    settings = lakehouse.settings()
-    spark_jobs = SparkJobsResource(lakehouse=lakehouse)
+    settings = environment.settings
+    spark_jobs = SparkJobsResource(environment=environment)
     fill_days(spark_jobs, (orders,))
     day = day_for(orders)
     emitter = emitter_for(settings)
@@ -37,10 +38,10 @@ def run(lakehouse: LakehouseResource, quick: bool) -> dict:
         dagster_run = events.DagsterRun(run_id=f"bench-{round_number}", job_name="bench", started_at=dt.datetime.now(dt.UTC))
         run = AssetRunLineage(emitter, SUPPLIER_STATS, dagster_run, settings)
         run.emit(RunState.START)
-        spark_events = lineage_folder(settings) / "spark" / f"{run.run_id}.jsonl"
-        report = bare_submit(spark_jobs, day, extra_conf=run.spark_conf(spark_events))
-        run.take_spark_events(spark_events)
-        run.complete(events.OutputStatistics(rows=report["rows_written"]), "OVERWRITE")
+        application = run.spark_application()
+        report = bare_submit(spark_jobs, day, extra_conf=application.conf())
+        run.forward_spark_events(application)
+        run.complete(events.OutputStatistics(rows=report.rows_written), "OVERWRITE")
         run.emit(RunState.COMPLETE)
 
     timings = alternate(rounds, {"off": wall_seconds(lambda _: bare_submit(spark_jobs, day)), "on": wall_seconds(with_lineage)})

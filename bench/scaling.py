@@ -15,7 +15,7 @@ import math
 from bench.measure import alternate, growth_exponent, median, rounded, wall_seconds
 from bench.supplier_stats_runs import bare_submit, materialize
 from lineage_assets.catalog import iceberg_table_name
-from lineage_assets.resources.lakehouse import LakehouseResource
+from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 
 FULL_SIZES = (1_000_000, 4_000_000, 16_000_000)
@@ -35,7 +35,7 @@ def fill_days(spark_jobs: SparkJobsResource, sizes: tuple[int, ...], extra_conf:
     """Each size's day in the orders table, generated if missing; ``generated`` says how many orders each
     day got. The days filled are recorded in the bench state (which holds the table, and goes with it),
     so the Spark job runs only when one is missing: the benchmarks share days."""
-    settings = spark_jobs.lakehouse.settings()
+    settings = spark_jobs.environment.settings
     table = iceberg_table_name(settings, "orders")
     record = settings.state_dir / "bench-days.json"
     filled = json.loads(record.read_text()) if record.exists() else {}
@@ -52,15 +52,15 @@ def day_sizes(quick: bool, sizes: tuple[int, ...] | None = None) -> tuple[int, .
     return tuple(sizes or (QUICK_SIZES if quick else FULL_SIZES))
 
 
-def run(lakehouse: LakehouseResource, quick: bool, sizes: tuple[int, ...] | None = None) -> dict:
+def run(environment: SettingsResource, quick: bool, sizes: tuple[int, ...] | None = None) -> dict:
     sizes = day_sizes(quick, sizes)
-    spark_jobs = SparkJobsResource(lakehouse=lakehouse)
+    spark_jobs = SparkJobsResource(environment=environment)
     filled = fill_days(spark_jobs, sizes)
     measured = []
     for size in sizes:
         day = day_for(size)
         timings = alternate(ROUNDS, {"floor": wall_seconds(lambda _: bare_submit(spark_jobs, day)),
-                                     "asset": wall_seconds(lambda _: materialize(lakehouse, day))})
+                                     "asset": wall_seconds(lambda _: materialize(environment, day))})
         floor, asset = median(timings["floor"]), median(timings["asset"])
         measured.append({"orders": size, "day": day, "median_floor_s": floor, "median_asset_s": asset,
                          "ratio": round(asset / floor, 4), "timings_s": rounded(timings)})

@@ -13,14 +13,22 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import time
+from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from lineage_assets.catalog import LAKEHOUSE_ORDERS
 from lineage_assets.generator import ITEMS, SUPPLIERS
+from lineage_assets.jobs import Report, table_columns
 from spark import jobs
-from spark.ingest_orders import create_table
+from spark.ingest_orders import PARTITIONED_BY
 from spark.transforms import PRICE_TYPE
+
+
+@dataclass(frozen=True, kw_only=True)
+class SyntheticOrdersReport(Report):
+    generated: dict[str, int]  # orders generated per day (0: the day held its count already)
 
 
 def day_and_count(text: str) -> tuple[dt.date, int]:
@@ -50,7 +58,7 @@ def main() -> None:
     args = parser.parse_args()
     started = time.monotonic()
     spark = SparkSession.builder.getOrCreate()
-    create_table(spark, args.table)
+    jobs.create_table(spark, args.table, table_columns(LAKEHOUSE_ORDERS), PARTITIONED_BY)
     generated = {}
     for day, count in args.day:
         present = spark.table(args.table).where(F.to_date("bid_time") == F.lit(day)).count()
@@ -58,7 +66,7 @@ def main() -> None:
             # No shuffle by partition before writing: both cores write (the day is one partition).
             synthetic_orders(spark, day, count).writeTo(args.table).option("distribution-mode", "none").overwritePartitions()
         generated[day.isoformat()] = count if present != count else 0
-    jobs.write_report(args.report, {"generated": generated}, started)
+    jobs.write_report(args.report, SyntheticOrdersReport, started, generated=generated)
     spark.stop()
 
 

@@ -26,12 +26,11 @@ from confluent_kafka import Consumer, TopicPartition
 
 from bench.measure import alternate, median, rounded
 from bench.spark_profile import Instrumented
-from lineage_assets.assets.archive import archive_job_arguments
-from lineage_assets.assets.lakehouse import ingestion_job_arguments
 from lineage_assets.catalog import ARCHIVE, LAKEHOUSE_ORDERS, iceberg_table_name, orders_avro_schema_json
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
+from lineage_assets.jobs import archive_job, ingestion_job
 from lineage_assets.resources.kafka import KafkaResource
-from lineage_assets.resources.lakehouse import LakehouseResource
+from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import Settings
 
@@ -51,7 +50,7 @@ def with_option(arguments: list[str], option: str, value: str) -> list[str]:
 
 def fill_topic(kafka: KafkaResource, count: int) -> int:
     """Top the size's topic up to ``count`` generated orders (kept between runs); returns how many were produced."""
-    settings = kafka.lakehouse.settings()
+    settings = kafka.environment.settings
     topic = settings.orders_topic
     kafka.ensure_topics(topic)
     kafka.register_value_schema(topic, orders_avro_schema_json())
@@ -116,11 +115,11 @@ class JobRounds:
         self.spark_jobs, self.script, self.arguments, self.count = spark_jobs, script, arguments, count
         self.fresh_location = fresh_location
         self.profiles: list[dict] = []
-        self.instrumented = Instrumented(spark_jobs.lakehouse.settings().state_dir / "bench-throughput" / f"{Path(script).stem}-profile")
+        self.instrumented = Instrumented(spark_jobs.environment.settings.state_dir / "bench-throughput" / f"{Path(script).stem}-profile")
 
     def __call__(self, round_number: int) -> float:
         name = f"{Path(self.script).stem}-{time.time_ns()}"
-        folder = self.spark_jobs.lakehouse.settings().state_dir / "bench-throughput" / name
+        folder = self.spark_jobs.environment.settings.state_dir / "bench-throughput" / name
         progress = folder / "progress.jsonl"
         arguments = with_option(self.arguments, "--checkpoint", str(folder / "checkpoint"))
         if self.fresh_location:
@@ -139,18 +138,18 @@ class JobRounds:
         return self.count / self.profiles[-1]["query_s"]
 
 
-def run(lakehouse: LakehouseResource, quick: bool, count: int | None = None) -> dict:
+def run(environment: SettingsResource, quick: bool, count: int | None = None) -> dict:
     count = count or (20_000 if quick else 300_000)
     rounds = 1 if quick else 2
-    bench_topic = LakehouseResource(overrides={**lakehouse.overrides, "LINEAGE_ASSETS_ORDERS_TOPIC": f"{TOPIC_PREFIX}{count}"})
-    settings = bench_topic.settings()
-    kafka, spark_jobs = KafkaResource(lakehouse=bench_topic), SparkJobsResource(lakehouse=bench_topic)
+    bench_topic = SettingsResource(overrides={**environment.overrides, "LINEAGE_ASSETS_ORDERS_TOPIC": f"{TOPIC_PREFIX}{count}"})
+    settings = bench_topic.settings
+    kafka, spark_jobs = KafkaResource(environment=bench_topic), SparkJobsResource(environment=bench_topic)
     produced = fill_topic(kafka, count)
     empty_sinks(settings)
     jobs = {
         "ingestion": JobRounds(spark_jobs, LAKEHOUSE_ORDERS.job.source, with_option(
-            ingestion_job_arguments(kafka, spark_jobs), "--table", iceberg_table_name(settings, TABLE)), count),
-        "archive": JobRounds(spark_jobs, ARCHIVE.job.source, archive_job_arguments(kafka, spark_jobs), count,
+            list(ingestion_job(settings).arguments), "--table", iceberg_table_name(settings, TABLE)), count),
+        "archive": JobRounds(spark_jobs, ARCHIVE.job.source, list(archive_job(settings).arguments), count,
                              fresh_location=("--path", f"s3://{settings.archive_bucket}/{ARCHIVE_PREFIX}")),
     }
     rates = alternate(rounds, {"ceiling": lambda _: ceiling(settings, count), **jobs})

@@ -23,7 +23,9 @@ def _stack(args: argparse.Namespace, settings: Settings) -> int:
     if args.action == "up":
         supervisor.up(args.services)
         # Deployments that died with the machine end now, with the servers their lineage goes to up.
-        for name, done in _end_dead(_deployment_backend(), "stack up").items():
+        from lineage_assets.streaming.deployments import deployments_for
+
+        for name, done in _end_dead(deployments_for(settings), "stack up").items():
             print(f"deployment {name}: {done}", flush=True)
     elif args.action == "down":
         supervisor.down(args.services)
@@ -57,7 +59,7 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
 def _lineage(args: argparse.Namespace, settings: Settings) -> int:
     from lineage_assets.lineage.check import check, check_marquez, report
     from lineage_assets.lineage.marquez import MarquezApi, MarquezError
-    from lineage_assets.resources.lineage import emitter_for
+    from lineage_assets.lineage.emitter import emitter_for
 
     if args.subject and args.action not in ("impact", "trace"):
         print(f"lineage-assets: lineage {args.action} takes no subject, got {args.subject!r}", file=sys.stderr)
@@ -164,9 +166,10 @@ def _dlq(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _deployments(args: argparse.Namespace, settings: Settings) -> int:
-    from lineage_assets.streaming.deployments import STREAMING_JOBS, DeploymentError
+    from lineage_assets.jobs import STREAMING_JOBS
+    from lineage_assets.streaming.deployments import DeploymentError, deployments_for
 
-    deployments = _deployment_backend(args.running_interval)
+    deployments = deployments_for(settings, running_interval=args.running_interval)
     names = args.names or list(STREAMING_JOBS)
     try:
         for name in names:
@@ -189,16 +192,10 @@ def _deployments(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _deployment_backend(running_interval: int = 10):
-    from lineage_assets.resources.lakehouse import LakehouseResource
-    from lineage_assets.streaming.deployments import deployments_for
-
-    return deployments_for(LakehouseResource(), running_interval=running_interval)
-
-
 def _end_dead(deployments, by: str, names: list[str] | None = None) -> dict[str, str]:
     """End the deployments found dead (no other process may be watching them); what was done, by name."""
-    from lineage_assets.streaming.deployments import STREAMING_JOBS, describe_ending
+    from lineage_assets.jobs import STREAMING_JOBS
+    from lineage_assets.streaming.deployments import describe_ending
 
     done = {name: deployments.end_if_dead(name, by=by) for name in names or STREAMING_JOBS}
     return {name: describe_ending(what) for name, what in done.items() if what}

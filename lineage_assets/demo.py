@@ -24,8 +24,8 @@ from lineage_assets.lineage.check import check, check_marquez, report
 from lineage_assets.lineage.emitter import Backend, LineageEmitter
 from lineage_assets.lineage.marquez import MarquezApi, MarquezError
 from lineage_assets.lineage.queries import ask
-from lineage_assets.resources.lakehouse import LakehouseResource
-from lineage_assets.resources.lineage import emitter_for
+from lineage_assets.resources.settings import SettingsResource
+from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.settings import Settings
 from lineage_assets.source_schemas import value_subject
 from lineage_assets.stack.supervisor import Supervisor
@@ -75,11 +75,11 @@ def _node(dataset) -> str:
 DEMO_LATE_FRACTION, DEMO_BAD_FRACTION = 0.03, 0.04
 
 
-def run_pipeline(lakehouse: LakehouseResource, instance: dg.DagsterInstance, orders_config: dict | None,
+def run_pipeline(environment: SettingsResource, instance: dg.DagsterInstance, orders_config: dict | None,
                  log=print) -> PipelineRun:
     """Generate orders (unless ``orders_config`` is None), run the streaming jobs, then
     ``supplier_stats`` for every day the ingestion touched, with all asset checks."""
-    definitions = build_definitions(lakehouse)
+    definitions = build_definitions(environment)
     assets = [*definitions.assets, *definitions.asset_checks]
     resources = definitions.resources
     run = PipelineRun()
@@ -151,7 +151,7 @@ def marquez_gaps(emitter: LineageEmitter, settings: Settings) -> list[str]:
 def main_demo(settings: Settings, orders: int, seed: int, continuous: bool = False) -> int:
     Supervisor(settings, progress=print).up()
     # Some late and some bad orders, so the watermark and the dead-letter topic have work to show.
-    run = run_pipeline(LakehouseResource(), dagster_instance(settings),
+    run = run_pipeline(SettingsResource.of(settings), dagster_instance(settings),
                        {"count": orders, "seed": seed, "late_fraction": DEMO_LATE_FRACTION, "bad_fraction": DEMO_BAD_FRACTION})
     print(summary(run, settings.marquez_web_url))
     emitter = emitter_for(settings)
@@ -161,9 +161,10 @@ def main_demo(settings: Settings, orders: int, seed: int, continuous: bool = Fal
     print("\n" + report(gaps, f"the lineage in {emitter.log_path} ({len(emitter.events())} events)"))
     gaps += marquez_gaps(emitter, settings)
     if continuous:
-        from lineage_assets.streaming.deployments import STREAMING_JOBS, deployments_for
+        from lineage_assets.jobs import STREAMING_JOBS
+        from lineage_assets.streaming.deployments import deployments_for
 
-        deployments = deployments_for(LakehouseResource())
+        deployments = deployments_for(settings)
         print("\nStreaming deployments (continuous mode):")
         for name in STREAMING_JOBS:
             print(f"  {name:<22} {deployments.deploy(name)}  log: {deployments.status(name).log}")
@@ -194,7 +195,7 @@ def main_drift(settings: Settings, seed: int, drifted: int = DRIFTED_ORDERS, goo
     among ``good`` ones; the streaming assets run. Exit 0 when the pipeline stopped the drift:
     every drifted record dead-lettered and supplier_stats held back."""
     Supervisor(settings, progress=print).up()
-    lakehouse = LakehouseResource()
+    environment = SettingsResource.of(settings)
     instance = dagster_instance(settings)
     as_before = list(generate_orders(GeneratorConfig(count=good, seed=seed)))
     renamed = [as_drifted(order) for order in generate_orders(GeneratorConfig(count=drifted, seed=seed + 1))]
@@ -203,7 +204,7 @@ def main_drift(settings: Settings, seed: int, drifted: int = DRIFTED_ORDERS, goo
     produce_orders(renamed, *address, value_schema=json.dumps(DRIFTED_ORDERS_SCHEMA))
     print(f"produced {good} orders as before and {drifted} with `supplier` renamed `vendor` (a new version of "
           f"{value_subject(settings.orders_topic)})")
-    run = run_pipeline(lakehouse, instance, None)
+    run = run_pipeline(environment, instance, None)
     print(summary(run, settings.marquez_web_url))
     emitter = emitter_for(settings)
     emitter.flush(timeout=30)

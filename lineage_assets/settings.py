@@ -148,3 +148,8 @@ class Settings:
     @property
     def logs_dir(self) -> Path:
         return self.state_dir / "logs"
+
+    @property
+    def lineage_dir(self) -> Path:
+        """The durable lineage event log, its delivery cursor and its run markers."""
+        return self.state_dir / "lineage"

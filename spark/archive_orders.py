@@ -15,6 +15,7 @@ import time
 
 from pyspark.sql import SparkSession
 
+from lineage_assets.jobs import ArchiveReport
 from spark import jobs, transforms
 
 
@@ -37,16 +38,11 @@ def main() -> None:
     files_after, bytes_after = jobs.files_under(spark, args.path)
     summary = jobs.progress_summary(query)
     rows, files, size = summary["rows_in"], files_after - files_before, bytes_after - bytes_before
-    jobs.write_report(args.report, {
-        **summary,
-        "rows_written": rows,
-        "files_written": files,
-        "bytes_written": size,
-        "files_total": files_after,
-        "schema_versions": versions.summary(),
+    jobs.write_report(
+        args.report, ArchiveReport, started, **summary, rows_written=rows, files_written=files, bytes_written=size,
+        files_total=files_after, schema_versions=versions.summary(),
         # Of the records this run archived: the sink keeps no statistics of its files to read.
-        "quality": jobs.quality_entry(rows, size, files, columns.summary()),
-    }, started)
+        quality=jobs.quality_entry(rows, size, files, columns.summary()))
     spark.stop()
 
 

@@ -1,7 +1,7 @@
 """Kafka `orders` -> Iceberg `orders` table, with invalid records sent to the dead-letter topic.
 
     spark-submit spark/ingest_orders.py --bootstrap-servers ... --topic orders --value-schema '{...}' \
-        --registry-url http://... --subject orders-value --table lakehouse.`default`.orders --dead-letter-topic orders-dlq \
+        --registry-url http://... --subject orders-value --table lakehouse.`default`.orders --columns 'order_id string, ...' --dead-letter-topic orders-dlq \
         --checkpoint /path --report report.json [--mode catch-up|continuous]
 
 Exactly once: each micro-batch commits one Iceberg snapshot tagged with the query's checkpoint and
@@ -22,24 +22,13 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lineage_assets.dead_letters import REPLAY_HEADER
+from lineage_assets.jobs import IngestionReport
 from lineage_assets.source_schemas import SCHEMA_INCOMPATIBLE
 from spark import jobs, transforms
 
 QUERY_PROPERTY = "lineage-assets.checkpoint"
 BATCH_PROPERTY = "lineage-assets.batch-id"
-
-
-def create_table(spark: SparkSession, table: str) -> bool:
-    """Create the table if missing; True when this call created it."""
-    jobs.ensure_namespace(spark, table)
-    existed = spark.catalog.tableExists(table.replace("`", ""))
-    spark.sql(f"""
-        CREATE TABLE IF NOT EXISTS {table} (
-            order_id STRING, item STRING, price DECIMAL(10,2), supplier STRING, bid_time TIMESTAMP_NTZ)
-        USING iceberg PARTITIONED BY (days(bid_time))
-        TBLPROPERTIES ('format-version'='2', 'write.format.default'='parquet',
-                       'write.parquet.compression-codec'='snappy')""")
-    return not existed
+PARTITIONED_BY = "days(bid_time)"
 
 
 def committed(spark: SparkSession, table: str, checkpoint: str, batch_id: int) -> bool:
@@ -52,12 +41,13 @@ def committed(spark: SparkSession, table: str, checkpoint: str, batch_id: int) -
 def main() -> None:
     parser = jobs.streaming_arguments(__doc__)
     parser.add_argument("--table", required=True, help="Iceberg table, as Spark SQL names it")
+    parser.add_argument("--columns", required=True, help="the table's columns, as CREATE TABLE lists them")
     parser.add_argument("--dead-letter-topic", required=True)
     parser.add_argument("--job-name", default="iceberg-ingestion", help="recorded in dead letters")
     args = parser.parse_args()
     started = time.monotonic()
     spark = SparkSession.builder.getOrCreate()
-    created = create_table(spark, args.table)
+    created = jobs.create_table(spark, args.table, args.columns, PARTITIONED_BY)
     totals = Counter()
     reasons = Counter()
     days: set[str] = set()
@@ -123,23 +113,14 @@ def main() -> None:
     query = jobs.run_query(writer, args, spark)
     table = jobs.table_state(spark, args.table)  # the whole table, from its manifests
     quality = table["quality"]
-    jobs.write_report(args.report, {
-        **jobs.progress_summary(query),
-        "rows_written": totals["rows_written"],
-        "dead_letters": totals["dead_letters"],
-        "dead_letter_reasons": dict(reasons),
-        "batches_replayed": totals["batches_replayed"],
-        "schema_incompatible": totals["schema_incompatible"],
-        "dead_letters_replayed": totals["dead_letters_replayed"],
-        "schema_versions": versions.summary(),
-        "days": sorted(days),
-        "table_created": created,
-        "snapshot_id": table["snapshot_id"],
-        "schema_id": table["schema_id"],
+    jobs.write_report(
+        args.report, IngestionReport, started, **jobs.progress_summary(query),
+        rows_written=totals["rows_written"], dead_letters=totals["dead_letters"], dead_letter_reasons=dict(reasons),
+        batches_replayed=totals["batches_replayed"], schema_incompatible=totals["schema_incompatible"],
+        dead_letters_replayed=totals["dead_letters_replayed"], schema_versions=versions.summary(), days=sorted(days),
+        table_created=created, snapshot_id=table["snapshot_id"], schema_id=table["schema_id"],
         # The manifests' count is exact without delete files (none here: the table is only appended to).
-        "table_rows": quality["rows"] if quality else spark.table(args.table).count(),
-        "quality": quality,
-    }, started)
+        table_rows=quality["rows"] if quality else spark.table(args.table).count(), quality=quality)
     spark.stop()
 
 

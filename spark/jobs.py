@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.types import NumericType
 
+from lineage_assets.jobs import PROGRESS_PREFIX, Report
 from lineage_assets.source_schemas import registered_versions
 
 CATCH_UP = "catch-up"
@@ -142,7 +143,6 @@ class ProgressLog(StreamingQueryListener):
 
 
 PROGRESS_EVERY_S = 5.0
-PROGRESS_PREFIX = "progress: "  # the caller forwards these lines to its log (lineage_assets/resources/spark_jobs.py)
 
 
 class ProgressPrinter(StreamingQueryListener):
@@ -366,16 +366,22 @@ def table_quality(spark: SparkSession, table: str, snapshot_id: int | None) -> d
     return files_quality(spark.sql(f"SELECT * FROM {table}.files{as_of}"))
 
 
-def write_report(path: str, report: dict, started: float) -> None:
-    report = {**report, "duration_seconds": round(time.monotonic() - started, 3)}
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(report, indent=2, default=str))
+def write_report(path: str, report: type[Report], started: float, **fields) -> None:
+    """The job's report, as the class its caller reads (lineage_assets/jobs.py)."""
+    report(**fields, duration_seconds=round(time.monotonic() - started, 3)).write(Path(path))
 
 
-def ensure_namespace(spark: SparkSession, table: str) -> None:
-    """Create the namespace of ``catalog.`namespace`.table`` if missing (a newly configured one)."""
+def create_table(spark: SparkSession, table: str, columns: str, partitioned_by: str) -> bool:
+    """Create the Iceberg table (format v2, parquet, snappy) and its namespace if missing; True when
+    this call created it. ``columns``: the catalog's, as ``lineage_assets.jobs.table_columns`` lists them."""
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {table.rsplit('.', 1)[0]}")
+    existed = spark.catalog.tableExists(table.replace("`", ""))
+    spark.sql(f"""
+        CREATE TABLE IF NOT EXISTS {table} ({columns})
+        USING iceberg PARTITIONED BY ({partitioned_by})
+        TBLPROPERTIES ('format-version'='2', 'write.format.default'='parquet',
+                       'write.parquet.compression-codec'='snappy')""")
+    return not existed
 
 
 def files_under(spark: SparkSession, location: str) -> tuple[int, int]:

@@ -14,6 +14,7 @@ import time
 
 from pyspark.sql import SparkSession
 
+from lineage_assets.jobs import LiveStatsReport
 from spark import jobs, transforms
 
 
@@ -37,7 +38,8 @@ def main() -> None:
 
     summary = jobs.progress_summary(query)
     sink_rows = sum(p.sink.numOutputRows for p in query.recentProgress if p.sink and p.sink.numOutputRows > 0)
-    jobs.write_report(args.report, {**summary, "windows_written": sink_rows, "schema_versions": versions.summary()}, started)
+    jobs.write_report(args.report, LiveStatsReport, started, **summary, windows_written=sink_rows,
+                      schema_versions=versions.summary())
     spark.stop()
 
 

@@ -1,7 +1,7 @@
 """Iceberg `orders` -> Iceberg `supplier_stats` for one day: SUM(price), COUNT(*) per supplier and hour.
 
     spark-submit spark/supplier_stats.py --source lakehouse.`default`.orders \
-        --target lakehouse.`default`.supplier_stats --day 2026-11-21 --report report.json
+        --target lakehouse.`default`.supplier_stats --columns 'supplier string, ...' --day 2026-11-21 --report report.json
 
 The run replaces exactly that day's rows (one atomic overwrite by bid_date), so re-runs and
 backfills are idempotent; a day with no orders is left empty. Without --day, the latest day
@@ -17,19 +17,8 @@ import time
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from lineage_assets.jobs import SupplierStatsReport
 from spark import jobs, transforms
-
-
-def create_table(spark: SparkSession, table: str) -> bool:
-    jobs.ensure_namespace(spark, table)
-    existed = spark.catalog.tableExists(table.replace("`", ""))
-    spark.sql(f"""
-        CREATE TABLE IF NOT EXISTS {table} (
-            supplier STRING, bid_date DATE, bid_hour INT, total_price DECIMAL(10,2), total_count BIGINT)
-        USING iceberg PARTITIONED BY (bid_date, bid_hour)
-        TBLPROPERTIES ('format-version'='2', 'write.format.default'='parquet',
-                       'write.parquet.compression-codec'='snappy')""")
-    return not existed
 
 
 def latest_day(spark: SparkSession, source: str) -> dt.date | None:
@@ -40,15 +29,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--source", required=True)
     parser.add_argument("--target", required=True)
+    parser.add_argument("--columns", required=True, help="the target's columns, as CREATE TABLE lists them")
     parser.add_argument("--day", type=dt.date.fromisoformat, help="UTC day to compute (default: latest present)")
     parser.add_argument("--report", required=True)
     args = parser.parse_args()
     started = time.monotonic()
     spark = SparkSession.builder.getOrCreate()
-    created = create_table(spark, args.target)
+    created = jobs.create_table(spark, args.target, args.columns, "bid_date, bid_hour")
     day = args.day or latest_day(spark, args.source)
     if day is None:
-        jobs.write_report(args.report, {"day": None, "rows_in": 0, "rows_written": 0, "table_created": created}, started)
+        jobs.write_report(args.report, SupplierStatsReport, started, day=None, rows_in=0, rows_written=0, table_created=created)
         spark.stop()
         return
 
@@ -59,21 +49,16 @@ def main() -> None:
     print(f"{jobs.PROGRESS_PREFIX}replaced {day} in {args.target} after {time.monotonic() - started:.0f} s", flush=True)
     snapshot = spark.sql(f"SELECT snapshot_id, summary FROM {args.target}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()[0]
     totals = stats.orderBy("supplier", "bid_hour").collect()
-    jobs.write_report(args.report, {
-        "day": day.isoformat(),
-        "rows_in": sum(r.total_count for r in totals),  # every order of the day is in exactly one total
-        "rows_written": len(totals),
-        "table_created": created,
-        "snapshot_id": snapshot.snapshot_id,
-        "schema_id": jobs.table_schema_id(spark, args.target),
-        "files_written": int(snapshot.summary.get("added-data-files", 0)),
-        "bytes_written": int(snapshot.summary.get("added-files-size", 0)),
-        "quality": jobs.table_quality(spark, args.target, snapshot.snapshot_id),  # the whole table, from its manifests
-        "totals": [
-            {"supplier": r.supplier, "bid_hour": r.bid_hour, "total_price": str(r.total_price), "total_count": r.total_count}
-            for r in totals
-        ],
-    }, started)
+    jobs.write_report(
+        args.report, SupplierStatsReport, started, day=day.isoformat(),
+        rows_in=sum(r.total_count for r in totals),  # every order of the day is in exactly one total
+        rows_written=len(totals), table_created=created, snapshot_id=snapshot.snapshot_id,
+        schema_id=jobs.table_schema_id(spark, args.target),
+        files_written=int(snapshot.summary.get("added-data-files", 0)),
+        bytes_written=int(snapshot.summary.get("added-files-size", 0)),
+        quality=jobs.table_quality(spark, args.target, snapshot.snapshot_id),  # the whole table, from its manifests
+        totals=[{"supplier": r.supplier, "bid_hour": r.bid_hour, "total_price": str(r.total_price),
+                 "total_count": r.total_count} for r in totals])
     spark.stop()
 
 

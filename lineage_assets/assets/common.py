@@ -1,15 +1,22 @@
-"""Dagster metadata and arguments derived from the dataset catalog, shared by every asset module."""
+"""What every asset module shares: Dagster definitions and metadata from the dataset catalog, and
+the one shape of a streaming job's asset."""
 
-from __future__ import annotations
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Generic
 
 import dagster as dg
 
-from lineage_assets.catalog import DATASETS, OWNERS, Check, Dataset, orders_reader_schema_json
+from lineage_assets.catalog import DATASETS, OWNERS, Check, Dataset
+from lineage_assets.jobs import JobSpec, R, Report
+from lineage_assets.lineage.events import DatasetVersion, OutputStatistics, SourceRead
 from lineage_assets.lineage.queries import declared_impact
 from lineage_assets.resources.kafka import KafkaResource
+from lineage_assets.resources.lineage import LineageResource
+from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import Settings
-from lineage_assets.source_schemas import value_subject
+from lineage_assets.streaming.deployments import deployments_for
 
 
 def asset_key(dataset: Dataset) -> dg.AssetKey:
@@ -64,48 +71,73 @@ class DeployedElsewhere(RuntimeError):
     """A catch-up run was asked for a streaming job that runs as a deployment (same checkpoint)."""
 
 
-def ensure_not_deployed(dataset: Dataset, kafka: KafkaResource) -> None:
+def ensure_not_deployed(dataset: Dataset, settings: Settings) -> None:
     """Catch-up runs and a continuous deployment of one job share its checkpoint: never both at once."""
-    from lineage_assets.streaming.deployments import deployments_for  # deployments build on the assets
-
-    status = deployments_for(kafka.lakehouse).status(dataset.key)
+    status = deployments_for(settings).status(dataset.key)
     if status.running:
         raise DeployedElsewhere(
             f"{dataset.key} runs as a continuous deployment (pid {status.pid}, run {status.run_id}); it keeps the "
             f"asset up to date. Stop it first for a catch-up run: lineage-assets stop {dataset.key}")
 
 
-def orders_source_arguments(kafka: KafkaResource, spark_jobs: SparkJobsResource, dataset: Dataset) -> list[str]:
-    """spark-submit arguments that read the orders topic as the catalog's reader schema; the job
-    judges each registered writer version of the topic's subject against it."""
-    settings = kafka.lakehouse.settings()
-    return [
-        "--bootstrap-servers", settings.kafka_servers,
-        "--topic", settings.orders_topic,
-        "--value-schema", orders_reader_schema_json(),
-        "--registry-url", settings.schema_registry_url,
-        "--subject", value_subject(settings.orders_topic),
-        "--checkpoint", spark_jobs.checkpoint(dataset.job.name),
-    ]
-
-
-def job_metadata(dataset: Dataset, report: dict) -> dict:
-    """What every Spark-backed materialization reports: rows, offsets, duration, column lineage."""
-    metadata = {
-        "rows_in": report.get("rows_in", 0),
-        "rows_out": report.get("rows_written", 0),
-        "duration_seconds": report.get("duration_seconds", 0.0),
-        "kafka/start_offsets": dg.MetadataValue.json(report.get("start_offsets") or {}),
-        "kafka/end_offsets": dg.MetadataValue.json(report.get("end_offsets") or {}),
-        "schema_versions": dg.MetadataValue.json(
-            [{k: v for k, v in version.items() if k != "fields"} for version in report.get("schema_versions") or ()]),
-    }
+def run_metadata(dataset: Dataset, rows_in: int, rows_out: int, report: Report) -> dict:
+    """What every Spark-backed materialization reports: rows, duration, column lineage."""
+    metadata = {"rows_in": rows_in, "rows_out": rows_out, "duration_seconds": report.duration_seconds}
     if dataset.column_lineage:
         metadata["dagster/column_lineage"] = column_lineage(dataset)
     return metadata
 
 
-def consumed_records(report: dict) -> int:
-    """Records the job's checkpoint now covers in the source (sum of end offsets over partitions)."""
-    ends = report.get("end_offsets") or {}
-    return sum(sum(partitions.values()) for partitions in ends.values())
+@dataclass(frozen=True)
+class StreamingRun(Generic[R]):
+    """One catch-up run of a streaming job, as its asset's ``outcome`` sees it."""
+
+    context: dg.AssetExecutionContext
+    settings: Settings
+    kafka: KafkaResource
+    report: R
+    topics_created: list[str]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a streaming asset's run wrote (for its lineage run), and what it records in Dagster."""
+
+    statistics: OutputStatistics
+    lifecycle: str | None = None
+    version: DatasetVersion | None = None
+    quality: dict | None = None
+    reads: tuple[SourceRead, ...] = ()
+    metadata: dict = field(default_factory=dict)
+    check_results: tuple[dg.AssetCheckResult, ...] = ()
+
+
+def streaming_asset(job: Callable[[Settings], JobSpec[R]], settings: Settings, group: str,
+                    outcome: Callable[[StreamingRun[R]], Outcome], *,
+                    topics: Callable[[Settings], tuple[str, ...]] = lambda settings: (),
+                    **asset_arguments) -> dg.AssetsDefinition:
+    """The asset of a streaming job run to catch up: refused while the job runs as a deployment;
+    otherwise one lineage run around ensuring ``topics``, the Spark job and its ``outcome``."""
+    dataset = job(settings).dataset
+
+    @dg.asset(**asset_spec_arguments(dataset, settings, group), **asset_arguments)
+    def streaming(context: dg.AssetExecutionContext, environment: SettingsResource, kafka: KafkaResource,
+                  spark_jobs: SparkJobsResource, lineage: LineageResource) -> dg.MaterializeResult:
+        settings = environment.settings
+        ensure_not_deployed(dataset, settings)
+        with lineage.asset_run(context, dataset) as run:
+            created = kafka.ensure_topics(*topics(settings))
+            report = spark_jobs.run(job(settings), log=context.log)
+            result = outcome(StreamingRun(context, settings, kafka, report, created))
+            run.complete(result.statistics, result.lifecycle, version=result.version, quality=result.quality,
+                         reads=result.reads)
+        return dg.MaterializeResult(metadata={
+            **run_metadata(dataset, report.rows_in, result.statistics.rows, report),
+            "kafka/start_offsets": dg.MetadataValue.json(report.start_offsets or {}),
+            "kafka/end_offsets": dg.MetadataValue.json(report.end_offsets or {}),
+            "schema_versions": dg.MetadataValue.json(
+                [{k: v for k, v in version.items() if k != "fields"} for version in report.schema_versions]),
+            **result.metadata,
+        }, check_results=list(result.check_results))
+
+    return streaming

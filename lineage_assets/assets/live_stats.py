@@ -2,42 +2,22 @@
 
 import dagster as dg
 
-from lineage_assets.assets.common import (
-    asset_spec_arguments,
-    ensure_not_deployed,
-    job_metadata,
-    orders_source_arguments,
-)
-from lineage_assets.catalog import SUPPLIER_STATS_LIVE
+from lineage_assets.assets.common import Outcome, StreamingRun, streaming_asset
+from lineage_assets.jobs import LiveStatsReport, live_stats_job
 from lineage_assets.lineage.events import OutputStatistics, orders_read
-from lineage_assets.resources.kafka import KafkaResource
-from lineage_assets.resources.lineage import LineageResource
-from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import Settings
 
 
-def live_stats_job_arguments(kafka: KafkaResource, spark_jobs: SparkJobsResource) -> list[str]:
-    return [*orders_source_arguments(kafka, spark_jobs, SUPPLIER_STATS_LIVE),
-            "--output-topic", kafka.lakehouse.settings().supplier_stats_topic]
+def windows_published(run: StreamingRun[LiveStatsReport]) -> Outcome:
+    """The windows the watermark closed during a catch-up run, published to the statistics topic."""
+    topic = run.settings.supplier_stats_topic
+    return Outcome(
+        OutputStatistics(rows=run.report.windows_written), "CREATE" if topic in run.topics_created else None,
+        reads=(orders_read(run.settings, run.report.schema_versions),),
+        metadata={"kafka/output_end_offsets": dg.MetadataValue.json(run.kafka.end_offsets(topic))})
 
 
-def build_live_stats_assets(settings: Settings) -> list:
-    @dg.asset(**asset_spec_arguments(SUPPLIER_STATS_LIVE, settings, "live_stats"))
-    def supplier_stats_live(context: dg.AssetExecutionContext, kafka: KafkaResource,
-                            spark_jobs: SparkJobsResource, lineage: LineageResource) -> dg.MaterializeResult:
-        """Aggregate new orders into 5 s windows and publish the windows the watermark has closed."""
-        settings = kafka.lakehouse.settings()
-        ensure_not_deployed(SUPPLIER_STATS_LIVE, kafka)
-        with lineage.asset_run(context, SUPPLIER_STATS_LIVE) as run:
-            created = kafka.ensure_topics(settings.supplier_stats_topic)
-            report = spark_jobs.submit(SUPPLIER_STATS_LIVE.job.source, live_stats_job_arguments(kafka, spark_jobs),
-                                       log=context.log)
-            run.complete(OutputStatistics(rows=report["windows_written"]), "CREATE" if created else None,
-                         reads=(orders_read(settings, report.get("schema_versions")),))
-        return dg.MaterializeResult(metadata={
-            **job_metadata(SUPPLIER_STATS_LIVE, report),
-            "rows_out": report["windows_written"],
-            "kafka/output_end_offsets": dg.MetadataValue.json(kafka.end_offsets(settings.supplier_stats_topic)),
-        })
-
-    return [supplier_stats_live]
+def live_stats_definitions(settings: Settings) -> dg.Definitions:
+    return dg.Definitions(assets=[streaming_asset(
+        live_stats_job, settings, "live_stats", windows_published,
+        topics=lambda settings: (settings.supplier_stats_topic,))])

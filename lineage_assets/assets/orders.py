@@ -11,6 +11,7 @@ from lineage_assets.generator import GeneratorConfig, generate_orders, produce_o
 from lineage_assets.lineage.events import DatasetVersion, OutputStatistics
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lineage import LineageResource
+from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings
 
 
@@ -28,13 +29,13 @@ class OrdersConfig(dg.Config):
                                late_fraction=self.late_fraction, bad_fraction=self.bad_fraction)
 
 
-def build_orders_asset(settings: Settings) -> dg.AssetsDefinition:
+def orders_definitions(settings: Settings) -> dg.Definitions:
     @dg.asset(**asset_spec_arguments(ORDERS, settings, "ingest"))
-    def orders(context: dg.AssetExecutionContext, config: OrdersConfig, kafka: KafkaResource,
-               lineage: LineageResource) -> dg.MaterializeResult:
+    def orders(context: dg.AssetExecutionContext, config: OrdersConfig, environment: SettingsResource,
+               kafka: KafkaResource, lineage: LineageResource) -> dg.MaterializeResult:
         """Ensure the topics and the value schema exist, then produce ``count`` generated orders."""
         started = time.monotonic()
-        settings = kafka.lakehouse.settings()
+        settings = environment.settings
         with lineage.asset_run(context, ORDERS) as run:
             created = kafka.ensure_topics(settings.orders_topic, settings.supplier_stats_topic, settings.dead_letter_topic)
             schema = kafka.register_value_schema(settings.orders_topic, orders_avro_schema_json())
@@ -56,4 +57,4 @@ def build_orders_asset(settings: Settings) -> dg.AssetsDefinition:
             "duration_seconds": round(time.monotonic() - started, 3),
         })
 
-    return orders
+    return dg.Definitions(assets=[orders])

@@ -34,6 +34,8 @@ from pathlib import Path
 import attrs
 from openlineage.client import OpenLineageClient
 
+from lineage_assets.settings import Settings
+
 log = logging.getLogger(__name__)
 
 BACKEND_VARIABLE = "LINEAGE_ASSETS_LINEAGE_BACKEND"  # how the sender process learns its Backend
@@ -253,7 +255,19 @@ class LineageEmitter:
                 return False
             time.sleep(min(retry_seconds, max(0.0, deadline - time.monotonic())))
 
-    close = flush  # a process ending hands delivery to the log: whatever is left goes out with the next sender
+    def mark(self, name: str) -> bool:
+        """True exactly once per ``name`` and lineage folder, across processes: for an event that one
+        of several processes sends (a Dagster run's START and end, from whichever step comes first)."""
+        marker = self.folder / "marks" / name
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            marker.open("x").close()
+            return True
+        except FileExistsError:
+            return False
+
+    def marked(self, name: str) -> bool:
+        return (self.folder / "marks" / name).exists()
 
     def events(self, run_id: str | None = None) -> list[dict]:
         """Every event recorded (of one run, when given), in order (for `lineage export`, the lineage
@@ -263,3 +277,13 @@ class LineageEmitter:
         with self.log_path.open() as source:
             recorded = [json.loads(line) for line in source if line.strip() and (run_id is None or run_id in line)]
         return [event for event in recorded if run_id is None or event["run"]["runId"] == run_id]
+
+
+_EMITTERS: dict[Path, LineageEmitter] = {}
+
+
+def emitter_for(settings: Settings) -> LineageEmitter:
+    """One emitter per lineage folder and process, delivering to the configured backend."""
+    if settings.lineage_dir not in _EMITTERS:
+        _EMITTERS[settings.lineage_dir] = LineageEmitter(settings.lineage_dir, configured_backend(settings.marquez_api_url))
+    return _EMITTERS[settings.lineage_dir]

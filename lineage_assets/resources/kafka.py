@@ -7,7 +7,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import RegisteredSchema, Schema, SchemaRegistryClient
 
-from lineage_assets.resources.lakehouse import LakehouseResource
+from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.source_schemas import value_subject
 
 
@@ -16,13 +16,13 @@ class RegistryUnavailable(RuntimeError):
 
 
 class KafkaResource(dg.ConfigurableResource):
-    lakehouse: LakehouseResource
+    environment: SettingsResource
     partitions: int = 1
     replication_factor: int = 1
 
     def ensure_topics(self, *topics: str) -> list[str]:
         """Create the topics that do not exist yet; returns the ones created."""
-        admin = AdminClient({"bootstrap.servers": self.lakehouse.settings().kafka_servers})
+        admin = AdminClient({"bootstrap.servers": self.environment.settings.kafka_servers})
         existing = set(admin.list_topics(timeout=10).topics)
         missing = [topic for topic in topics if topic not in existing]
         if missing:
@@ -34,7 +34,7 @@ class KafkaResource(dg.ConfigurableResource):
 
     def end_offsets(self, topic: str) -> dict[int, int]:
         """Partition -> next offset to be written (records in the partition, for a topic never truncated)."""
-        consumer = Consumer({"bootstrap.servers": self.lakehouse.settings().kafka_servers, "group.id": "lineage-assets-offsets",
+        consumer = Consumer({"bootstrap.servers": self.environment.settings.kafka_servers, "group.id": "lineage-assets-offsets",
                              "enable.auto.commit": False})
         try:
             metadata = consumer.list_topics(topic, timeout=10).topics[topic]
@@ -43,11 +43,11 @@ class KafkaResource(dg.ConfigurableResource):
             consumer.close()
 
     def registry(self) -> SchemaRegistryClient:
-        return SchemaRegistryClient({"url": self.lakehouse.settings().schema_registry_url})
+        return SchemaRegistryClient({"url": self.environment.settings.schema_registry_url})
 
     def register_value_schema(self, topic: str, schema_json: str) -> RegisteredSchema:
         """Register (or find) the topic's value schema; returns it with its id and version."""
-        url, subject = self.lakehouse.settings().schema_registry_url, value_subject(topic)
+        url, subject = self.environment.settings.schema_registry_url, value_subject(topic)
         try:
             registry = self.registry()
             registry.register_schema(subject, Schema(schema_json, "AVRO"))

@@ -1,50 +1,24 @@
-"""OpenLineage for asset materializations: one lineage run per materialization, nested under the
-Dagster run, with Spark's own lineage nested under it."""
+"""OpenLineage for asset materializations and check evaluations: one lineage run per
+materialization or evaluation, nested under the Dagster run, with Spark's own lineage nested under it.
+The Dagster run's own lineage run starts with its first step and ends with the run
+(``assets/run_lineage.py``)."""
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Callable
 from contextlib import contextmanager
-from pathlib import Path
 
 import dagster as dg
 from dagster._core.errors import DagsterExecutionInterruptedError
 from openlineage.client.event_v2 import RunState
-from openlineage.client.serde import Serde
 
-from lineage_assets.catalog import ORCHESTRATOR_JOB, Check, Dataset
+from lineage_assets.catalog import Check, Dataset
 from lineage_assets.lineage import events
-from lineage_assets.lineage.emitter import LineageEmitter, configured_backend
-from lineage_assets.resources.lakehouse import LakehouseResource
+from lineage_assets.lineage.emitter import LineageEmitter, emitter_for
+from lineage_assets.lineage.spark_agent import SparkApplication
+from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings
-
-_EMITTERS: dict[Path, LineageEmitter] = {}
-
-
-def lineage_folder(settings: Settings) -> Path:
-    return settings.state_dir / "lineage"
-
-
-def emitter_for(settings: Settings) -> LineageEmitter:
-    """One emitter per lineage folder and process (shared by every asset)."""
-    folder = lineage_folder(settings)
-    if folder not in _EMITTERS:
-        _EMITTERS[folder] = LineageEmitter(folder, configured_backend(settings.marquez_api_url))
-    return _EMITTERS[folder]
-
-
-def _first_time(settings: Settings, run_id: str, what: str) -> bool:
-    """True exactly once per (Dagster run, what), across processes (steps may run in several)."""
-    marker = lineage_folder(settings) / "dagster-runs" / f"{run_id}.{what}"
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        marker.open("x").close()
-        return True
-    except FileExistsError:
-        return False
-
 
 DIRECT_INVOCATION = "direct_invocation"  # the job name of an asset invoked directly (no Dagster run record)
 
@@ -57,8 +31,10 @@ def dagster_run_of(instance: dg.DagsterInstance, run_id: str) -> events.DagsterR
 
 
 def start_dagster_run(settings: Settings, dagster_run: events.DagsterRun) -> None:
-    if _first_time(settings, dagster_run.run_id, "started"):
-        emitter_for(settings).emit(events.dagster_run_event(RunState.START, dagster_run, settings))
+    """The Dagster run's START, once per run (its steps may run in several processes)."""
+    emitter = emitter_for(settings)
+    if emitter.mark(f"dagster-run-{dagster_run.run_id}.started"):
+        emitter.emit(events.dagster_run_event(RunState.START, dagster_run, settings))
 
 
 def end_dagster_run(settings: Settings, instance: dg.DagsterInstance, run_id: str,
@@ -69,10 +45,11 @@ def end_dagster_run(settings: Settings, instance: dg.DagsterInstance, run_id: st
         status = record.dagster_run.status if record else None
     state = {dg.DagsterRunStatus.SUCCESS: RunState.COMPLETE, dg.DagsterRunStatus.FAILURE: RunState.FAIL,
              dg.DagsterRunStatus.CANCELED: RunState.ABORT}.get(status)
-    if state is None or not (lineage_folder(settings) / "dagster-runs" / f"{run_id}.started").exists():
+    emitter = emitter_for(settings)
+    if state is None or not emitter.marked(f"dagster-run-{run_id}.started"):
         return  # not finished, or a run without asset lineage
-    if _first_time(settings, run_id, "ended"):
-        emitter_for(settings).emit(events.dagster_run_event(
+    if emitter.mark(f"dagster-run-{run_id}.ended"):
+        emitter.emit(events.dagster_run_event(
             state, dagster_run_of(instance, run_id), settings,
             error_message=f"Dagster run {run_id} ended {status.value}" if state != RunState.COMPLETE else None))
 
@@ -82,12 +59,6 @@ def ending(error: BaseException | None) -> RunState:
     if error is None:
         return RunState.COMPLETE
     return RunState.ABORT if isinstance(error, (DagsterExecutionInterruptedError, KeyboardInterrupt)) else RunState.FAIL
-
-
-SPARK_AGENT_LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"  # openlineage-spark
-# Root nodes (optimized logical plans) of the Spark actions the agent would report as jobs of their own.
-SPARK_ACTIONS_WITHOUT_LINEAGE = tuple(f"org.apache.spark.sql.catalyst.plans.logical.{node}" for node in (
-    "CreateTable", "OverwriteByExpression", "GlobalLimit", "Sort"))
 
 
 class AssetRunLineage:
@@ -116,49 +87,13 @@ class AssetRunLineage:
                                              statistics=self.statistics, lifecycle=self.lifecycle, error=error,
                                              version=self.version, quality=self.quality, reads=self.reads))
 
-    def spark_conf(self, spark_events: Path) -> dict[str, str]:
-        """openlineage-spark configuration nesting the Spark application under this run.
+    def spark_application(self) -> SparkApplication:
+        """The Spark application this run submits, nested under it in the lineage."""
+        return SparkApplication(self.settings, self.dataset, self.run_id, self.dagster_run.lineage_run_id)
 
-        The agent names the application's job after the application (made snake_case), and Marquez
-        shows it under the asset's job (``dagster.supplier_stats.supplier_stats_spark``). Its
-        actions report no datasets: the asset's own run reports the asset's edges and column lineage
-        from the catalog, and each action would otherwise be a job of its own in the graph (a second
-        writer of the asset's table, a reader of its metadata tables)."""
-        namespace, root = self.settings.lineage_namespace, self.dagster_run
-        return {
-            "spark.extraListeners": SPARK_AGENT_LISTENER,
-            "spark.openlineage.namespace": namespace,
-            "spark.app.name": f"{self.dataset.job.name}_spark",
-            "spark.openlineage.parentJobNamespace": namespace,
-            "spark.openlineage.parentJobName": self.dataset.job.lineage_name,
-            "spark.openlineage.parentRunId": self.run_id,
-            "spark.openlineage.rootParentJobNamespace": namespace,
-            "spark.openlineage.rootParentJobName": ORCHESTRATOR_JOB,
-            "spark.openlineage.rootParentRunId": root.lineage_run_id,
-            "spark.openlineage.filter.deniedSparkNodes": f"[{';'.join(SPARK_ACTIONS_WITHOUT_LINEAGE)}]",  # the agent's list syntax
-            # The agent writes to a file; its events then join the project's log and sender.
-            "spark.openlineage.transport.type": "file",
-            "spark.openlineage.transport.location": str(spark_events),
-        }
-
-    def take_spark_events(self, spark_events: Path, ended_by: BaseException | None = None) -> int:
-        """Forward the Spark agent's events into the log. When ``ended_by`` ends this run ABORT or
-        FAIL, the application's COMPLETE takes that state: a stopped driver shuts its SparkContext
-        down normally, and the agent reports any such end COMPLETE, which the application was not."""
-        if not spark_events.exists():
-            return 0
-        state = ending(ended_by)
-        lines = [line for line in spark_events.read_text().splitlines() if line.strip()]
-        for line in lines:
-            event = json.loads(line) if state != RunState.COMPLETE else None
-            if event is not None and event.get("eventType") == RunState.COMPLETE.value:
-                event["eventType"] = state.value
-                event["run"].setdefault("facets", {})["errorMessage"] = Serde.to_dict(events.error_facet(
-                    ended_by, f"the asset run ended {state.value} while the Spark application ran"))
-                line = json.dumps(event)
-            self.emitter.emit(line)
-        spark_events.unlink()
-        return len(lines)
+    def forward_spark_events(self, application: SparkApplication, ended_by: BaseException | None = None) -> int:
+        """The application's own events into the log, ending as this run ends when ``ended_by`` ends it."""
+        return application.forward_events(self.emitter, ending(ended_by), ended_by)
 
 
 class CheckRunLineage:
@@ -182,10 +117,10 @@ class CheckRunLineage:
 
 
 class LineageResource(dg.ConfigurableResource):
-    lakehouse: LakehouseResource
+    environment: SettingsResource
 
     def emitter(self) -> LineageEmitter:
-        return emitter_for(self.lakehouse.settings())
+        return emitter_for(self.environment.settings)
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
         """Ends the lineage of an in-process run (``dg.materialize``, ``execute_in_process``): such a
@@ -195,18 +130,18 @@ class LineageResource(dg.ConfigurableResource):
         if run is None or run.job_code_origin is not None or run.remote_job_origin is not None:
             return
         failed = context.instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE).records
-        end_dagster_run(self.lakehouse.settings(), context.instance, run.run_id,
+        end_dagster_run(self.environment.settings, context.instance, run.run_id,
                         dg.DagsterRunStatus.FAILURE if failed else dg.DagsterRunStatus.SUCCESS)
 
     def asset_run(self, context: dg.AssetExecutionContext, dataset: Dataset):
         """The lineage run of this materialization (``lineage_run``); the asset calls ``complete``."""
         return self.lineage_run(context, lambda dagster_run: AssetRunLineage(
-            self.emitter(), dataset, dagster_run, self.lakehouse.settings()))
+            self.emitter(), dataset, dagster_run, self.environment.settings))
 
     def check_run(self, context: dg.AssetCheckExecutionContext, check: Check):
         """The lineage run of this check evaluation (``lineage_run``); the check returns ``result``."""
         return self.lineage_run(context, lambda dagster_run: CheckRunLineage(
-            self.emitter(), check, dagster_run, self.lakehouse.settings()))
+            self.emitter(), check, dagster_run, self.environment.settings))
 
     @contextmanager
     def lineage_run(self, context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext,
@@ -214,7 +149,7 @@ class LineageResource(dg.ConfigurableResource):
         """START now; on leaving, COMPLETE, FAIL with the error, or ABORT if the run was interrupted.
         A directly invoked asset or check is its whole run: no run-status sensor will end the parent
         run, so it ends here too. Emission never raises into the step."""
-        settings = self.lakehouse.settings()
+        settings = self.environment.settings
         # A directly invoked asset (an asset unit test) has a run id but no run record. `context.run`
         # raises for such contexts, so the run id is read from the op's context.
         dagster_run = dagster_run_of(context.instance, context.op_execution_context.run_id)
@@ -233,70 +168,3 @@ class LineageResource(dg.ConfigurableResource):
             if dagster_run.job_name == DIRECT_INVOCATION:
                 self.emitter().emit(events.dagster_run_event(
                     state, dagster_run, settings, error_message=f"{type(error).__name__}: {error}" if error else None))
-
-
-class RunLineageExecutor(dg.Executor):
-    """Dagster's default executor, ending the Dagster run's lineage run once its last step is done.
-
-    It runs where the run is orchestrated, so it ends runs no run-status sensor sees: those started
-    from the command line (``dagster asset materialize``, ``dagster job execute``) and any run while
-    no daemon runs. The sensors stay as the backstop for a run that dies before its steps end."""
-
-    def __init__(self, inner: dg.Executor, settings: Settings):
-        self.inner, self.settings = inner, settings
-
-    @property
-    def retries(self):
-        return self.inner.retries
-
-    @property
-    def step_dependency_config(self):
-        return self.inner.step_dependency_config
-
-    def execute(self, plan_context, execution_plan):
-        status = dg.DagsterRunStatus.SUCCESS
-        try:
-            for event in self.inner.execute(plan_context, execution_plan):
-                if event.is_step_failure:
-                    status = dg.DagsterRunStatus.FAILURE
-                yield event
-        except (DagsterExecutionInterruptedError, KeyboardInterrupt):
-            status = dg.DagsterRunStatus.CANCELED
-            raise
-        except BaseException:
-            status = dg.DagsterRunStatus.FAILURE
-            raise
-        finally:
-            end_dagster_run(self.settings, plan_context.instance, plan_context.run_id, status)
-
-
-def run_lineage_executor(settings: Settings) -> dg.ExecutorDefinition:
-    """The Definitions' default executor: Dagster's own default, configured the same way, wrapped."""
-    default = dg.multi_or_in_process_executor
-    return dg.ExecutorDefinition(
-        name=default.name, config_schema=default.config_schema, requirements=default.get_requirements,
-        executor_creation_fn=lambda context: RunLineageExecutor(default.executor_creation_fn(context), settings),
-        description=RunLineageExecutor.__doc__)
-
-
-# Running by default: without them a Dagster run's lineage would stay RUNNING forever.
-@dg.run_status_sensor(run_status=dg.DagsterRunStatus.SUCCESS, monitor_all_code_locations=False,
-                      default_status=dg.DefaultSensorStatus.RUNNING,
-                      description="Sends the terminal lineage event of each finished Dagster run.")
-def dagster_run_succeeded_lineage(context: dg.RunStatusSensorContext, lineage: LineageResource):
-    end_dagster_run(lineage.lakehouse.settings(), context.instance, context.dagster_run.run_id)
-
-
-@dg.run_failure_sensor(default_status=dg.DefaultSensorStatus.RUNNING,
-                       description="Sends the FAIL lineage event of each failed Dagster run.")
-def dagster_run_failed_lineage(context: dg.RunFailureSensorContext, lineage: LineageResource):
-    end_dagster_run(lineage.lakehouse.settings(), context.instance, context.dagster_run.run_id)
-
-
-@dg.run_status_sensor(run_status=dg.DagsterRunStatus.CANCELED, default_status=dg.DefaultSensorStatus.RUNNING,
-                      description="Sends the ABORT lineage event of each cancelled Dagster run.")
-def dagster_run_cancelled_lineage(context: dg.RunStatusSensorContext, lineage: LineageResource):
-    end_dagster_run(lineage.lakehouse.settings(), context.instance, context.dagster_run.run_id)
-
-
-RUN_LINEAGE_SENSORS = [dagster_run_succeeded_lineage, dagster_run_failed_lineage, dagster_run_cancelled_lineage]

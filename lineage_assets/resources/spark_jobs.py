@@ -1,4 +1,4 @@
-"""Runs the scripts under ``spark/`` with ``spark-submit`` and returns their JSON reports."""
+"""Runs the scripts under ``spark/`` with ``spark-submit`` and returns their reports."""
 
 from __future__ import annotations
 
@@ -12,13 +12,10 @@ from pathlib import Path
 
 import dagster as dg
 
-from lineage_assets.resources.lakehouse import LakehouseResource
+from lineage_assets.jobs import PROGRESS_PREFIX, JobSpec, R
+from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import PROJECT_ROOT
 from lineage_assets.spark_conf import class_archive_writing_conf, driver_class_archive, spark_submit_command, spark_submit_env
-
-# Jobs print their progress on lines with this prefix (spark/jobs.py, which cannot import this
-# package: the scripts run under spark-submit, apart from Dagster); they go to the run's log.
-PROGRESS_PREFIX = "progress: "
 
 
 class SparkJobError(RuntimeError):
@@ -26,14 +23,15 @@ class SparkJobError(RuntimeError):
 
 
 class SparkJobsResource(dg.ConfigurableResource):
-    lakehouse: LakehouseResource
+    environment: SettingsResource
 
-    def checkpoint(self, job: str) -> str:
-        return str(self.lakehouse.settings().state_dir / "checkpoints" / job)
+    def run(self, job: JobSpec[R], log=None, extra_conf: dict[str, str] | None = None) -> R:
+        """Run the job to completion; its report is the result."""
+        return job.report(**self.submit(job.script, list(job.arguments), log=log, extra_conf=extra_conf))
 
     def submit(self, script: str, arguments: list[str], log=None, extra_conf: dict[str, str] | None = None) -> dict:
-        """Run ``script`` (a path under the project root) to completion; its report (a dict) is the result."""
-        settings = self.lakehouse.settings()
+        """Run ``script`` (a path under the project root) to completion; its report, as written, is the result."""
+        settings = self.environment.settings
         archive = driver_class_archive(settings)
         # Without an archive yet, this job writes one as its driver exits (~20 s once); kept if it succeeds.
         training = archive.with_name(f".{archive.name}.{os.getpid()}.{time.monotonic_ns()}")

@@ -20,22 +20,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from lineage_assets.assets.archive import archive_job_arguments
-from lineage_assets.assets.lakehouse import ingestion_job_arguments
-from lineage_assets.assets.live_stats import live_stats_job_arguments
-from lineage_assets.catalog import ARCHIVE, LAKEHOUSE_ORDERS, SUPPLIER_STATS_LIVE, Dataset
-from lineage_assets.resources.kafka import KafkaResource
-from lineage_assets.resources.lakehouse import LakehouseResource
-from lineage_assets.resources.spark_jobs import SparkJobsResource
+from lineage_assets.jobs import STREAMING_JOBS, JobSpec
+from lineage_assets.settings import Settings
 from lineage_assets.streaming.folder import DeploymentFolder
-
-STREAMING_JOBS: dict[str, tuple[Dataset, Callable[[KafkaResource, SparkJobsResource], list[str]]]] = {
-    d.key: (d, arguments) for d, arguments in (
-        (ARCHIVE, archive_job_arguments),
-        (SUPPLIER_STATS_LIVE, live_stats_job_arguments),
-        (LAKEHOUSE_ORDERS, ingestion_job_arguments),
-    )
-}
 
 
 class DeploymentError(RuntimeError):
@@ -78,35 +65,31 @@ def describe_ending(done: dict) -> str:
 class LocalDeployments:
     """Deployments as supervised local processes."""
 
-    def __init__(self, lakehouse: LakehouseResource, running_interval: int = 10, trigger_seconds: float = 5.0):
-        self.lakehouse = lakehouse
+    def __init__(self, settings: Settings, running_interval: int = 10, trigger_seconds: float = 5.0):
+        self.settings = settings
         self.running_interval = running_interval
         self.trigger_seconds = trigger_seconds
 
     def folder(self, name: str) -> Path:
-        dataset, _ = self._job(name)
-        return self.lakehouse.settings().state_dir / "deployments" / dataset.job.name
+        return self.settings.state_dir / "deployments" / self._job(name).dataset.job.name
 
     def files(self, name: str) -> DeploymentFolder:
         return DeploymentFolder(self.folder(name))
 
-    @staticmethod
-    def _job(name: str):
+    def _job(self, name: str) -> JobSpec:
         if name not in STREAMING_JOBS:
             raise DeploymentError(f"no streaming job for {name!r}; deployable: {', '.join(STREAMING_JOBS)}")
-        return STREAMING_JOBS[name]
+        return STREAMING_JOBS[name](self.settings)
 
     def spec(self, name: str) -> dict:
-        dataset, arguments = self._job(name)
-        kafka = KafkaResource(lakehouse=self.lakehouse)
-        spark_jobs = SparkJobsResource(lakehouse=self.lakehouse)
+        job = self._job(name)
         folder = self.folder(name)
         spec = {
-            "dataset": dataset.key,
-            "script": dataset.job.source,
-            "arguments": [*arguments(kafka, spark_jobs), "--mode", "continuous", "--trigger-seconds", str(self.trigger_seconds),
+            "dataset": job.dataset.key,
+            "script": job.script,
+            "arguments": [*job.arguments, "--mode", "continuous", "--trigger-seconds", str(self.trigger_seconds),
                           "--progress-file", str(folder / "progress.jsonl"), "--drain-file", str(folder / "drain")],
-            "environment": self.lakehouse.settings().as_environment(),
+            "environment": self.settings.as_environment(),
             "running_interval": self.running_interval,
         }
         spec["config_hash"] = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
@@ -143,7 +126,7 @@ class LocalDeployments:
         else:
             state = ENDED_STATES[ended["state"]] if ended else "not deployed"
         return DeploymentStatus(
-            name=name, job=self._job(name)[0].job.name, state=state, running=pid is not None, pid=pid,
+            name=name, job=self._job(name).dataset.job.name, state=state, running=pid is not None, pid=pid,
             run_id=runner.get("run_id"), config_hash=files.spec().get("config_hash"), started_at=runner.get("started_at"),
             last_progress=files.last_progress(), ended=ended, orphan_pids=orphans, log=str(folder / "runner.log"))
 
@@ -215,12 +198,12 @@ class DockerDeployments(LocalDeployments):
 
     LABEL = "lineage-assets.deployment"
 
-    def __init__(self, lakehouse: LakehouseResource, running_interval: int = 10, trigger_seconds: float = 5.0,
+    def __init__(self, settings: Settings, running_interval: int = 10, trigger_seconds: float = 5.0,
                  container_kwargs: dict | None = None, client=None):
         from dagster_docker.utils import validate_docker_config, validate_docker_image
 
-        super().__init__(lakehouse, running_interval, trigger_seconds)
-        self.image = lakehouse.settings().docker_image
+        super().__init__(settings, running_interval, trigger_seconds)
+        self.image = settings.docker_image
         validate_docker_image(self.image)
         validate_docker_config(None, None, container_kwargs)
         self.container_kwargs = container_kwargs or {}
@@ -239,7 +222,7 @@ class DockerDeployments(LocalDeployments):
 
     def container_spec(self, name: str) -> dict:
         """Arguments of ``containers.run`` for the deployment (pure: the unit-tested part)."""
-        settings = self.lakehouse.settings()
+        settings = self.settings
         folder = self.folder(name)
         return {
             **self.container_kwargs,
@@ -252,7 +235,7 @@ class DockerDeployments(LocalDeployments):
                 str(settings.cache_dir): {"bind": str(settings.cache_dir), "mode": "ro"},
             },
             "network_mode": "host",
-            "labels": {self.LABEL: self._job(name)[0].job.name},
+            "labels": {self.LABEL: self._job(name).dataset.job.name},
             "detach": True,
             "stop_signal": "SIGTERM",
         }
@@ -288,10 +271,10 @@ class DockerDeployments(LocalDeployments):
             container.kill(signal=signum)
 
 
-def deployments_for(lakehouse: LakehouseResource, **options) -> LocalDeployments:
+def deployments_for(settings: Settings, **options) -> LocalDeployments:
     """The deployment backend the settings choose (``LINEAGE_ASSETS_DEPLOYMENT_BACKEND``)."""
-    backend = lakehouse.settings().deployment_backend
+    backend = settings.deployment_backend
     backends = {"local": LocalDeployments, "docker": DockerDeployments}
     if backend not in backends:
         raise DeploymentError(f"LINEAGE_ASSETS_DEPLOYMENT_BACKEND={backend!r}: choose local or docker")
-    return backends[backend](lakehouse, **options)
+    return backends[backend](settings, **options)

@@ -23,7 +23,7 @@ from lineage_assets.catalog import DATASETS
 from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import file_lock
 from lineage_assets.processes import command_line, names, pids_naming, terminate
-from lineage_assets.resources.lineage import emitter_for
+from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.settings import Settings
 
 # A stopped Spark job commits nothing half-way (checkpoints and Iceberg commits are atomic); it gets

@@ -26,7 +26,7 @@ from openlineage.client.uuid import generate_new_uuid
 from lineage_assets.catalog import DATASETS
 from lineage_assets.lineage import events
 from lineage_assets.processes import terminate
-from lineage_assets.resources.lineage import emitter_for
+from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.settings import PROJECT_ROOT, Settings
 from lineage_assets.spark_conf import spark_submit_command, spark_submit_env
 from lineage_assets.streaming.folder import ORPHAN_STOP_S, DeploymentFolder
@@ -101,7 +101,7 @@ def main(folder: Path) -> int:
     else:
         state, error = RunState.FAIL, job_error((folder / "spark.log").read_text(errors="replace"), job.returncode)
     deployment.end(state, "its runner", error, exit_code=job.returncode)
-    emitter.close(timeout=10)
+    emitter.flush(timeout=10)  # what is left goes out with the next sender
     return 0
 
 

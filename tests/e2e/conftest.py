@@ -9,7 +9,7 @@ import pytest
 
 from lineage_assets.demo import run_pipeline
 from lineage_assets.generator import GeneratorConfig
-from lineage_assets.resources.lakehouse import LakehouseResource
+from lineage_assets.resources.settings import SettingsResource
 
 START = dt.datetime(2026, 11, 20, 23, 56, 0, tzinfo=dt.UTC)  # the orders cross midnight
 GENERATOR = GeneratorConfig(count=400, seed=11, start=START, late_fraction=0.03, bad_fraction=0.04)
@@ -25,9 +25,9 @@ def instance():
 @pytest.fixture(scope="session")
 def runs(stack, settings, spark, instance):
     """The pipeline twice: on generated orders, then again with no new orders."""
-    lakehouse = LakehouseResource(overrides=settings.as_environment())
-    first = run_pipeline(lakehouse, instance, ORDERS_CONFIG)
-    second = run_pipeline(lakehouse, instance, None)
+    environment = SettingsResource.of(settings)
+    first = run_pipeline(environment, instance, ORDERS_CONFIG)
+    second = run_pipeline(environment, instance, None)
     return first, second
 
 
@@ -38,7 +38,7 @@ DELIVERY_TIMEOUT_S = 90  # a sender backing off from a stopped Marquez waits up 
 def marquez(runs, settings):
     """The test stack's Marquez once every event of the run has been delivered to it."""
     from lineage_assets.lineage.marquez import MarquezApi
-    from lineage_assets.resources.lineage import emitter_for
+    from lineage_assets.lineage.emitter import emitter_for
 
     assert emitter_for(settings).flush(timeout=DELIVERY_TIMEOUT_S), "the event log was not delivered to Marquez"
     return MarquezApi(settings.marquez_api_url)

@@ -13,8 +13,8 @@ from lineage_assets.lineage.check import check
 from lineage_assets.lineage.events import PRODUCER
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.lineage.validation import validate_event
-from lineage_assets.resources.lakehouse import LakehouseResource
-from lineage_assets.resources.lineage import emitter_for
+from lineage_assets.resources.settings import SettingsResource
+from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.settings import PROJECT_ROOT
 from tests.e2e.test_pipeline import GENERATED, VALID, expected_hourly_stats
 
@@ -139,7 +139,7 @@ def test_lineage_check_reports_a_misnamed_dataset(events, settings):
 
 
 def test_a_failing_materialization_emits_fail_with_the_error(stack, settings, instance):
-    broken = LakehouseResource(overrides={**settings.as_environment(), "LINEAGE_ASSETS_REGISTRY_URL": "http://127.0.0.1:9/apis"})
+    broken = SettingsResource(overrides={**settings.as_environment(), "LINEAGE_ASSETS_REGISTRY_URL": "http://127.0.0.1:9/apis"})
     definitions = build_definitions(broken)
     result = dg.materialize([*definitions.assets], selection=[dg.AssetKey("orders")], resources=definitions.resources,
                             instance=instance, raise_on_error=False, run_config={"ops": {"orders": {"config": {"count": 1}}}})

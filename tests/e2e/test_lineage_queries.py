@@ -13,7 +13,7 @@ import pytest
 from lineage_assets.catalog import LAKEHOUSE_ORDERS, SUPPLIER_STATS
 from lineage_assets.lineage.events import PRODUCER
 from lineage_assets.lineage.queries import ask
-from lineage_assets.resources.lineage import emitter_for
+from lineage_assets.lineage.emitter import emitter_for
 
 
 def lineage_command(settings, *arguments) -> subprocess.CompletedProcess:

@@ -16,8 +16,8 @@ from lineage_assets.lineage.check import check_marquez
 from lineage_assets.lineage.emitter import file_lock
 from lineage_assets.lineage.events import column_lineage_facet
 from lineage_assets.lineage.marquez import MarquezApi, dataset_names, lineage_nodes
-from lineage_assets.resources.lakehouse import LakehouseResource
-from lineage_assets.resources.lineage import emitter_for
+from lineage_assets.resources.settings import SettingsResource
+from lineage_assets.lineage.emitter import emitter_for
 from tests.e2e.conftest import DELIVERY_TIMEOUT_S
 
 
@@ -96,7 +96,7 @@ def test_marquez_keeps_each_check_evaluation_as_a_completed_run_with_its_asserti
 
 
 def test_the_same_asset_run_by_another_dagster_job_is_the_same_marquez_job_with_one_more_run(runs, marquez, settings, instance):
-    definitions = build_definitions(LakehouseResource(overrides=settings.as_environment()))
+    definitions = build_definitions(SettingsResource.of(settings))
     day = runs[0].days[0]
     assert definitions.resolve_job_def("supplier_stats_job").execute_in_process(instance=instance, partition_key=day).success
     assert emitter_for(settings).flush(timeout=DELIVERY_TIMEOUT_S)
@@ -111,7 +111,7 @@ def test_the_same_asset_run_by_another_dagster_job_is_the_same_marquez_job_with_
 
 def test_a_materialization_while_marquez_is_down_arrives_once_in_order_when_it_is_back(stack, marquez, settings, instance):
     emitter = emitter_for(settings)
-    definitions = build_definitions(LakehouseResource(overrides=settings.as_environment()))
+    definitions = build_definitions(SettingsResource.of(settings))
     stack.down(["marquez"])
     try:
         result = dg.materialize([*definitions.assets], selection=[dg.AssetKey("orders")], resources=definitions.resources,

@@ -36,8 +36,8 @@ from lineage_assets.demo import DRIFTED_ORDERS_SCHEMA, PipelineRun, as_drifted, 
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.lineage.validation import validate_event
-from lineage_assets.resources.lakehouse import LakehouseResource
-from lineage_assets.resources.lineage import emitter_for
+from lineage_assets.resources.settings import SettingsResource
+from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.settings import PROJECT_ROOT
 from tests.e2e.test_pipeline import consume_all
 
@@ -112,12 +112,12 @@ def table_rows(spark, settings) -> list:
 def incident(stack, drift_settings, spark) -> Incident:
     instance = dg.DagsterInstance.ephemeral()  # its own asset history: the other end-to-end tests materialize the same keys
     settings = drift_settings
-    lakehouse = LakehouseResource(overrides=settings.as_environment())
-    before = run_pipeline(lakehouse, instance, {"count": len(BEFORE), "seed": 21, "start": START.isoformat()})
+    environment = SettingsResource.of(settings)
+    before = run_pipeline(environment, instance, {"count": len(BEFORE), "seed": 21, "start": START.isoformat()})
 
     produce(settings, GOOD_DURING)
     produce(settings, [as_drifted(o) for o in DRIFTED], DRIFTED_ORDERS_SCHEMA)
-    drift = run_pipeline(lakehouse, instance, None)
+    drift = run_pipeline(environment, instance, None)
     stats_after_drift = day_stats(spark, settings)
     dead_letters = consume_all(settings, settings.dead_letter_topic)
     rows_after_drift = table_rows(spark, settings)
@@ -125,10 +125,10 @@ def incident(stack, drift_settings, spark) -> Incident:
     with pytest.MonkeyPatch.context() as patch:  # the developer's change to catalog.py
         patch.setattr(catalog, "ORDERS_READER_SCHEMA", taught_reader())
         replayed = replay(settings, catalog.orders_reader_schema_json(), progress=print)
-        after_replay = run_pipeline(lakehouse, instance, None)
+        after_replay = run_pipeline(environment, instance, None)
         rows_after_replay = table_rows(spark, settings)
         produce(settings, [dataclasses.replace(o, order={**o.order, "currency": "EUR"}) for o in COMPATIBLE], added_currency())
-        compatible = run_pipeline(lakehouse, instance, None)
+        compatible = run_pipeline(environment, instance, None)
     compatible_dead_letters = consume_all(settings, settings.dead_letter_topic)
     archive = spark.read.json(f"s3://{settings.archive_bucket}/{settings.archive_prefix}").collect()
     return Incident(before, drift, stats_after_drift, dead_letters, rows_after_drift, replayed, after_replay,

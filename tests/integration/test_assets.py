@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import dagster as dg
 
-from lineage_assets.assets.orders import OrdersConfig, build_orders_asset
+from lineage_assets.assets.orders import OrdersConfig, orders_definitions
 from lineage_assets.catalog import ORDERS
 from lineage_assets.definitions import build_resources
-from lineage_assets.resources.lakehouse import LakehouseResource
-from lineage_assets.resources.lineage import emitter_for
+from lineage_assets.lineage.emitter import emitter_for
+from lineage_assets.resources.settings import SettingsResource
 
 
 def test_orders_asset_produces_the_configured_orders_and_reports_them(stack, settings):
-    resources = build_resources(LakehouseResource(overrides=settings.as_environment()))
-    orders = build_orders_asset(settings)
+    resources = build_resources(SettingsResource.of(settings))
+    (orders,) = orders_definitions(settings).assets
     topic_before = resources["kafka"].end_offsets(settings.orders_topic) if _topic_exists(resources, settings) else {0: 0}
 
     with dg.instance_for_test() as instance:
-        with dg.build_asset_context(instance=instance, resources={"kafka": resources["kafka"], "lineage": resources["lineage"]}) as context:
+        with dg.build_asset_context(instance=instance, resources={
+                "environment": resources["environment"], "kafka": resources["kafka"], "lineage": resources["lineage"]}) as context:
             result = orders(context, OrdersConfig(count=25, seed=3, bad_fraction=0.2))
 
     metadata = result.metadata

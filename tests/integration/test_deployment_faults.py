@@ -17,11 +17,12 @@ import pytest
 from lineage_assets.catalog import iceberg_table_name
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.lineage.marquez import MarquezApi
+from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.streaming.deployments import LocalDeployments
 from tests.integration.test_deployments import (  # noqa: F401  (module fixtures: the stack's topics, no deployment left)
     NAME,
     evaluate_supervisor,
-    lakehouse,
+    environment,
     marquez_state,
     no_deployment_outlives_its_test,
     processes_of,
@@ -56,12 +57,15 @@ def seconds_to(fail: dict, killed_at: float) -> float:
     return round(dt.datetime.fromisoformat(fail["eventTime"]).timestamp() - killed_at, 1)
 
 
+pytestmark = pytest.mark.usefixtures("environment")  # the stack's topics and schema
+
+
 class Scenario:
     """One deployment of the ingestion with half of its orders committed, then a fault."""
 
-    def __init__(self, lakehouse, settings, spark, seed: int, day: int):
+    def __init__(self, settings, spark, seed: int, day: int):
         self.settings = settings
-        self.deployments = LocalDeployments(lakehouse, running_interval=3, trigger_seconds=2)
+        self.deployments = LocalDeployments(settings, running_interval=3, trigger_seconds=2)
         self.folder = self.deployments.folder(NAME)
         self.orders = list(generate_orders(GeneratorConfig(count=40, seed=seed,
                                                            start=dt.datetime(2026, 11, day, 9, tzinfo=dt.UTC))))
@@ -112,8 +116,8 @@ class Scenario:
         assert len(ends(self.settings, failed_run_id)) == 1
 
 
-def test_a_runner_killed_with_no_dagster_process_ends_by_itself(lakehouse, settings, spark):
-    scenario = Scenario(lakehouse, settings, spark, seed=1601, day=10)
+def test_a_runner_killed_with_no_dagster_process_ends_by_itself(settings, spark):
+    scenario = Scenario(settings, spark, seed=1601, day=10)
     killed = scenario.deployed_with_a_commit()
     guard, driver = scenario.spark_pids(killed)
     assert guard and len(driver) >= 2
@@ -124,8 +128,8 @@ def test_a_runner_killed_with_no_dagster_process_ends_by_itself(lakehouse, setti
     scenario.resumes_without_duplicates(killed.run_id)
 
 
-def test_a_killed_spark_driver_is_reported_by_its_runner_once(lakehouse, settings, spark):
-    scenario = Scenario(lakehouse, settings, spark, seed=1602, day=11)
+def test_a_killed_spark_driver_is_reported_by_its_runner_once(settings, spark):
+    scenario = Scenario(settings, spark, seed=1602, day=11)
     running = scenario.deployed_with_a_commit()
     _, (jvm, *_) = scenario.spark_pids(running)
 
@@ -135,10 +139,10 @@ def test_a_killed_spark_driver_is_reported_by_its_runner_once(lakehouse, setting
     scenario.resumes_without_duplicates(running.run_id)
 
 
-def test_everything_killed_at_once_ends_at_the_next_status_and_the_sensor_adds_nothing(lakehouse, settings, spark):
+def test_everything_killed_at_once_ends_at_the_next_status_and_the_sensor_adds_nothing(settings, spark):
     import dagster as dg
 
-    scenario = Scenario(lakehouse, settings, spark, seed=1603, day=12)
+    scenario = Scenario(settings, spark, seed=1603, day=12)
     running = scenario.deployed_with_a_commit()
     every = processes_of(scenario.folder)
     assert len(every) >= 4  # runner, guard, the driver's JVM and Python
@@ -158,15 +162,15 @@ def test_everything_killed_at_once_ends_at_the_next_status_and_the_sensor_adds_n
     assert json.loads(cli(settings, "status", NAME, "--json").stdout)[0]["ended_now"] is None  # nothing more to end
     recorded = run_events(settings, running.run_id)
     with dg.instance_for_test() as instance:
-        tick = evaluate_supervisor(lakehouse, instance)
+        tick = evaluate_supervisor(SettingsResource.of(settings), instance)
     assert not [e for e in tick.asset_events if isinstance(e, dg.AssetObservation)]  # nothing runs
     assert run_events(settings, running.run_id) == recorded  # and the run got nothing more
     assert ended_once_in_marquez(settings, running.run_id)
     scenario.resumes_without_duplicates(running.run_id)
 
 
-def test_stop_on_a_dead_deployment_stops_its_orphan_and_ends_its_run_with_fail(lakehouse, settings, spark):
-    scenario = Scenario(lakehouse, settings, spark, seed=1604, day=13)
+def test_stop_on_a_dead_deployment_stops_its_orphan_and_ends_its_run_with_fail(settings, spark):
+    scenario = Scenario(settings, spark, seed=1604, day=13)
     running = scenario.deployed_with_a_commit()
     guard, driver = scenario.spark_pids(running)
     killed_at = time.time()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from pathlib import Path
 
@@ -14,10 +15,11 @@ from lineage_assets.generator import GeneratorConfig, generate_orders, produce_o
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.lineage.validation import validate_event
 from lineage_assets.resources.kafka import KafkaResource
-from lineage_assets.resources.lakehouse import LakehouseResource
-from lineage_assets.resources.lineage import emitter_for
+from lineage_assets.jobs import STREAMING_JOBS
+from lineage_assets.lineage.emitter import emitter_for
+from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import PROJECT_ROOT
-from lineage_assets.streaming.deployments import STREAMING_JOBS, LocalDeployments
+from lineage_assets.streaming.deployments import LocalDeployments
 from lineage_assets.streaming.folder import read_json
 from tests.conftest import wait_for
 
@@ -63,24 +65,24 @@ def rows_with_ids(spark, table: str, ids: list[str]) -> int:
 
 
 @pytest.fixture(scope="module")
-def lakehouse(stack, settings):
-    lakehouse = LakehouseResource(overrides=settings.as_environment())
-    kafka = KafkaResource(lakehouse=lakehouse)
+def environment(stack, settings):
+    environment = SettingsResource.of(settings)
+    kafka = KafkaResource(environment=environment)
     kafka.ensure_topics(settings.orders_topic, settings.dead_letter_topic)
     kafka.register_value_schema(settings.orders_topic, orders_avro_schema_json())
-    return lakehouse
+    return environment
 
 
 @pytest.fixture(autouse=True)
-def no_deployment_outlives_its_test(lakehouse):
+def no_deployment_outlives_its_test(environment):
     yield
-    deployments = LocalDeployments(lakehouse)
+    deployments = LocalDeployments(environment.settings)
     for name in STREAMING_JOBS:
         deployments.stop(name)
 
 
-def test_continuous_ingestion_lifecycle(lakehouse, settings, spark):
-    deployments = LocalDeployments(lakehouse, running_interval=3, trigger_seconds=2)
+def test_continuous_ingestion_lifecycle(environment, settings, spark):
+    deployments = LocalDeployments(settings, running_interval=3, trigger_seconds=2)
     table = iceberg_table_name(settings, "orders")
     orders = list(generate_orders(GeneratorConfig(count=60, seed=2026, start=dt.datetime(2026, 11, 19, 8, tzinfo=dt.UTC))))
     produce_orders(orders[:1], settings.kafka_servers, settings.schema_registry_url, settings.orders_topic)  # schema and topic exist
@@ -94,7 +96,7 @@ def test_continuous_ingestion_lifecycle(lakehouse, settings, spark):
     # While deployed, a catch-up run of the same job (same checkpoint) is refused, saying why.
     import dagster as dg
 
-    definitions = build_definitions(lakehouse)
+    definitions = build_definitions(environment)
     refused = dg.materialize([*definitions.assets], selection=[dg.AssetKey(["lakehouse", "orders"])],
                              resources=definitions.resources, raise_on_error=False)
     assert not refused.success
@@ -132,13 +134,13 @@ def test_continuous_ingestion_lifecycle(lakehouse, settings, spark):
     import dagster as dg
 
     with dg.instance_for_test() as instance:
-        definitions = build_definitions(lakehouse)
+        definitions = build_definitions(environment)
         # A commit is readable in the table a moment before the runner records it: tick until ours is reported.
         commits, cursor = [], None
 
         def tick_reports_ours() -> bool:
             nonlocal cursor
-            tick = evaluate_supervisor(lakehouse, instance, cursor)
+            tick = evaluate_supervisor(environment, instance, cursor)
             commits.extend(e for e in tick.asset_events if isinstance(e, dg.AssetMaterialization))
             cursor = tick.cursor
             days = {d for c in commits for d in c.metadata["days"].data}
@@ -150,7 +152,7 @@ def test_continuous_ingestion_lifecycle(lakehouse, settings, spark):
         # Orders other tests left in the topic are ingested too: the days include at least ours.
         days = {d for c in commits for d in c.metadata["days"].data}
         assert "2026-11-19" in days
-        assert [e for e in evaluate_supervisor(lakehouse, instance, cursor).asset_events
+        assert [e for e in evaluate_supervisor(environment, instance, cursor).asset_events
                 if isinstance(e, dg.AssetMaterialization)] == []
         for commit in commits:
             instance.report_runless_asset_event(commit)
@@ -159,7 +161,7 @@ def test_continuous_ingestion_lifecycle(lakehouse, settings, spark):
         assert {r.partition_key for r in requests} == days
 
     # A changed config drains the running deployment (COMPLETE) and starts it again from its checkpoint.
-    changed = LocalDeployments(lakehouse, running_interval=3, trigger_seconds=3)
+    changed = LocalDeployments(settings, running_interval=3, trigger_seconds=3)
     assert changed.deploy(NAME) == "restarted"
     drained = run_events(settings, first.run_id)
     assert drained[-1]["eventType"] == "COMPLETE"
@@ -193,20 +195,20 @@ def assert_metrics_match_the_snapshot(spark, table: str, facets: dict) -> None:
     assert metrics["columnMetrics"]["price"] == {"nullCount": row.price_nulls, "min": float(row.low), "max": float(row.high)}
 
 
-def evaluate_supervisor(lakehouse, instance, cursor=None):
+def evaluate_supervisor(environment, instance, cursor=None):
     import dagster as dg
 
-    definitions = build_definitions(lakehouse)
+    definitions = build_definitions(environment)
     sensor = definitions.resolve_sensor_def("streaming_deployments_supervisor")
     with dg.build_sensor_context(instance=instance, definitions=definitions, cursor=cursor,
-                                 resources={"kafka": definitions.resources["kafka"]}) as context:
+                                 resources={name: definitions.resources[name] for name in ("environment", "kafka")}) as context:
         return sensor.evaluate_tick(context)
 
 
-def test_the_ui_job_deploys_and_stops_and_names_a_bad_action(lakehouse, settings):
+def test_the_ui_job_deploys_and_stops_and_names_a_bad_action(environment, settings):
     import dagster as dg
 
-    definitions = build_definitions(lakehouse)
+    definitions = build_definitions(environment)
     job = definitions.resolve_job_def("streaming_deployments")
     op_config = lambda action: {"ops": {"manage_streaming_deployments": {"config": {  # noqa: E731
         "action": action.upper(), "assets": ["orders_archive"], "running_interval": 3}}}}
@@ -214,7 +216,7 @@ def test_the_ui_job_deploys_and_stops_and_names_a_bad_action(lakehouse, settings
         with pytest.raises(dg.DagsterInvalidConfigError, match="action not in enum type DeploymentAction got EXPLODE"):
             job.execute_in_process(run_config=op_config("explode"), instance=instance)
         assert job.execute_in_process(run_config=op_config("deploy"), instance=instance).success
-        deployments = LocalDeployments(lakehouse, running_interval=3)
+        deployments = LocalDeployments(settings, running_interval=3)
         assert deployments.status("orders_archive").running
         assert job.execute_in_process(run_config=op_config("drain"), instance=instance).success
     status = deployments.status("orders_archive")
@@ -226,13 +228,13 @@ def test_the_ui_job_deploys_and_stops_and_names_a_bad_action(lakehouse, settings
     assert metrics["columnMetrics"]["key"]["nullCount"] == 0 and "bytes" not in metrics
 
 
-def test_a_killed_deployment_ends_with_one_fail_and_its_opt_in_restart_resumes_from_the_checkpoint(lakehouse, settings, spark):
+def test_a_killed_deployment_ends_with_one_fail_and_its_opt_in_restart_resumes_from_the_checkpoint(environment, settings, spark):
     import os
     import signal
 
     import dagster as dg
 
-    deployments = LocalDeployments(lakehouse, running_interval=3, trigger_seconds=2)
+    deployments = LocalDeployments(settings, running_interval=3, trigger_seconds=2)
     table = iceberg_table_name(settings, "orders")
     orders = list(generate_orders(GeneratorConfig(count=40, seed=777, start=dt.datetime(2026, 11, 18, 9, tzinfo=dt.UTC))))
     ids = [o.key for o in orders]
@@ -247,7 +249,7 @@ def test_a_killed_deployment_ends_with_one_fail_and_its_opt_in_restart_resumes_f
     with dg.instance_for_test() as instance:
         wait_for(lambda: ingested() >= 20, 180, "the first orders in Iceberg")
         wait_for(lambda: deployments.status(NAME).last_progress is not None, 60, "a progress report")
-        running = evaluate_supervisor(lakehouse, instance)
+        running = evaluate_supervisor(environment, instance)
         observed = [e for e in running.asset_events if isinstance(e, dg.AssetObservation)]
         assert [o.asset_key for o in observed] == [dg.AssetKey(["lakehouse", "orders"])]
         assert observed[0].metadata["deployment/run_id"].value == killed.run_id
@@ -257,7 +259,7 @@ def test_a_killed_deployment_ends_with_one_fail_and_its_opt_in_restart_resumes_f
         os.kill(killed.pid, signal.SIGKILL)  # no chance to report anything
         wait_for(lambda: not deployments.status(NAME).running, 30, "the runner to be gone")
         # The opt-in restart: the tick that finds it dead ends its run with FAIL and redeploys it.
-        restarting = LakehouseResource(overrides={**settings.as_environment(), "LINEAGE_ASSETS_RESTART_DEAD_DEPLOYMENTS": "on"})
+        restarting = SettingsResource(overrides={**settings.as_environment(), "LINEAGE_ASSETS_RESTART_DEAD_DEPLOYMENTS": "on"})
         evaluate_supervisor(restarting, instance)
         failed = [e for e in run_events(settings, killed.run_id) if e["eventType"] == "FAIL"]
         assert len(failed) == 1 and "runner process is gone" in failed[0]["run"]["facets"]["errorMessage"]["message"]
@@ -266,7 +268,7 @@ def test_a_killed_deployment_ends_with_one_fail_and_its_opt_in_restart_resumes_f
         assert restarted.running and restarted.run_id != killed.run_id
         assert killed_spark and killed_spark not in processes_of(deployments.folder(NAME)), "the orphan is stopped first"
 
-        evaluate_supervisor(lakehouse, instance)  # a second pass emits nothing more for the dead run
+        evaluate_supervisor(environment, instance)  # a second pass emits nothing more for the dead run
         assert len([e for e in run_events(settings, killed.run_id) if e["eventType"] in ("FAIL", "ABORT", "COMPLETE")]) == 1
 
     # The new run resumes from the checkpoint: every order once, none twice.
@@ -278,8 +280,8 @@ def test_a_killed_deployment_ends_with_one_fail_and_its_opt_in_restart_resumes_f
     assert [e["eventType"] for e in run_events(settings, restarted.run_id)][0] == "START"
 
 
-def test_a_deployment_whose_job_dies_ends_with_fail_and_the_error(lakehouse, settings):
-    broken = LakehouseResource(overrides={**settings.as_environment(), "LINEAGE_ASSETS_CATALOG_URL": "http://127.0.0.1:9"})
+def test_a_deployment_whose_job_dies_ends_with_fail_and_the_error(environment, settings):
+    broken = dataclasses.replace(settings, catalog_url="http://127.0.0.1:9")
     deployments = LocalDeployments(broken, running_interval=3)
     assert deployments.deploy(NAME) in ("started", "restarted")
     run_id = deployments.status(NAME).run_id

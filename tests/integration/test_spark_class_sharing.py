@@ -10,7 +10,7 @@ import pytest
 
 from lineage_assets import spark_conf
 from lineage_assets.resources import spark_jobs
-from lineage_assets.resources.lakehouse import LakehouseResource
+from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobError, SparkJobsResource
 
 PROBE = textwrap.dedent("""
@@ -39,7 +39,7 @@ def archive(tmp_path, monkeypatch):
 def test_the_first_successful_job_writes_the_archive_that_later_drivers_map(settings, tmp_path, archive):
     probe = tmp_path / "probe.py"
     probe.write_text(PROBE)
-    jobs = SparkJobsResource(lakehouse=LakehouseResource(overrides=settings.as_environment()))
+    jobs = SparkJobsResource(environment=SettingsResource.of(settings))
 
     with pytest.raises(SparkJobError, match="invalid int value: 'many'"):
         jobs.submit(str(probe), ["--rows", "many"])

@@ -26,7 +26,9 @@ from lineage_assets.catalog import DATASETS, SUPPLIER_STATS
 from lineage_assets.lineage.check import check, check_marquez
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.processes import pids_naming
-from lineage_assets.resources.lineage import dagster_run_of, emitter_for, lineage_folder
+from lineage_assets.lineage.emitter import emitter_for
+from lineage_assets.lineage.spark_agent import SparkApplication
+from lineage_assets.resources.lineage import dagster_run_of
 from lineage_assets.settings import PROJECT_ROOT
 from tests.conftest import wait_for
 
@@ -193,7 +195,8 @@ def test_a_run_terminated_while_spark_works_ends_every_lineage_run_aborted_and_l
         dagster_run = wait_for(lambda: instance.get_run_by_id(run_id) and dagster_run_of(instance, run_id), 60, "run record")
         # Terminate once the Spark application has reported itself (its OpenLineage START), as a user
         # would cancel a long batch job.
-        spark_events = lineage_folder(settings) / "spark" / f"{dagster_run.asset_run_id(SUPPLIER_STATS)}.jsonl"
+        spark_events = SparkApplication(settings, SUPPLIER_STATS, dagster_run.asset_run_id(SUPPLIER_STATS),
+                                        dagster_run.lineage_run_id).events_file
         wait_for(lambda: spark_events.is_file() and spark_events.stat().st_size > 0, RUN_TIMEOUT_S, "Spark application START")
         client.terminate_run(run_id)
         (run,) = wait_for_runs(instance, lambda r: r.run_id == run_id, timeout_s=120)

@@ -8,14 +8,13 @@ import subprocess
 
 import pytest
 
-from lineage_assets.resources.lakehouse import LakehouseResource
 from lineage_assets.settings import Settings
 from lineage_assets.streaming.deployments import DeploymentError, DockerDeployments, deployments_for
 
 
 def docker_backend(tmp_path, **overrides) -> DockerDeployments:
     settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache", **overrides)
-    return DockerDeployments(LakehouseResource(overrides=settings.as_environment()), running_interval=7,
+    return DockerDeployments(settings, running_interval=7,
                              container_kwargs={"mem_limit": "4g"}, client=object())
 
 
@@ -40,9 +39,9 @@ def test_bad_docker_configuration_is_named(tmp_path):
         docker_backend(tmp_path, docker_image="Not A Valid/Image::name")
     settings = Settings(state_dir=tmp_path)
     with pytest.raises(Exception, match="'environment' cannot be used"):
-        DockerDeployments(LakehouseResource(overrides=settings.as_environment()), container_kwargs={"environment": {}})
+        DockerDeployments(settings, container_kwargs={"environment": {}})
     with pytest.raises(DeploymentError, match="LINEAGE_ASSETS_DEPLOYMENT_BACKEND='kubernetes'"):
-        deployments_for(LakehouseResource(overrides=Settings(deployment_backend="kubernetes").as_environment()))
+        deployments_for(Settings(deployment_backend="kubernetes"))
 
 
 def docker_engine_available() -> bool:
@@ -52,7 +51,7 @@ def docker_engine_available() -> bool:
 
 @pytest.mark.skipif(not docker_engine_available(), reason="no Docker engine on this machine (`docker info` fails)")
 def test_docker_deployment_starts_and_stops(tmp_path):
-    backend = DockerDeployments(LakehouseResource(), running_interval=5)
+    backend = DockerDeployments(Settings.from_env(), running_interval=5)
     assert backend.deploy("orders_archive") in ("started", "restarted", "unchanged")
     assert backend.status("orders_archive").running
     assert backend.stop("orders_archive") == "stopped"

@@ -18,7 +18,7 @@ from lineage_assets.catalog import SUPPLIER_STATS
 from lineage_assets.lineage import sender
 from lineage_assets.lineage.check import check
 from lineage_assets.lineage.emitter import Backend, LineageEmitter
-from lineage_assets.resources.lakehouse import LakehouseResource
+from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.lineage import LineageResource, emitter_for
 from lineage_assets.settings import Settings
 
@@ -62,7 +62,7 @@ def test_a_later_process_delivers_what_an_earlier_one_left(tmp_path):
     first = LineageEmitter(tmp_path / "lineage", backend(down))
     for n in range(5):
         first.emit(event(n))
-    first.close(timeout=0.2)  # the job ends with the backend down...
+    first.flush(timeout=0.2)  # the job ends with the backend down...
     first.stop_sender()  # ...and its sender is gone too (a machine restart)
     down.mkdir()
     later = LineageEmitter(tmp_path / "lineage", backend(down))
@@ -97,7 +97,7 @@ def test_emit_never_raises_even_when_it_cannot_record(tmp_path):
 @pytest.fixture()
 def lineage(tmp_path):
     settings = Settings(state_dir=tmp_path)
-    return LineageResource(lakehouse=LakehouseResource(overrides=settings.as_environment())), settings
+    return LineageResource(environment=SettingsResource.of(settings)), settings
 
 
 @pytest.mark.parametrize("raised, terminal", [
@@ -150,12 +150,14 @@ def test_the_spark_application_run_ends_as_the_asset_run_did(tmp_path, ended_by,
 
     emitter = LineageEmitter(tmp_path / "lineage", None)
     run = AssetRunLineage(emitter, SUPPLIER_STATS, DagsterRun("r1", "supplier_stats_job", dt.datetime.now(dt.UTC)),
-                          Settings.from_env())
-    agent = tmp_path / "spark.jsonl"  # as the agent's file transport writes its application run
+                          Settings(state_dir=tmp_path))
+    application = run.spark_application()
+    agent = application.events_file  # as the agent's file transport writes its application run
+    agent.parent.mkdir(parents=True)
     agent.write_text("".join(json.dumps({"eventType": kind, "eventTime": "2026-11-23T18:00:00Z", "producer": "spark",
                                          "run": {"runId": "01a2-app", "facets": {}}, "job": {"namespace": "n", "name": "app"}}) + "\n"
                              for kind in ("START", "COMPLETE")))
-    assert run.take_spark_events(agent, ended_by=ended_by) == 2 and not agent.exists()
+    assert run.forward_spark_events(application, ended_by=ended_by) == 2 and not agent.exists()
     start, end = emitter.events()
     assert (start["eventType"], end["eventType"]) == ("START", terminal)
     if ended_by is not None:

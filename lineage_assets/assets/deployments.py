@@ -1,5 +1,6 @@
-"""Supervision of streaming deployments: live health as asset observations, and a truthful end for
-deployments whose runner died without reporting one."""
+"""The streaming area: deployments managed from Dagster (a job to deploy, stop or drain them) and
+supervised by a sensor (live health as asset observations, each Iceberg commit as a materialization,
+and a truthful end for deployments whose runner died without reporting one)."""
 
 
 import json
@@ -8,10 +9,12 @@ from enum import Enum
 import dagster as dg
 
 from lineage_assets.assets.common import asset_key
-from lineage_assets.assets.lakehouse import Rebuild, latest_metadata, table_quality_metadata
-from lineage_assets.catalog import LAKEHOUSE_ORDERS
+from lineage_assets.assets.lakehouse import Rebuild, latest_metadata, table_metadata
+from lineage_assets.catalog import DATASETS, LAKEHOUSE_ORDERS
+from lineage_assets.jobs import STREAMING_JOBS
 from lineage_assets.resources.kafka import KafkaResource
-from lineage_assets.streaming.deployments import STREAMING_JOBS, LocalDeployments, deployments_for
+from lineage_assets.resources.settings import SettingsResource
+from lineage_assets.streaming.deployments import LocalDeployments, deployments_for
 
 SUPERVISION_INTERVAL_SECONDS = 30
 
@@ -37,7 +40,7 @@ def new_commits(deployments: LocalDeployments, name: str, seen: dict[str, int],
     commits = deployments.files(name).progress("committed")
     reported = seen.get(status.run_id, 0)
     seen[status.run_id] = len(commits)
-    dataset = STREAMING_JOBS[name][0]
+    dataset = DATASETS[name]
     events = []
     for commit in commits[reported:]:
         rebuild = Rebuild.after(previous, commit["days"], commit["schema_incompatible"], commit["dead_letters_replayed"])
@@ -46,8 +49,7 @@ def new_commits(deployments: LocalDeployments, name: str, seen: dict[str, int],
             **rebuild.metadata, "rows_out": commit["rows"], "dead_letters": commit["dead_letters"],
             "schema_incompatible": commit["schema_incompatible"], "dead_letters_replayed": commit["dead_letters_replayed"],
             "deployment/run_id": status.run_id, "deployment/batch": commit["batch"],
-            **({"snapshot_id": str(commit["snapshot_id"]), "table_schema_id": commit["schema_id"], **table_quality_metadata(commit)}
-               if commit.get("snapshot_id") is not None else {}),
+            **table_metadata(commit.get("snapshot_id"), commit.get("schema_id"), commit.get("quality")),
         }), rebuild.check_evaluation()]
     return events
 
@@ -55,14 +57,13 @@ def new_commits(deployments: LocalDeployments, name: str, seen: dict[str, int],
 def supervise(deployments: LocalDeployments, kafka: KafkaResource) -> tuple[list[dg.AssetObservation], list[str]]:
     """One supervision pass: observations of running deployments, and the end of dead ones (their
     orphans stopped, FAIL once: see ``end_if_dead``). Also returns the deployments that failed."""
-    settings = deployments.lakehouse.settings()
     observations, failed = [], []
-    for name, (dataset, _) in STREAMING_JOBS.items():
+    for name in STREAMING_JOBS:
         status = deployments.status(name)
         if status.running:
             progress = status.last_progress
-            lag = consumer_lag(kafka, settings.orders_topic, progress)
-            observations.append(dg.AssetObservation(asset_key=asset_key(dataset), metadata={
+            lag = consumer_lag(kafka, deployments.settings.orders_topic, progress)
+            observations.append(dg.AssetObservation(asset_key=asset_key(DATASETS[name]), metadata={
                 "deployment/run_id": status.run_id,
                 "deployment/rows_per_second": float((progress or {}).get("processed_rows_per_second") or 0.0),
                 "deployment/consumer_lag": lag if lag is not None else -1,
@@ -79,13 +80,14 @@ def supervise(deployments: LocalDeployments, kafka: KafkaResource) -> tuple[list
            description="Observes streaming deployments (rows/s, consumer lag, last batch) and ends with FAIL "
                        "any deployment whose process died without reporting an end (and redeploys it when "
                        "LINEAGE_ASSETS_RESTART_DEAD_DEPLOYMENTS is on).")
-def streaming_deployments_supervisor(context: dg.SensorEvaluationContext, kafka: KafkaResource) -> dg.SensorResult:
-    deployments = deployments_for(kafka.lakehouse)
+def streaming_deployments_supervisor(context: dg.SensorEvaluationContext, environment: SettingsResource,
+                                     kafka: KafkaResource) -> dg.SensorResult:
+    deployments = deployments_for(environment.settings)
     seen = json.loads(context.cursor) if context.cursor else {}
     commits = new_commits(deployments, LAKEHOUSE_ORDERS.key, seen,
                           latest_metadata(context.instance, asset_key(LAKEHOUSE_ORDERS)))
     observations, failed = supervise(deployments, kafka)
-    if kafka.lakehouse.settings().restart_dead_deployments:
+    if environment.settings.restart_dead_deployments:
         for name in failed:
             # A new lineage run, resuming from the checkpoint; the failed one keeps its FAIL.
             context.log.info(f"deployment {name} failed; redeployed: {deployments.deploy(name)}")
@@ -105,8 +107,9 @@ class DeploymentsConfig(dg.Config):
 
 
 @dg.op(description="Deploy, stop or drain the streaming jobs in continuous mode (outside this run).")
-def manage_streaming_deployments(context: dg.OpExecutionContext, config: DeploymentsConfig, kafka: KafkaResource) -> None:
-    deployments = deployments_for(kafka.lakehouse, running_interval=config.running_interval)
+def manage_streaming_deployments(context: dg.OpExecutionContext, config: DeploymentsConfig,
+                                 environment: SettingsResource) -> None:
+    deployments = deployments_for(environment.settings, running_interval=config.running_interval)
     for name in config.assets or list(STREAMING_JOBS):
         if config.action == DeploymentAction.DEPLOY:
             outcome = deployments.deploy(name)
@@ -118,3 +121,7 @@ def manage_streaming_deployments(context: dg.OpExecutionContext, config: Deploym
 @dg.job(description="Streaming deployments from the UI: launch with config action=deploy|stop|drain.")
 def streaming_deployments():
     manage_streaming_deployments()
+
+
+def deployments_definitions() -> dg.Definitions:
+    return dg.Definitions(jobs=[streaming_deployments], sensors=[streaming_deployments_supervisor])

@@ -1,0 +1,181 @@
+"""The Spark jobs: what each needs (script, arguments, checkpoint) and what it reports, from one
+:class:`Settings` and the dataset catalog, without Dagster.
+
+The assets' catch-up runs and the streaming deployments launch the same specs. The scripts under
+``spark/`` write their report as the class named here (``spark/jobs.write_report``) and callers read
+it back as one, so each report key is spelled once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from lineage_assets.catalog import ARCHIVE, LAKEHOUSE_ORDERS, SUPPLIER_STATS, SUPPLIER_STATS_LIVE, Dataset, iceberg_table_name
+from lineage_assets.catalog import orders_reader_schema_json
+from lineage_assets.settings import Settings
+from lineage_assets.source_schemas import value_subject
+
+# Jobs print their progress on lines with this prefix; a caller forwards them to its log.
+PROGRESS_PREFIX = "progress: "
+
+
+# --- reports ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class Report:
+    duration_seconds: float
+
+    @classmethod
+    def read(cls, path: Path):
+        """The report a job wrote; a key this class does not name is an error (a job and its caller disagree)."""
+        return cls(**json.loads(path.read_text()))
+
+    def write(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(dataclasses.asdict(self), indent=2, default=str))
+
+
+@dataclass(frozen=True, kw_only=True)
+class StreamReport(Report):
+    """What every Structured Streaming job reading `orders` reports: its batches, the rows and Kafka
+    offsets they covered, and the writer schema versions of the records read."""
+
+    batches: int
+    rows_in: int
+    start_offsets: dict | None
+    end_offsets: dict | None
+    schema_versions: list[dict]
+
+    @property
+    def consumed_records(self) -> int:
+        """Records the job's checkpoint now covers in the source (sum of end offsets over partitions)."""
+        return sum(sum(partitions.values()) for partitions in (self.end_offsets or {}).values())
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArchiveReport(StreamReport):
+    rows_written: int
+    files_written: int
+    bytes_written: int
+    files_total: int
+    quality: dict | None  # of the records this run archived
+
+
+@dataclass(frozen=True, kw_only=True)
+class LiveStatsReport(StreamReport):
+    windows_written: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class IngestionReport(StreamReport):
+    rows_written: int
+    dead_letters: int
+    dead_letter_reasons: dict[str, int]
+    batches_replayed: int
+    schema_incompatible: int
+    dead_letters_replayed: int
+    days: list[str]
+    table_created: bool
+    snapshot_id: int | None
+    schema_id: int | None
+    table_rows: int
+    quality: dict | None  # the whole table after the run, from its manifests
+
+
+@dataclass(frozen=True, kw_only=True)
+class SupplierStatsReport(Report):
+    day: str | None  # None: no day given and the source has none
+    rows_in: int
+    rows_written: int
+    table_created: bool
+    snapshot_id: int | None = None
+    schema_id: int | None = None
+    files_written: int = 0
+    bytes_written: int = 0
+    quality: dict | None = None  # the whole table after the run, from its manifests
+    totals: list[dict] = field(default_factory=list)
+
+
+R = TypeVar("R", bound=Report)
+
+
+# --- specs --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class JobSpec(Generic[R]):
+    """One run of a job: the dataset it writes (its script and job name), its arguments, and the
+    class of its report."""
+
+    dataset: Dataset
+    arguments: tuple[str, ...]
+    report: type[R]
+
+    @property
+    def script(self) -> str:
+        return self.dataset.job.source
+
+
+def checkpoint(settings: Settings, dataset: Dataset) -> Path:
+    """A streaming job's checkpoint: its catch-up runs and its deployment continue from it."""
+    return settings.state_dir / "checkpoints" / dataset.job.name
+
+
+def archive_location(settings: Settings) -> str:
+    identity = ARCHIVE.identity(settings)
+    return f"{identity.namespace}/{identity.name}"
+
+
+def table_columns(dataset: Dataset) -> str:
+    """The catalog's columns as a Spark SQL column list, for the job that creates the table."""
+    return ", ".join(f"{column.name} {column.type}" for column in dataset.columns)
+
+
+def _orders_source(settings: Settings, dataset: Dataset) -> tuple[str, ...]:
+    """Read the orders topic as the catalog's reader schema; the job judges each registered writer
+    version of the topic's subject against it."""
+    return (
+        "--bootstrap-servers", settings.kafka_servers,
+        "--topic", settings.orders_topic,
+        "--value-schema", orders_reader_schema_json(),
+        "--registry-url", settings.schema_registry_url,
+        "--subject", value_subject(settings.orders_topic),
+        "--checkpoint", str(checkpoint(settings, dataset)),
+    )
+
+
+def archive_job(settings: Settings) -> JobSpec[ArchiveReport]:
+    return JobSpec(ARCHIVE, (*_orders_source(settings, ARCHIVE), "--path", archive_location(settings)), ArchiveReport)
+
+
+def live_stats_job(settings: Settings) -> JobSpec[LiveStatsReport]:
+    return JobSpec(SUPPLIER_STATS_LIVE, (*_orders_source(settings, SUPPLIER_STATS_LIVE),
+                                         "--output-topic", settings.supplier_stats_topic), LiveStatsReport)
+
+
+def ingestion_job(settings: Settings) -> JobSpec[IngestionReport]:
+    return JobSpec(LAKEHOUSE_ORDERS, (
+        *_orders_source(settings, LAKEHOUSE_ORDERS),
+        "--table", iceberg_table_name(settings, "orders"), "--columns", table_columns(LAKEHOUSE_ORDERS),
+        "--dead-letter-topic", settings.dead_letter_topic, "--job-name", LAKEHOUSE_ORDERS.job.name,
+    ), IngestionReport)
+
+
+def supplier_stats_job(settings: Settings, day: dt.date | str) -> JobSpec[SupplierStatsReport]:
+    return JobSpec(SUPPLIER_STATS, (
+        "--source", iceberg_table_name(settings, "orders"), "--target", iceberg_table_name(settings, "supplier_stats"),
+        "--columns", table_columns(SUPPLIER_STATS), "--day", str(day),
+    ), SupplierStatsReport)
+
+
+# The jobs that also run as continuous deployments, by the key of the dataset they write.
+STREAMING_JOBS: dict[str, Callable[[Settings], JobSpec]] = {
+    ARCHIVE.key: archive_job,
+    SUPPLIER_STATS_LIVE.key: live_stats_job,
+    LAKEHOUSE_ORDERS.key: ingestion_job,
+}

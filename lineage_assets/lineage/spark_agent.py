@@ -1,0 +1,80 @@
+"""A Spark application nested under an asset's lineage run: openlineage-spark's settings for it, and
+its agent's events forwarded into the project's log."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from openlineage.client.event_v2 import RunState
+from openlineage.client.serde import Serde
+
+from lineage_assets.catalog import ORCHESTRATOR_JOB, Dataset
+from lineage_assets.lineage import events
+from lineage_assets.lineage.emitter import LineageEmitter
+from lineage_assets.settings import Settings
+
+LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"  # openlineage-spark
+# Root nodes (optimized logical plans) of the Spark actions the agent would report as jobs of their own.
+ACTIONS_WITHOUT_LINEAGE = tuple(f"org.apache.spark.sql.catalyst.plans.logical.{node}" for node in (
+    "CreateTable", "OverwriteByExpression", "GlobalLimit", "Sort"))
+
+
+@dataclass(frozen=True)
+class SparkApplication:
+    """The Spark application of one asset run (``run_id``) of ``dataset`` under the Dagster run
+    ``root_run_id``."""
+
+    settings: Settings
+    dataset: Dataset
+    run_id: str
+    root_run_id: str
+
+    @property
+    def events_file(self) -> Path:
+        return self.settings.lineage_dir / "spark" / f"{self.run_id}.jsonl"
+
+    def conf(self) -> dict[str, str]:
+        """openlineage-spark configuration nesting the application under the asset's run.
+
+        The agent names the application's job after the application (made snake_case), and Marquez
+        shows it under the asset's job (``dagster.daily-supplier-stats.daily_supplier_stats_spark``).
+        Its actions report no datasets: the asset's own run reports the asset's edges and column
+        lineage from the catalog, and each action would otherwise be a job of its own in the graph (a
+        second writer of the asset's table, a reader of its metadata tables)."""
+        namespace = self.settings.lineage_namespace
+        return {
+            "spark.extraListeners": LISTENER,
+            "spark.openlineage.namespace": namespace,
+            "spark.app.name": f"{self.dataset.job.name}_spark",
+            "spark.openlineage.parentJobNamespace": namespace,
+            "spark.openlineage.parentJobName": self.dataset.job.lineage_name,
+            "spark.openlineage.parentRunId": self.run_id,
+            "spark.openlineage.rootParentJobNamespace": namespace,
+            "spark.openlineage.rootParentJobName": ORCHESTRATOR_JOB,
+            "spark.openlineage.rootParentRunId": self.root_run_id,
+            "spark.openlineage.filter.deniedSparkNodes": f"[{';'.join(ACTIONS_WITHOUT_LINEAGE)}]",  # the agent's list syntax
+            # The agent writes to a file; its events then join the project's log and sender.
+            "spark.openlineage.transport.type": "file",
+            "spark.openlineage.transport.location": str(self.events_file),
+        }
+
+    def forward_events(self, emitter: LineageEmitter, state: RunState = RunState.COMPLETE,
+                       error: BaseException | None = None) -> int:
+        """Forward the agent's events into the log. When the asset run ends ``state`` ABORT or FAIL,
+        the application's COMPLETE takes that state: a stopped driver shuts its SparkContext down
+        normally, and the agent reports any such end COMPLETE, which the application was not."""
+        if not self.events_file.exists():
+            return 0
+        lines = [line for line in self.events_file.read_text().splitlines() if line.strip()]
+        for line in lines:
+            event = json.loads(line) if state != RunState.COMPLETE else None
+            if event is not None and event.get("eventType") == RunState.COMPLETE.value:
+                event["eventType"] = state.value
+                event["run"].setdefault("facets", {})["errorMessage"] = Serde.to_dict(events.error_facet(
+                    error, f"the asset run ended {state.value} while the Spark application ran"))
+                line = json.dumps(event)
+            emitter.emit(line)
+        self.events_file.unlink()
+        return len(lines)

@@ -1,0 +1,50 @@
+"""The Spark job specs: one set of arguments for catch-up runs and deployments, and reports read
+back as the class the job wrote."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lineage_assets import jobs
+from lineage_assets.catalog import DATASETS, LAKEHOUSE_ORDERS, SUPPLIER_STATS
+from lineage_assets.settings import Settings
+
+
+def option(arguments: tuple[str, ...], name: str) -> str:
+    return arguments[arguments.index(name) + 1]
+
+
+def test_every_streaming_job_reads_orders_as_the_reader_schema_from_its_own_checkpoint(tmp_path):
+    settings = Settings(state_dir=tmp_path, orders_topic="sales", kafka_bootstrap="k1:9092,k2:9092")
+    checkpoints = set()
+    for key, job in jobs.STREAMING_JOBS.items():
+        spec = job(settings)
+        assert spec.dataset is DATASETS[key] and spec.dataset.job.streaming
+        assert spec.script == spec.dataset.job.source
+        assert option(spec.arguments, "--topic") == "sales" and option(spec.arguments, "--subject") == "sales-value"
+        assert option(spec.arguments, "--bootstrap-servers") == "k1:9092,k2:9092"
+        checkpoints.add(option(spec.arguments, "--checkpoint"))
+    assert checkpoints == {str(tmp_path / "checkpoints" / DATASETS[key].job.name) for key in jobs.STREAMING_JOBS}
+
+
+def test_a_job_that_creates_a_table_gets_the_catalog_columns():
+    settings = Settings()
+    ingestion = jobs.ingestion_job(settings)
+    assert option(ingestion.arguments, "--columns") == (
+        "order_id string, item string, price decimal(10,2), supplier string, bid_time timestamp_ntz")
+    assert option(jobs.supplier_stats_job(settings, "2026-11-23").arguments, "--columns") == jobs.table_columns(SUPPLIER_STATS)
+    assert [c.split()[0] for c in jobs.table_columns(LAKEHOUSE_ORDERS).split(", ")] == [c.name for c in LAKEHOUSE_ORDERS.columns]
+
+
+def test_a_report_reads_back_as_written_and_a_key_the_caller_does_not_know_is_an_error(tmp_path):
+    report = jobs.LiveStatsReport(duration_seconds=1.5, batches=2, rows_in=10, start_offsets=None,
+                                  end_offsets={"orders": {"0": 4, "1": 6}}, schema_versions=[], windows_written=3)
+    path = tmp_path / "report.json"
+    report.write(path)
+    assert jobs.LiveStatsReport.read(path) == report
+    assert report.consumed_records == 10
+    path.write_text(json.dumps({**json.loads(path.read_text()), "windows_emitted": 3}))
+    with pytest.raises(TypeError, match="windows_emitted"):
+        jobs.LiveStatsReport.read(path)

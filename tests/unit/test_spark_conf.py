@@ -1,0 +1,49 @@
+"""Spark's configuration from the settings, and the class-sharing archive's name."""
+
+from __future__ import annotations
+
+import pytest
+
+from lineage_assets import spark_conf
+from lineage_assets.settings import Settings
+
+
+@pytest.fixture
+def settings(tmp_path) -> Settings:
+    jars = tmp_path / "cache" / "jars" / "spark"
+    jars.mkdir(parents=True)
+    (jars / "iceberg.jar").write_bytes(b"one")
+    return Settings(cache_dir=tmp_path / "cache", catalog_name="lake", catalog_url="http://catalog:8181",
+                    s3_endpoint="https://s3.example", warehouse_bucket="wh")
+
+
+def test_the_catalog_and_s3_come_from_the_settings(settings):
+    conf = spark_conf.spark_conf(settings)
+    assert conf["spark.sql.catalog.lake.uri"] == "http://catalog:8181"
+    assert conf["spark.sql.catalog.lake.warehouse"] == "s3://wh/"
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "https://s3.example"
+    assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "true"
+    assert conf["spark.jars"].endswith("iceberg.jar")
+
+
+def test_without_jars_the_error_says_to_run_setup(tmp_path):
+    with pytest.raises(FileNotFoundError, match="run `make setup`"):
+        spark_conf.spark_conf(Settings(cache_dir=tmp_path))
+
+
+def test_the_class_archive_is_used_only_once_written_and_is_renamed_when_a_jar_changes(settings):
+    archive = spark_conf.driver_class_archive(settings)
+    assert spark_conf.class_sharing_conf(settings) == {}
+    archive.parent.mkdir(parents=True)
+    archive.touch()
+    assert spark_conf.class_sharing_conf(settings) == {spark_conf.DRIVER_JAVA_OPTIONS: f"-XX:SharedArchiveFile={archive}"}
+    (settings.jars_dir / "spark" / "iceberg.jar").write_bytes(b"a newer jar")
+    assert spark_conf.driver_class_archive(settings) != archive
+    assert spark_conf.class_sharing_conf(Settings(cache_dir=settings.cache_dir, spark_class_sharing=False)) == {}
+
+
+def test_the_submit_command_puts_the_conf_before_the_script_and_its_arguments(settings, tmp_path):
+    command = spark_conf.spark_submit_command(settings, tmp_path / "job.py", ["--day", "2026-11-23"], {"spark.app.name": "x"})
+    script = command.index(str(tmp_path / "job.py"))
+    assert command[0].endswith("spark-submit") and command[script + 1:] == ["--day", "2026-11-23"]
+    assert "spark.app.name=x" in command[:script] and "spark.sql.session.timeZone=UTC" in command[:script]
