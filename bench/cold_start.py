@@ -38,7 +38,7 @@ from bench.measure import alternate, median, rounded
 from bench.scaling import FULL_SIZES, QUICK_SIZES, day_for, fill_days
 from bench.spark_profile import Instrumented
 from bench.supplier_stats_runs import bare_submit
-from lineage_assets.catalog import SUPPLIER_STATS
+from lineage_assets.datasets import SUPPLIER_STATS
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import PROJECT_ROOT

@@ -26,7 +26,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 
 from bench.measure import percentile
-from lineage_assets.catalog import LAKEHOUSE_ORDERS, SUPPLIER_STATS_LIVE, orders_avro_schema_json
+from lineage_assets.datasets import LAKEHOUSE_ORDERS, SUPPLIER_STATS_LIVE, orders_avro_schema_json
 from lineage_assets import jobs
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.resources.kafka import KafkaResource

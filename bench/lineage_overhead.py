@@ -12,7 +12,7 @@ from openlineage.client.event_v2 import RunState
 from bench.measure import alternate, median, rounded, wall_seconds
 from bench.scaling import QUICK_SIZES, day_for, fill_days
 from bench.supplier_stats_runs import bare_submit
-from lineage_assets.catalog import SUPPLIER_STATS
+from lineage_assets.datasets import SUPPLIER_STATS
 from lineage_assets.lineage import events
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.lineage.emitter import emitter_for

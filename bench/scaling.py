@@ -14,7 +14,7 @@ import math
 
 from bench.measure import alternate, growth_exponent, median, rounded, wall_seconds
 from bench.supplier_stats_runs import bare_submit, materialize
-from lineage_assets.catalog import iceberg_table_name
+from lineage_assets.datasets import iceberg_table_name
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 

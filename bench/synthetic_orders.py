@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from lineage_assets.catalog import LAKEHOUSE_ORDERS
+from lineage_assets.datasets import LAKEHOUSE_ORDERS
 from lineage_assets.generator import ITEMS, SUPPLIERS
 from lineage_assets.jobs import Report, table_columns
 from spark import jobs

@@ -26,7 +26,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from bench.measure import alternate, median, rounded
 from bench.spark_profile import Instrumented
-from lineage_assets.catalog import ARCHIVE, LAKEHOUSE_ORDERS, iceberg_table_name, orders_avro_schema_json
+from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS, iceberg_table_name, orders_avro_schema_json
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.jobs import archive_job, ingestion_job
 from lineage_assets.resources.kafka import KafkaResource

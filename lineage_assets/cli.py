@@ -111,7 +111,7 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
 def _show(args: argparse.Namespace, settings: Settings, emitter) -> int:
     from pathlib import Path
 
-    from lineage_assets.catalog import DATASETS
+    from lineage_assets.datasets import DATASETS
     from lineage_assets.lineage.graph import LineageGraph
     from lineage_assets.lineage.page import render
 
@@ -137,13 +137,13 @@ def _show(args: argparse.Namespace, settings: Settings, emitter) -> int:
 
 
 def _dlq(args: argparse.Namespace, settings: Settings) -> int:
-    from lineage_assets import catalog
+    from lineage_assets import datasets
     from lineage_assets.dead_letters import TEACH_THEN_REPLAY, ReplayError, replay
 
     # With --json, stdout is the report alone; progress goes to stderr.
     out = sys.stderr if args.json else sys.stdout
     try:
-        report = replay(settings, catalog.orders_reader_schema_json(), reason=args.reason,
+        report = replay(settings, datasets.orders_reader_schema_json(), reason=args.reason,
                         progress=lambda line: print(line, file=out, flush=True))
     except ReplayError as error:
         print(f"lineage-assets: {error}", file=sys.stderr)

@@ -1,7 +1,7 @@
 """Replay dead letters into the source topic, each exactly once, once the pipeline can read them.
 
 The ingestion sends a record whose writer schema version it cannot read to the dead-letter topic
-(reason ``schema_incompatible: …``). Once the pipeline is taught the version (``catalog.py``),
+(reason ``schema_incompatible: …``). Once the pipeline is taught the version (``datasets.py``),
 ``replay`` re-publishes those records to the source topic so the ordinary ingestion reads them.
 
 Exactly once without Kafka transactions: transaction markers would take offsets in the source
@@ -31,7 +31,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from lineage_assets.settings import Settings
 from lineage_assets.source_schemas import SCHEMA_INCOMPATIBLE, RegistryError, WriterVersion, registered_versions, value_subject
 
-TEACH_THEN_REPLAY = ("teach the pipeline the version in lineage_assets/catalog.py (ORDERS_READER_SCHEMA; a renamed "
+TEACH_THEN_REPLAY = ("teach the pipeline the version in lineage_assets/datasets.py (ORDERS_READER_SCHEMA; a renamed "
                      "field: with_aliases(ORDERS_AVRO_SCHEMA, field=(\"new name\",))), then `lineage-assets dlq replay`")
 REPLAY_HEADER = "lineage-assets.replay-of"  # value: "{dlq topic}/{partition}/{offset}" of the dead letter replayed
 GROUP = "lineage-assets-dlq-replay"  # its committed offsets are how far the dead-letter topic was replayed

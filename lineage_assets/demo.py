@@ -16,7 +16,7 @@ from decimal import Decimal
 import dagster as dg
 
 from lineage_assets.assets.common import asset_key
-from lineage_assets.catalog import DATASETS, LAKEHOUSE_ORDERS, ORDERS, ORDERS_AVRO_SCHEMA, SUPPLIER_STATS
+from lineage_assets.datasets import DATASETS, LAKEHOUSE_ORDERS, ORDERS, ORDERS_AVRO_SCHEMA, SUPPLIER_STATS
 from lineage_assets.dead_letters import TEACH_THEN_REPLAY
 from lineage_assets.definitions import build_definitions
 from lineage_assets.generator import GeneratedOrder, GeneratorConfig, generate_orders, produce_orders
@@ -211,7 +211,7 @@ def main_drift(settings: Settings, seed: int, drifted: int = DRIFTED_ORDERS, goo
     print("\nWhat depends on the renamed field (`lineage-assets lineage impact orders.supplier`):")
     print(ask("impact", "orders.supplier", settings, events=emitter.events()).tree())
     if run.held_back:
-        print("\nTo let it through: teach the pipeline the rename in lineage_assets/catalog.py,\n"
+        print("\nTo let it through: teach the pipeline the rename in lineage_assets/datasets.py,\n"
               '    ORDERS_READER_SCHEMA = with_aliases(ORDERS_AVRO_SCHEMA, supplier=("vendor",))\n'
               "then `lineage-assets dlq replay` and `lineage-assets demo --orders 0` (supplier_stats is rebuilt).")
     return 0 if run.held_back and run.outstanding >= drifted else 1

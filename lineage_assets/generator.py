@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from lineage_assets.catalog import orders_avro_schema_json
+from lineage_assets.datasets import orders_avro_schema_json
 
 SUPPLIERS = ("Alice", "Bob", "Carol", "Alex", "Joe", "James", "Jane", "Jack")
 ITEMS = (

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from lineage_assets.catalog import ARCHIVE, LAKEHOUSE_ORDERS, SUPPLIER_STATS, SUPPLIER_STATS_LIVE, Dataset, iceberg_table_name
-from lineage_assets.catalog import orders_reader_schema_json
+from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS, SUPPLIER_STATS, SUPPLIER_STATS_LIVE, Dataset, iceberg_table_name
+from lineage_assets.datasets import orders_reader_schema_json
 from lineage_assets.settings import Settings
 from lineage_assets.source_schemas import value_subject
 

@@ -9,7 +9,7 @@ adding an optional field is readable; removing or renaming a field the pipeline 
 its type, or making a required field nullable is not. Records of an unreadable version are never
 cast into the pipeline's columns: they go to the dead-letter topic with reason
 ``schema_incompatible`` and their version, to be replayed once the pipeline is taught the version
-(for a renamed field: an alias on the reader's field in ``catalog.py``).
+(for a renamed field: an alias on the reader's field in ``datasets.py``).
 
 No Spark, no Dagster: the Spark drivers use it to choose how to decode each record, the
 dead-letter replay to know what it may replay, the lineage to report versions.

@@ -7,7 +7,7 @@ from typing import Generic
 
 import dagster as dg
 
-from lineage_assets.catalog import DATASETS, OWNERS, Check, Dataset
+from lineage_assets.datasets import DATASETS, OWNERS, Check, Dataset
 from lineage_assets.jobs import JobSpec, R, Report
 from lineage_assets.lineage.events import DatasetVersion, OutputStatistics, SourceRead
 from lineage_assets.lineage.queries import declared_impact

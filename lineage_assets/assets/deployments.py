@@ -10,11 +10,11 @@ import dagster as dg
 
 from lineage_assets.assets.common import asset_key
 from lineage_assets.assets.lakehouse import Rebuild, latest_metadata, table_metadata
-from lineage_assets.catalog import DATASETS, LAKEHOUSE_ORDERS
+from lineage_assets.datasets import DATASETS, LAKEHOUSE_ORDERS
 from lineage_assets.jobs import STREAMING_JOBS
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.settings import SettingsResource
-from lineage_assets.streaming.deployments import LocalDeployments, deployments_for
+from lineage_assets.streaming.deployments import Deployments, deployments_for
 
 SUPERVISION_INTERVAL_SECONDS = 30
 
@@ -28,7 +28,7 @@ def consumer_lag(kafka: KafkaResource, topic: str, progress: dict | None) -> int
     return sum(max(0, end - committed.get(str(partition), 0)) for partition, end in ends.items())
 
 
-def new_commits(deployments: LocalDeployments, name: str, seen: dict[str, int],
+def new_commits(deployments: Deployments, name: str, seen: dict[str, int],
                 previous: dict) -> list[dg.AssetMaterialization | dg.AssetCheckEvaluation]:
     """The deployment's Iceberg commits not reported yet, as materializations carrying the days to
     rebuild (so the `supplier_stats` asset sensor reacts to continuous ingestion as to a catch-up
@@ -54,7 +54,7 @@ def new_commits(deployments: LocalDeployments, name: str, seen: dict[str, int],
     return events
 
 
-def supervise(deployments: LocalDeployments, kafka: KafkaResource) -> tuple[list[dg.AssetObservation], list[str]]:
+def supervise(deployments: Deployments, kafka: KafkaResource) -> tuple[list[dg.AssetObservation], list[str]]:
     """One supervision pass: observations of running deployments, and the end of dead ones (their
     orphans stopped, FAIL once: see ``end_if_dead``). Also returns the deployments that failed."""
     observations, failed = [], []

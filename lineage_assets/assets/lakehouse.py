@@ -17,7 +17,7 @@ from lineage_assets.assets.common import (
     run_metadata,
     streaming_asset,
 )
-from lineage_assets.catalog import CHECKS, LAKEHOUSE_ORDERS, SUPPLIER_STATS, iceberg_table_name
+from lineage_assets.datasets import CHECKS, LAKEHOUSE_ORDERS, SUPPLIER_STATS, iceberg_table_name
 from lineage_assets.dead_letters import TEACH_THEN_REPLAY
 from lineage_assets.jobs import IngestionReport, ingestion_job, supplier_stats_job
 from lineage_assets.lineage.events import Assertion, DatasetVersion, OutputStatistics, orders_read

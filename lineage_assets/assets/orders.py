@@ -6,7 +6,7 @@ import time
 import dagster as dg
 
 from lineage_assets.assets.common import asset_spec_arguments
-from lineage_assets.catalog import ORDERS, orders_avro_schema_json
+from lineage_assets.datasets import ORDERS, orders_avro_schema_json
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.lineage.events import DatasetVersion, OutputStatistics
 from lineage_assets.resources.kafka import KafkaResource

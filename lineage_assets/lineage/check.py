@@ -7,23 +7,19 @@ readable line; no gap means the check passes.
 
 from __future__ import annotations
 
-from lineage_assets.catalog import CHECKS, DATASETS, ORCHESTRATOR_JOB, Check, Dataset
-from lineage_assets.lineage.graph import TERMINAL, LineageGraph
+from lineage_assets.datasets import CHECKS, DATASETS, ORCHESTRATOR_JOB, Check, Dataset
+from lineage_assets.lineage.graph import TERMINAL, LineageGraph, job_key
 from lineage_assets.lineage.marquez import MarquezApi, lineage_nodes, read_graph
 from lineage_assets.settings import Settings
 
 
-def _node(dataset: Dataset, settings: Settings) -> tuple[str, str]:
-    identity = dataset.identity(settings)
-    return identity.namespace, identity.name
-
 
 def _asset_job(dataset: Dataset, settings: Settings) -> str:
-    return f"{settings.lineage_namespace}/{dataset.job.lineage_name}"
+    return job_key(settings.lineage_namespace, dataset.job.lineage_name)
 
 
 def _check_jobs(settings: Settings) -> dict[str, Check]:
-    return {f"{settings.lineage_namespace}/{check.lineage_name}": check for check in CHECKS.values()}
+    return {job_key(settings.lineage_namespace, check.lineage_name): check for check in CHECKS.values()}
 
 
 def check(events: list[dict], settings: Settings, running_jobs: set[str] = frozenset()) -> list[str]:
@@ -41,9 +37,9 @@ def check_marquez(api: MarquezApi, settings: Settings, running_jobs: set[str] = 
     graph = read_graph(api, settings)
     gaps = check_graph(graph, settings, running_jobs)
     expected_jobs = {_asset_job(dataset, settings) for dataset in DATASETS.values()} | set(_check_jobs(settings))
-    expected_datasets = {_node(dataset, settings) for dataset in DATASETS.values()}
+    expected_datasets = {dataset.identity(settings).node for dataset in DATASETS.values()}
     for dataset in DATASETS.values():
-        jobs, datasets = lineage_nodes(api, *_node(dataset, settings))
+        jobs, datasets = lineage_nodes(api, *dataset.identity(settings).node)
         for extra in sorted(jobs - expected_jobs):
             gaps.append(f"Marquez lineage of asset {dataset.key} has job {extra}, which is no asset's job")
         for extra in sorted(datasets - expected_datasets):
@@ -59,12 +55,12 @@ def check_graph(graph: LineageGraph, settings: Settings, running_jobs: set[str] 
     gaps = []
     asset_jobs = {_asset_job(dataset, settings): dataset for dataset in DATASETS.values()}
     for job, dataset in asset_jobs.items():
-        node = _node(dataset, settings)
+        node = dataset.identity(settings).node
         if node not in graph.outputs.get(job, set()):
             gaps.append(f"missing edge: job {job} -> dataset {node[0]}:{node[1]} (asset {dataset.key})")
-        upstream_nodes = {_node(DATASETS[key], settings) for key in dataset.upstream}
+        upstream_nodes = {DATASETS[key].identity(settings).node for key in dataset.upstream}
         for upstream_key in dataset.upstream:
-            upstream = _node(DATASETS[upstream_key], settings)
+            upstream = DATASETS[upstream_key].identity(settings).node
             if upstream not in graph.inputs.get(job, set()):
                 gaps.append(f"missing edge: dataset {upstream[0]}:{upstream[1]} (asset {upstream_key}) -> job {job}")
         for extra in sorted(graph.inputs.get(job, set()) - upstream_nodes):
@@ -73,21 +69,21 @@ def check_graph(graph: LineageGraph, settings: Settings, running_jobs: set[str] 
             gaps.append(f"extra edge: job {job} writes {extra[0]}:{extra[1]}, which is not asset {dataset.key}")
         for column, sources in dataset.column_lineage.items():
             for source in sources:
-                edge = (_node(DATASETS[source.dataset], settings), source.column, node, column)
+                edge = (DATASETS[source.dataset].identity(settings).node, source.column, node, column)
                 if edge not in graph.column_edges:
                     gaps.append(f"missing column edge: {source.dataset}.{source.column} -> {dataset.key}.{column}")
                 elif not graph.column_transformations.get(edge):
                     gaps.append(f"column edge without transformation: {source.dataset}.{source.column} -> {dataset.key}.{column}")
     check_jobs = _check_jobs(settings)
     for job, asset_check in check_jobs.items():  # a check that never ran has no job; one that ran reads what it checks
-        checked = _node(DATASETS[asset_check.dataset], settings)
+        checked = DATASETS[asset_check.dataset].identity(settings).node
         if job in graph.jobs and checked not in graph.inputs.get(job, set()):
             gaps.append(f"missing edge: dataset {checked[0]}:{checked[1]} (asset {asset_check.dataset}) -> check job {job}")
         for extra in sorted(graph.inputs.get(job, set()) - {checked}):
             gaps.append(f"extra edge: check job {job} reads {extra[0]}:{extra[1]}, which is not asset {asset_check.dataset} it checks")
         for extra in sorted(graph.outputs.get(job, set())):
             gaps.append(f"extra edge: check job {job} writes {extra[0]}:{extra[1]}; a check writes nothing")
-    orchestrator = f"{settings.lineage_namespace}/{ORCHESTRATOR_JOB}"
+    orchestrator = job_key(settings.lineage_namespace, ORCHESTRATOR_JOB)
     for job in sorted(set(graph.jobs) | set(graph.inputs) | set(graph.outputs)):
         if job in asset_jobs or job in check_jobs or job == orchestrator:
             continue
@@ -99,7 +95,7 @@ def check_graph(graph: LineageGraph, settings: Settings, running_jobs: set[str] 
         if len(nodes) > 1:
             names = ", ".join(f"{n[0]}:{n[1]}" for n in sorted(nodes))
             gaps.append(f"duplicate dataset: {kind} {namespace}:{name} is named {len(nodes)} ways: {names}")
-    known = {_node(d, settings) for d in DATASETS.values()}
+    known = {d.identity(settings).node for d in DATASETS.values()}
     used = sorted({(job, node) for side in (graph.inputs, graph.outputs) for job, nodes in side.items() for node in nodes})
     for job, node in used:
         if node not in known and not any(node in aliased for aliased in graph.aliases.values() if known & aliased):

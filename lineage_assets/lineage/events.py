@@ -45,7 +45,7 @@ from openlineage.client.facet_v2 import (
 )
 from openlineage.client.uuid import generate_static_uuid
 
-from lineage_assets.catalog import DATASETS, ORCHESTRATOR_JOB, ORDERS, OWNERS, Check, Dataset, Transformation
+from lineage_assets.datasets import DATASETS, ORCHESTRATOR_JOB, ORDERS, OWNERS, Check, Dataset, Transformation
 from lineage_assets.settings import PROJECT_ROOT, Settings
 from lineage_assets.source_schemas import value_subject
 
@@ -76,11 +76,12 @@ class DagsterRun:
 
 @dataclass(frozen=True)
 class JobError:
-    """An error reported by a process other than this one (a Spark job), as text."""
+    """An error reported by a process other than this one (a deployment's runner or guard, reading
+    its Spark job's log), as text."""
 
     message: str
     stack_trace: str | None = None
-    language: str = "JAVA"
+    language: str = "PYTHON"  # the PySpark job's, whose log names the JVM's exceptions as its causes
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,11 @@ TERMINAL = {"COMPLETE", "FAIL", "ABORT"}
 Node = tuple[str, str]  # a dataset's (namespace, name)
 
 
+def job_key(namespace: str, name: str) -> str:
+    """A job in the graph: ``namespace/name``."""
+    return f"{namespace}/{name}"
+
+
 @dataclass
 class JobSummary:
     """What the events say of one job: its type and the state of its latest run."""
@@ -54,7 +59,7 @@ class JobSummary:
         if self.latest_state not in TERMINAL or state in TERMINAL:
             self.latest_state = state
         if parent:
-            self.parent = f"{parent['namespace']}/{parent['name']}"
+            self.parent = job_key(parent["namespace"], parent["name"])
 
     @property
     def state(self) -> str:
@@ -86,7 +91,7 @@ class LineageGraph:
     def from_events(cls, events: list[dict]) -> LineageGraph:
         graph = cls()
         for event in events:
-            job = f"{event['job']['namespace']}/{event['job']['name']}"
+            job = job_key(event["job"]["namespace"], event["job"]["name"])
             graph.run_states[event["run"]["runId"]].append((job, event.get("eventType", "OTHER")))
             graph.jobs.setdefault(job, JobSummary(job)).record(event)
             for side, target in (("inputs", graph.inputs), ("outputs", graph.outputs)):

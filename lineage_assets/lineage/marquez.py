@@ -18,7 +18,7 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 
-from lineage_assets.lineage.graph import JobSummary, LineageGraph
+from lineage_assets.lineage.graph import JobSummary, LineageGraph, job_key
 
 # Marquez's run states as the OpenLineage event types that lead to them.
 RUN_STATE_EVENTS = {"NEW": "START", "RUNNING": "START", "COMPLETED": "COMPLETE", "FAILED": "FAIL", "ABORTED": "ABORT"}
@@ -93,10 +93,10 @@ def read_graph(api: MarquezApi, settings) -> LineageGraph:
 def _add_job(api: MarquezApi, graph: LineageGraph, job: dict) -> None:
     """One of Marquez's jobs and its runs. The latest run is the newest started, not the job's
     ``latestRun``: Marquez moves that to the parent's run when the parent run's event arrives."""
-    key = f"{job['namespace']}/{job['name']}"
+    key = job_key(job["namespace"], job["name"])
     summary = graph.jobs.setdefault(key, JobSummary(key))
     if job.get("parentJobName"):
-        summary.parent = f"{job['namespace']}/{job['parentJobName']}"
+        summary.parent = job_key(job["namespace"], job["parentJobName"])
     for side, target in (("inputs", graph.inputs), ("outputs", graph.outputs)):
         for dataset in job.get(side) or []:
             target[key].add((dataset["namespace"], dataset["name"]))
@@ -128,7 +128,7 @@ def lineage_nodes(api: MarquezApi, namespace: str, name: str) -> tuple[set[str],
     for node in api.lineage(namespace, name).get("graph", []):
         data = node.get("data") or {}
         if node["type"] == "JOB":
-            jobs.add(f"{data['namespace']}/{data['name']}")
+            jobs.add(job_key(data["namespace"], data["name"]))
         elif node["type"] == "DATASET":
             datasets.add((data["namespace"], data["name"]))
     return jobs, datasets

@@ -18,9 +18,9 @@ from openlineage.client.event_v2 import RunState
 from openlineage.client.serde import Serde
 from openlineage.client.uuid import generate_new_uuid
 
-from lineage_assets.catalog import CHECKS, DATASETS, Dataset
+from lineage_assets.datasets import CHECKS, DATASETS, Dataset
 from lineage_assets.lineage import events
-from lineage_assets.lineage.graph import LineageGraph, Node
+from lineage_assets.lineage.graph import LineageGraph, Node, job_key
 from lineage_assets.lineage.marquez import MarquezApi, read_graph
 from lineage_assets.settings import Settings
 
@@ -140,7 +140,7 @@ def resolve(text: str, settings: Settings) -> Subject:
 def impact(graph: LineageGraph, subject: Subject, settings: Settings) -> Answer:
     """Everything downstream of a dataset (every column of it) or of one column, and the asset
     checks (those the lineage has a run of) that test what is reached."""
-    node = _node(subject.dataset, settings)
+    node = subject.dataset.identity(settings).node
     starts = [subject.column] if subject.column else [c.name for c in subject.dataset.columns]
     hops, columns = _walk(graph, [(node, column) for column in starts], downstream=True, settings=settings)
     reached = {node for node, _ in columns}
@@ -155,8 +155,8 @@ def impact(graph: LineageGraph, subject: Subject, settings: Settings) -> Answer:
                 reached |= graph.outputs.get(job, set())
     checks = set()
     for check in CHECKS.values():
-        checked = _node(DATASETS[check.dataset], settings)
-        if checked in graph.inputs.get(f"{settings.lineage_namespace}/{check.lineage_name}", ()) and (
+        checked = DATASETS[check.dataset].identity(settings).node
+        if checked in graph.inputs.get(job_key(settings.lineage_namespace, check.lineage_name), ()) and (
                 checked in reached if subject.column is None else any((checked, c) in columns for c in check.columns)):
             checks.add(check.name)
     return dataclasses.replace(_answer("impact", subject, hops, reached, jobs, settings), checks=tuple(sorted(checks)))
@@ -167,7 +167,7 @@ def trace(graph: LineageGraph, subject: Subject, settings: Settings) -> Answer:
     if subject.column is None:
         raise QueryError(f"trace needs a column, {subject.dataset.key}.COLUMN: its columns are "
                          f"{', '.join(c.name for c in subject.dataset.columns)}")
-    hops, columns = _walk(graph, [(_node(subject.dataset, settings), subject.column)], downstream=False, settings=settings)
+    hops, columns = _walk(graph, [(subject.dataset.identity(settings).node, subject.column)], downstream=False, settings=settings)
     return _answer("trace", subject, hops, {node for node, _ in columns}, {hop.job for hop in hops if hop.job}, settings)
 
 
@@ -209,13 +209,9 @@ def declared_impact(dataset: Dataset, settings: Settings, graph: LineageGraph | 
                                   f"\nAsset checks of it and downstream: {', '.join(whole.checks) or '-'}")
 
 
-def _node(dataset: Dataset, settings: Settings) -> Node:
-    identity = dataset.identity(settings)
-    return identity.namespace, identity.name
-
 
 def _asset_keys(settings: Settings) -> dict[Node, str]:
-    return {_node(dataset, settings): dataset.key for dataset in DATASETS.values()}
+    return {dataset.identity(settings).node: dataset.key for dataset in DATASETS.values()}
 
 
 def _walk(graph: LineageGraph, starts: list[tuple[Node, str]], downstream: bool,
@@ -256,6 +252,6 @@ def _latest_run(graph: LineageGraph, job: str | None) -> LatestRun | None:
 def _answer(query: str, subject: Subject, hops: tuple[Hop, ...], reached: set[Node], jobs: set[str],
             settings: Settings) -> Answer:
     keys = _asset_keys(settings)
-    datasets = tuple(DatasetRef(keys.get(node), *node) for node in sorted(reached - {_node(subject.dataset, settings)}))
+    datasets = tuple(DatasetRef(keys.get(node), *node) for node in sorted(reached - {subject.dataset.identity(settings).node}))
     return Answer(query, subject.dataset.key, subject.column, hops, datasets, tuple(sorted(jobs)),
                   tuple(sorted(d.asset_key for d in datasets if d.asset_key)))

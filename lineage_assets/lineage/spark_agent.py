@@ -10,7 +10,7 @@ from pathlib import Path
 from openlineage.client.event_v2 import RunState
 from openlineage.client.serde import Serde
 
-from lineage_assets.catalog import ORCHESTRATOR_JOB, Dataset
+from lineage_assets.datasets import ORCHESTRATOR_JOB, Dataset
 from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import LineageEmitter
 from lineage_assets.settings import Settings
@@ -38,8 +38,8 @@ class SparkApplication:
     def conf(self) -> dict[str, str]:
         """openlineage-spark configuration nesting the application under the asset's run.
 
-        The agent names the application's job after the application (made snake_case), and Marquez
-        shows it under the asset's job (``dagster.daily-supplier-stats.daily_supplier_stats_spark``).
+        The agent names the application's job after the application, and Marquez shows it under the
+        asset's job (``dagster.daily-supplier-stats.daily_supplier_stats_spark``).
         Its actions report no datasets: the asset's own run reports the asset's edges and column
         lineage from the catalog, and each action would otherwise be a job of its own in the graph (a
         second writer of the asset's table, a reader of its metadata tables)."""
@@ -47,7 +47,7 @@ class SparkApplication:
         return {
             "spark.extraListeners": LISTENER,
             "spark.openlineage.namespace": namespace,
-            "spark.app.name": f"{self.dataset.job.name}_spark",
+            "spark.app.name": self.dataset.job.spark_application,
             "spark.openlineage.parentJobNamespace": namespace,
             "spark.openlineage.parentJobName": self.dataset.job.lineage_name,
             "spark.openlineage.parentRunId": self.run_id,

@@ -13,7 +13,7 @@ import dagster as dg
 from dagster._core.errors import DagsterExecutionInterruptedError
 from openlineage.client.event_v2 import RunState
 
-from lineage_assets.catalog import Check, Dataset
+from lineage_assets.datasets import Check, Dataset
 from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import LineageEmitter, emitter_for
 from lineage_assets.lineage.spark_agent import SparkApplication

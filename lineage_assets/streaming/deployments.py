@@ -9,6 +9,7 @@ guard, ``status``, ``deploy``, ``stop``, ``stack up`` and the supervision sensor
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import json
 import os
@@ -62,8 +63,9 @@ def describe_ending(done: dict) -> str:
     return "was dead: " + " and ".join(said)
 
 
-class LocalDeployments:
-    """Deployments as supervised local processes."""
+class Deployments(abc.ABC):
+    """The streaming deployments: what they run, their status, deploy and stop. Where a runner lives
+    (a local process, a container) is a backend's three hooks: ``_launch``, ``_running``, ``_signal``."""
 
     def __init__(self, settings: Settings, running_interval: int = 10, trigger_seconds: float = 5.0):
         self.settings = settings
@@ -83,34 +85,30 @@ class LocalDeployments:
 
     def spec(self, name: str) -> dict:
         job = self._job(name)
-        folder = self.folder(name)
+        files = self.files(name)
         spec = {
             "dataset": job.dataset.key,
             "script": job.script,
             "arguments": [*job.arguments, "--mode", "continuous", "--trigger-seconds", str(self.trigger_seconds),
-                          "--progress-file", str(folder / "progress.jsonl"), "--drain-file", str(folder / "drain")],
+                          "--progress-file", str(files.progress_file), "--drain-file", str(files.drain_file)],
             "environment": self.settings.as_environment(),
             "running_interval": self.running_interval,
         }
         spec["config_hash"] = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
         return spec
 
-    # --- how a deployment's runner process lives: the hooks a backend provides --------------
+    # --- how a deployment's runner lives: the hooks a backend provides ------------------------
+    @abc.abstractmethod
     def _launch(self, name: str, folder: Path) -> Callable[[], int | None]:
         """Start the runner; returns a probe giving its exit code once it has exited."""
-        with (folder / "runner.log").open("ab") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "lineage_assets.streaming.runner", str(folder)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        return process.poll
 
+    @abc.abstractmethod
     def _running(self, folder: Path) -> int | None:
-        return DeploymentFolder(folder).runner_pid()
+        """The runner's pid while it runs."""
 
+    @abc.abstractmethod
     def _signal(self, folder: Path, signum: int) -> None:
-        pid = self._running(folder)
-        if pid is not None:
-            os.kill(pid, signum)
+        """Send the runner ``signum`` if it runs."""
 
     def status(self, name: str) -> DeploymentStatus:
         folder = self.folder(name)
@@ -128,7 +126,7 @@ class LocalDeployments:
         return DeploymentStatus(
             name=name, job=self._job(name).dataset.job.name, state=state, running=pid is not None, pid=pid,
             run_id=runner.get("run_id"), config_hash=files.spec().get("config_hash"), started_at=runner.get("started_at"),
-            last_progress=files.last_progress(), ended=ended, orphan_pids=orphans, log=str(folder / "runner.log"))
+            last_progress=files.last_progress(), ended=ended, orphan_pids=orphans, log=str(files.runner_log))
 
     def end_if_dead(self, name: str, by: str) -> dict | None:
         """End a dead deployment: stop its orphaned processes, and end its run with FAIL unless it
@@ -149,19 +147,19 @@ class LocalDeployments:
         if current.running:
             self.stop(name, drain=True)
             outcome = "restarted"
-        folder = self.folder(name)
-        folder.mkdir(parents=True, exist_ok=True)
-        # A dead run ends (FAIL) and its Spark job is gone before a new one takes the same checkpoint.
+        folder, files = self.folder(name), self.files(name)
+        # A dead run ends (FAIL, as its own spec says) and its Spark job is gone before a new one takes
+        # the same checkpoint.
         self.end_if_dead(name, by="deploy")
-        self.files(name).clear_run()
-        (folder / "deployment.json").write_text(json.dumps(spec, indent=2))
+        files.clear_run()
+        files.write_spec(spec)
         exit_code = self._launch(name, folder)
         deadline = time.monotonic() + 60
         while self._running(folder) is None:
             if exit_code() is not None:
-                raise DeploymentError(f"{name}: the runner exited with code {exit_code()}; log: {folder / 'runner.log'}")
+                raise DeploymentError(f"{name}: the runner exited with code {exit_code()}; log: {files.runner_log}")
             if time.monotonic() > deadline:
-                raise DeploymentError(f"{name}: the runner did not come up within 60 s; log: {folder / 'runner.log'}")
+                raise DeploymentError(f"{name}: the runner did not come up within 60 s; log: {files.runner_log}")
             time.sleep(0.2)
         return outcome
 
@@ -169,24 +167,43 @@ class LocalDeployments:
         """Stop the deployment: ``drain`` finishes what is available and ends COMPLETE; otherwise the
         job is terminated and ends ABORT. A dead deployment's orphans are stopped and its run ends
         with FAIL (it had died). Returns "stopped", "not running" or what was done to a dead one."""
-        folder = self.folder(name)
+        folder, files = self.folder(name), self.files(name)
         if self._running(folder) is None:
             done = self.end_if_dead(name, by="stop")
             return describe_ending(done) if done else "not running"
         if drain:
-            (folder / "drain").touch()
+            files.drain_file.touch()
         else:
             self._signal(folder, signal.SIGTERM)
         deadline = time.monotonic() + timeout
         while self._running(folder) is not None:
             if time.monotonic() > deadline:
                 self._signal(folder, signal.SIGKILL)
-                raise DeploymentError(f"{name}: did not stop within {timeout:.0f} s and was killed; log: {folder / 'runner.log'}")
+                raise DeploymentError(f"{name}: did not stop within {timeout:.0f} s and was killed; log: {files.runner_log}")
             time.sleep(0.5)
         return "stopped"
 
 
-class DockerDeployments(LocalDeployments):
+class LocalDeployments(Deployments):
+    """Deployments as supervised local processes."""
+
+    def _launch(self, name: str, folder: Path) -> Callable[[], int | None]:
+        with DeploymentFolder(folder).runner_log.open("ab") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "lineage_assets.streaming.runner", str(folder)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        return process.poll
+
+    def _running(self, folder: Path) -> int | None:
+        return DeploymentFolder(folder).runner_pid()
+
+    def _signal(self, folder: Path, signum: int) -> None:
+        pid = self._running(folder)
+        if pid is not None:
+            os.kill(pid, signum)
+
+
+class DockerDeployments(Deployments):
     """Deployments as detached containers of the project image, for users with a Docker engine.
 
     The container runs the same runner with the same deployment folder: the state and jar folders
@@ -271,7 +288,7 @@ class DockerDeployments(LocalDeployments):
             container.kill(signal=signum)
 
 
-def deployments_for(settings: Settings, **options) -> LocalDeployments:
+def deployments_for(settings: Settings, **options) -> Deployments:
     """The deployment backend the settings choose (``LINEAGE_ASSETS_DEPLOYMENT_BACKEND``)."""
     backend = settings.deployment_backend
     backends = {"local": LocalDeployments, "docker": DockerDeployments}

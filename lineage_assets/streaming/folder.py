@@ -19,7 +19,7 @@ from pathlib import Path
 
 from openlineage.client.event_v2 import RunState
 
-from lineage_assets.catalog import DATASETS
+from lineage_assets.datasets import DATASETS
 from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import file_lock
 from lineage_assets.processes import command_line, names, pids_naming, terminate
@@ -46,24 +46,50 @@ class DeploymentFolder:
     path: Path
 
     # --- its files ------------------------------------------------------------------------------
+    @property
+    def progress_file(self) -> Path:
+        return self.path / "progress.jsonl"
+
+    @property
+    def drain_file(self) -> Path:
+        return self.path / "drain"
+
+    @property
+    def report_file(self) -> Path:
+        return self.path / "report.json"
+
+    @property
+    def runner_log(self) -> Path:
+        return self.path / "runner.log"
+
+    @property
+    def spark_log(self) -> Path:
+        return self.path / "spark.log"
+
     def spec(self) -> dict:
         return read_json(self.path / "deployment.json") or {}
 
+    def write_spec(self, spec: dict) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        (self.path / "deployment.json").write_text(json.dumps(spec, indent=2))
+
     def runner(self) -> dict:
         return read_json(self.path / "runner.json") or {}
+
+    def write_runner(self, record: dict) -> None:
+        (self.path / "runner.json").write_text(json.dumps(record))
 
     def ended(self) -> dict | None:
         return read_json(self.path / "ended.json")
 
     def draining(self) -> bool:
-        return (self.path / "drain").exists()
+        return self.drain_file.exists()
 
     def progress(self, event: str = "progress") -> list[dict]:
         """The Spark job's progress records of one kind: "progress" (one per batch) or "committed"."""
-        path = self.path / "progress.jsonl"
-        if not path.exists():
+        if not self.progress_file.exists():
             return []
-        records = (json.loads(line) for line in path.read_text().splitlines() if line.strip())
+        records = (json.loads(line) for line in self.progress_file.read_text().splitlines() if line.strip())
         return [record for record in records if record.get("event") == event]
 
     def last_progress(self) -> dict | None:
@@ -107,8 +133,8 @@ class DeploymentFolder:
 
     def clear_run(self) -> None:
         """Forget the last run's files before a new run starts in this folder."""
-        for leftover in ("drain", "ended.json", "runner.json", "progress.jsonl"):
-            (self.path / leftover).unlink(missing_ok=True)
+        for leftover in (self.drain_file, self.path / "ended.json", self.path / "runner.json", self.progress_file):
+            leftover.unlink(missing_ok=True)
 
     # --- its processes --------------------------------------------------------------------------
     def runner_pid(self) -> int | None:
@@ -139,7 +165,7 @@ class DeploymentFolder:
             ended = None
             if self.runner().get("run_id") and self.ended() is None:
                 reason = RUNNER_GONE + (f"; its Spark job (pids {', '.join(map(str, orphans))}) was stopped" if orphans else "")
-                ended = self._end(RunState.FAIL, by, events.JobError(reason, language="PYTHON"))
+                ended = self._end(RunState.FAIL, by, events.JobError(reason))
             return {"orphans": orphans, "ended": ended} if orphans or ended else None
 
     def _end(self, state: RunState, by: str, error: events.JobError | None, **record) -> dict | None:

@@ -12,7 +12,6 @@ report: the job's guard (``guard.py``) then stops the job and sends the FAIL.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import signal
 import subprocess
@@ -23,7 +22,7 @@ from pathlib import Path
 from openlineage.client.event_v2 import RunState
 from openlineage.client.uuid import generate_new_uuid
 
-from lineage_assets.catalog import DATASETS
+from lineage_assets.datasets import DATASETS
 from lineage_assets.lineage import events
 from lineage_assets.processes import terminate
 from lineage_assets.lineage.emitter import emitter_for
@@ -42,7 +41,7 @@ def job_error(log_text: str, exit_code: int) -> events.JobError:
     unique = list(dict.fromkeys(causes))[-12:]
     ended = f"was killed by {signal.Signals(-exit_code).name}" if exit_code < 0 else f"exited with code {exit_code}"
     return events.JobError(message=f"streaming job {ended}: " + " | ".join(unique),
-                           stack_trace="\n".join(lines[-200:]), language="PYTHON")
+                           stack_trace="\n".join(lines[-200:]))
 
 
 def main(folder: Path) -> int:
@@ -62,18 +61,18 @@ def main(folder: Path) -> int:
     signal.signal(signal.SIGINT, lambda signum, frame: stop_requested.append(signum))
 
     command = spark_submit_command(settings, PROJECT_ROOT / spec["script"],
-                                   [*spec["arguments"], "--report", str(folder / "report.json")],
+                                   [*spec["arguments"], "--report", str(deployment.report_file)],
                                    {"spark.app.name": f"{dataset.job.name}-deployment"})
     workdir = settings.state_dir / "spark"
     workdir.mkdir(parents=True, exist_ok=True)
     runner = {"pid": os.getpid(), "run_id": run_id, "started_at": dt.datetime.now(dt.UTC).isoformat()}
-    (folder / "runner.json").write_text(json.dumps(runner))
+    deployment.write_runner(runner)
     emit(RunState.START)
-    spark_log = (folder / "spark.log").open("ab")
+    spark_log = deployment.spark_log.open("ab")
     job = subprocess.Popen([sys.executable, "-m", "lineage_assets.streaming.guard", str(folder), *command],
                            stdout=spark_log, stderr=subprocess.STDOUT, env=spark_submit_env(), cwd=workdir,
                            start_new_session=True)
-    (folder / "runner.json").write_text(json.dumps({**runner, "spark_pgid": job.pid}))  # the guard leads the job's group
+    deployment.write_runner({**runner, "spark_pgid": job.pid})  # the guard leads the job's group
     last_running = time.monotonic()
     while job.poll() is None:
         if stop_requested:
@@ -95,11 +94,11 @@ def main(folder: Path) -> int:
     terminate([pid for pid in deployment.processes() if pid != os.getpid()], ORPHAN_STOP_S)
 
     if stop_requested:
-        state, error = RunState.ABORT, events.JobError(f"deployment stopped by signal {stop_requested[0]}", language="PYTHON")
+        state, error = RunState.ABORT, events.JobError(f"deployment stopped by signal {stop_requested[0]}")
     elif job.returncode == 0:
         state, error = RunState.COMPLETE, None
     else:
-        state, error = RunState.FAIL, job_error((folder / "spark.log").read_text(errors="replace"), job.returncode)
+        state, error = RunState.FAIL, job_error(deployment.spark_log.read_text(errors="replace"), job.returncode)
     deployment.end(state, "its runner", error, exit_code=job.returncode)
     emitter.flush(timeout=10)  # what is left goes out with the next sender
     return 0

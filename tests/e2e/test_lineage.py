@@ -7,7 +7,7 @@ from decimal import Decimal
 import dagster as dg
 import pytest
 
-from lineage_assets.catalog import ARCHIVE, CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORCHESTRATOR_JOB, ORDERS, SUPPLIER_STATS
+from lineage_assets.datasets import ARCHIVE, CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORCHESTRATOR_JOB, ORDERS, SUPPLIER_STATS
 from lineage_assets.definitions import build_definitions
 from lineage_assets.lineage.check import check
 from lineage_assets.lineage.events import PRODUCER
@@ -76,7 +76,7 @@ def test_spark_agent_lineage_is_one_application_run_nested_under_the_asset_run(e
         parent = run_events[0]["run"]["facets"]["parent"]
         assert parent["run"]["runId"] in asset_runs and parent["job"]["name"] == SUPPLIER_STATS.job.lineage_name
         assert parent["root"]["job"]["name"] == ORCHESTRATOR_JOB
-        assert {e["job"]["name"] for e in run_events} == {"supplier_stats_spark"}
+        assert {e["job"]["name"] for e in run_events} == {SUPPLIER_STATS.job.spark_application}
         # The agent's actions are no jobs of their own: the asset's run carries the datasets.
         assert not [d for e in run_events for d in (*e.get("inputs", []), *e.get("outputs", []))]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lineage_assets.catalog import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS
+from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS
 from lineage_assets.cli import main
 
 

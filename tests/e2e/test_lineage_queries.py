@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from lineage_assets.catalog import LAKEHOUSE_ORDERS, SUPPLIER_STATS
+from lineage_assets.datasets import LAKEHOUSE_ORDERS, SUPPLIER_STATS
 from lineage_assets.lineage.events import PRODUCER
 from lineage_assets.lineage.queries import ask
 from lineage_assets.lineage.emitter import emitter_for

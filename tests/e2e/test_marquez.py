@@ -10,7 +10,7 @@ from collections import Counter
 
 import dagster as dg
 
-from lineage_assets.catalog import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORCHESTRATOR_JOB, ORDERS, SUPPLIER_STATS
+from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORCHESTRATOR_JOB, ORDERS, SUPPLIER_STATS
 from lineage_assets.definitions import build_definitions
 from lineage_assets.lineage.check import check_marquez
 from lineage_assets.lineage.emitter import file_lock
@@ -101,7 +101,7 @@ def test_the_same_asset_run_by_another_dagster_job_is_the_same_marquez_job_with_
     assert definitions.resolve_job_def("supplier_stats_job").execute_in_process(instance=instance, partition_key=day).success
     assert emitter_for(settings).flush(timeout=DELIVERY_TIMEOUT_S)
 
-    stats_jobs = [j["name"] for j in marquez.jobs(settings.lineage_namespace) if j["name"].endswith("supplier_stats")]
+    stats_jobs = [j["name"] for j in marquez.jobs(settings.lineage_namespace) if j["name"].endswith(SUPPLIER_STATS.job.name)]
     assert stats_jobs == [SUPPLIER_STATS.job.lineage_name]
     marquez_runs = {r["id"]: r["state"] for r in marquez.runs(settings.lineage_namespace, SUPPLIER_STATS.job.lineage_name)}
     for dagster_job in ("__ephemeral_asset_job__", "supplier_stats_job"):

@@ -16,7 +16,7 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import expect
 
-from lineage_assets.catalog import CHECKS, DATASETS, LAKEHOUSE_ORDERS, SUPPLIER_STATS
+from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, SUPPLIER_STATS
 from lineage_assets.lineage.emitter import emitter_for
 
 DELIVERY_TIMEOUT_S = 90  # as in test_marquez.py: a sender backing off from Marquez waits up to 30 s between tries

@@ -14,7 +14,7 @@ from decimal import Decimal
 
 from confluent_kafka import Consumer
 
-from lineage_assets.catalog import iceberg_table_name
+from lineage_assets.datasets import iceberg_table_name
 from lineage_assets.generator import generate_orders
 from tests.e2e.conftest import GENERATOR
 

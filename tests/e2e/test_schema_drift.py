@@ -29,8 +29,8 @@ import fastavro
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
-from lineage_assets import catalog
-from lineage_assets.catalog import LAKEHOUSE_ORDERS, ORDERS_AVRO_SCHEMA, iceberg_table_name, with_aliases
+from lineage_assets import datasets
+from lineage_assets.datasets import LAKEHOUSE_ORDERS, ORDERS_AVRO_SCHEMA, iceberg_table_name, with_aliases
 from lineage_assets.dead_letters import replay
 from lineage_assets.demo import DRIFTED_ORDERS_SCHEMA, PipelineRun, as_drifted, run_pipeline
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
@@ -122,9 +122,9 @@ def incident(stack, drift_settings, spark) -> Incident:
     dead_letters = consume_all(settings, settings.dead_letter_topic)
     rows_after_drift = table_rows(spark, settings)
 
-    with pytest.MonkeyPatch.context() as patch:  # the developer's change to catalog.py
-        patch.setattr(catalog, "ORDERS_READER_SCHEMA", taught_reader())
-        replayed = replay(settings, catalog.orders_reader_schema_json(), progress=print)
+    with pytest.MonkeyPatch.context() as patch:  # the developer's change to datasets.py
+        patch.setattr(datasets, "ORDERS_READER_SCHEMA", taught_reader())
+        replayed = replay(settings, datasets.orders_reader_schema_json(), progress=print)
         after_replay = run_pipeline(environment, instance, None)
         rows_after_replay = table_rows(spark, settings)
         produce(settings, [dataclasses.replace(o, order={**o.order, "currency": "EUR"}) for o in COMPATIBLE], added_currency())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dagster as dg
 
 from lineage_assets.assets.orders import OrdersConfig, orders_definitions
-from lineage_assets.catalog import ORDERS
+from lineage_assets.datasets import ORDERS
 from lineage_assets.definitions import build_resources
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.resources.settings import SettingsResource

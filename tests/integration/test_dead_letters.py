@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
 from lineage_assets import cli
-from lineage_assets.catalog import ORDERS_AVRO_SCHEMA, with_aliases
+from lineage_assets.datasets import ORDERS_AVRO_SCHEMA, with_aliases
 from lineage_assets.dead_letters import GROUP, REPLAY_HEADER, ReplayError, replay, source_time_ms
 from lineage_assets.settings import Settings
 from lineage_assets.source_schemas import registered_versions, value_subject
@@ -155,7 +155,7 @@ def test_the_command_says_where_it_stopped_and_what_to_teach(letters, monkeypatc
     assert f"stopped at {letters.settings.dead_letter_topic} partition 0 offset 0" in out
     assert "field supplier is missing" in out
     assert f"{value_subject(letters.settings.orders_topic)} version 2 (id {letters.ids[2]}): teach the pipeline" in out
-    assert "lineage_assets/catalog.py" in out
+    assert "lineage_assets/datasets.py" in out
 
     assert cli.main(["dlq", "replay", "--json"]) == 1
     report = json.loads(capsys.readouterr().out)

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from lineage_assets.catalog import iceberg_table_name
+from lineage_assets.datasets import iceberg_table_name
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.resources.settings import SettingsResource

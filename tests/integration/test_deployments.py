@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from lineage_assets.catalog import LAKEHOUSE_ORDERS, iceberg_table_name, orders_avro_schema_json
+from lineage_assets.datasets import LAKEHOUSE_ORDERS, iceberg_table_name, orders_avro_schema_json
 from lineage_assets.definitions import build_definitions
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.lineage.marquez import MarquezApi

@@ -73,7 +73,7 @@ def test_s3_buckets_put_list_get(stack, settings):
 def test_registry_registers_and_returns_an_avro_schema(stack, settings):
     from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
-    from lineage_assets.catalog import orders_avro_schema_json
+    from lineage_assets.datasets import orders_avro_schema_json
 
     client = SchemaRegistryClient({"url": settings.schema_registry_url})
     schema_id = client.register_schema("orders-value", Schema(orders_avro_schema_json(), "AVRO"))

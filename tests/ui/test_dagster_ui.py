@@ -22,7 +22,7 @@ import pytest
 from dagster_graphql import DagsterGraphQLClient
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
-from lineage_assets.catalog import DATASETS, SUPPLIER_STATS
+from lineage_assets.datasets import DATASETS, SUPPLIER_STATS
 from lineage_assets.lineage.check import check, check_marquez
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.processes import pids_naming

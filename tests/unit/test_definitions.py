@@ -7,7 +7,7 @@ import sys
 
 import dagster as dg
 
-from lineage_assets.catalog import DATASETS
+from lineage_assets.datasets import DATASETS
 from lineage_assets.definitions import defs
 from lineage_assets.settings import PROJECT_ROOT
 

@@ -9,7 +9,7 @@ import json
 import dagster as dg
 
 from lineage_assets.assets.deployments import new_commits
-from lineage_assets.catalog import LAKEHOUSE_ORDERS
+from lineage_assets.datasets import LAKEHOUSE_ORDERS
 from lineage_assets.settings import Settings
 from lineage_assets.streaming.deployments import LocalDeployments
 

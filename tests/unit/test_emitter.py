@@ -14,7 +14,7 @@ import dagster as dg
 import pytest
 from dagster._core.errors import DagsterExecutionInterruptedError
 
-from lineage_assets.catalog import SUPPLIER_STATS
+from lineage_assets.datasets import SUPPLIER_STATS
 from lineage_assets.lineage import sender
 from lineage_assets.lineage.check import check
 from lineage_assets.lineage.emitter import Backend, LineageEmitter

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from lineage_assets import jobs
-from lineage_assets.catalog import DATASETS, LAKEHOUSE_ORDERS, SUPPLIER_STATS
+from lineage_assets.datasets import DATASETS, LAKEHOUSE_ORDERS, SUPPLIER_STATS
 from lineage_assets.settings import Settings
 
 

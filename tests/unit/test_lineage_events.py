@@ -9,7 +9,7 @@ import pytest
 from openlineage.client.event_v2 import RunState
 from openlineage.client.serde import Serde
 
-from lineage_assets.catalog import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS
+from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS
 from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import event_line
 from lineage_assets.lineage.validation import validate_event
@@ -89,6 +89,19 @@ def test_validation_names_what_is_wrong():
     assert any(p.startswith("job.jobType") and "processingType" in p for p in problems)
 
 
+@pytest.mark.skipif(not SPEC.is_dir(), reason=f"the official schemas are expected in {SPEC}")
+def test_the_project_facets_are_checked_against_their_packaged_schemas():
+    body = as_json(events.asset_event(RunState.RUNNING, LAKEHOUSE_ORDERS, RUN, SETTINGS, running_interval=30, reads=(READ,),
+                                      progress=events.StreamingProgressRunFacet(processedRows=5)))
+    body["run"]["facets"]["streamingProgress"]["processedRows"] = "five"
+    body["inputs"][0]["inputFacets"]["schemaVersions"]["versions"][0].pop("readable")
+    problems = validate_event(body, SPEC)
+    assert any(p.startswith("run.streamingProgress") and "'five' is not of type 'integer'" in p for p in problems)
+    assert any(p.startswith("inputs:orders:io.schemaVersions") and "'readable' is a required property" in p for p in problems)
+    body["run"]["facets"]["streamingProgress"]["_schemaURL"] = "urn:lineage_assets:schema:StreamingProgressRunFacet:9.9.9"
+    assert any("no schema for _schemaURL" in p for p in validate_event(body, SPEC))
+
+
 def test_run_ids_are_uuid7_stable_per_dagster_run_and_asset():
     first = events.asset_event(RunState.START, SUPPLIER_STATS, RUN, SETTINGS)
     again = events.asset_event(RunState.COMPLETE, SUPPLIER_STATS, RUN, SETTINGS)
@@ -99,7 +112,7 @@ def test_run_ids_are_uuid7_stable_per_dagster_run_and_asset():
     # The parent job is the same whatever Dagster job ran the asset, and the asset job's name is
     # already the one Marquez gives that parent's child: one Marquez job per asset.
     assert parent["run"]["runId"] == RUN.lineage_run_id and parent["job"]["name"] == "dagster"
-    assert as_json(first)["job"]["name"] == f"{parent['job']['name']}.supplier_stats"
+    assert as_json(first)["job"]["name"] == f"{parent['job']['name']}.{SUPPLIER_STATS.job.name}"
     other_job = events.DagsterRun(run_id=RUN.run_id, job_name="supplier_stats_job", started_at=RUN.started_at)
     assert as_json(events.asset_event(RunState.START, SUPPLIER_STATS, other_job, SETTINGS))["job"] == as_json(first)["job"]
 

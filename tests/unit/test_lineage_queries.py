@@ -9,7 +9,7 @@ import uuid
 import pytest
 from openlineage.client.event_v2 import RunState
 
-from lineage_assets.catalog import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS, SUPPLIER_STATS_LIVE
+from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS, SUPPLIER_STATS_LIVE
 from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import event_line
 from lineage_assets.lineage.graph import LineageGraph
@@ -131,7 +131,7 @@ def test_the_trace_tree_puts_each_source_under_the_column_it_feeds(graph):
     table = next(i for i, line in enumerate(lines) if "── lakehouse/orders.price  (DIRECT/AGGREGATION" in line)
     topic = next(i for i, line in enumerate(lines) if "── orders.price  (DIRECT/TRANSFORMATION: CAST" in line)
     assert topic == table + 1 and lines[topic].index("orders.price") > lines[table].index("lakehouse/orders.price")
-    assert f"job dagster.supplier_stats, latest run {run_id('run-stats-2')} FAIL" in lines[table]
+    assert f"job {SUPPLIER_STATS.job.lineage_name}, latest run {run_id('run-stats-2')} FAIL" in lines[table]
 
 
 def test_a_job_that_rewrites_its_own_column_is_walked_once():

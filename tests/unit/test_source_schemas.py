@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from lineage_assets.catalog import ORDERS_AVRO_SCHEMA, with_aliases
+from lineage_assets.datasets import ORDERS_AVRO_SCHEMA, with_aliases
 from lineage_assets.source_schemas import describe, judge
 
 

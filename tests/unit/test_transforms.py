@@ -11,7 +11,7 @@ from decimal import Decimal
 import pytest
 from pyspark.sql import types as T
 
-from lineage_assets.catalog import ORDERS_AVRO_SCHEMA, with_aliases
+from lineage_assets.datasets import ORDERS_AVRO_SCHEMA, with_aliases
 from lineage_assets.source_schemas import WriterVersion, judge
 from spark import transforms
 from lineage_assets.demo import DRIFTED_ORDERS_SCHEMA

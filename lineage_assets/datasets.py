@@ -84,6 +84,11 @@ class Identity:
     symlinks: tuple[Symlink, ...] = ()
 
     @property
+    def node(self) -> tuple[str, str]:
+        """The dataset in a lineage graph (``lineage/graph.py``): (namespace, name)."""
+        return self.namespace, self.name
+
+    @property
     def node_id(self) -> str:
         """Marquez's node id for this dataset (``dataset:{namespace}:{name}``)."""
         return f"dataset:{self.namespace}:{self.name}"
@@ -107,6 +112,12 @@ class ProducingJob:
         """The OpenLineage job name: already the name Marquez gives a child of the orchestrator's job, so
         a materialization (a child run) and a deployment (no parent) report one and the same job."""
         return f"{ORCHESTRATOR_JOB}.{self.name}"
+
+    @property
+    def spark_application(self) -> str:
+        """The name of its Spark application, which openlineage-spark gives the application's job:
+        already snake_case, as the agent would make it."""
+        return f"{self.name.replace('-', '_')}_spark"
 
 
 @dataclass(frozen=True)
@@ -132,9 +143,6 @@ class Dataset:
             for source in sources:
                 seen.setdefault(source.dataset, None)
         return tuple(seen)
-
-    def column(self, name: str) -> Column:
-        return next(column for column in self.columns if column.name == name)
 
 
 def _named(naming, symlinks: tuple[Symlink, ...] = ()) -> Identity:
@@ -272,7 +280,7 @@ WINDOW = Transformation("INDIRECT", "WINDOW", "5 s tumbling event-time window on
 SUPPLIER_STATS_LIVE = Dataset(
     key="supplier_stats_live",
     kind=Kind.KAFKA,
-    job=ProducingJob("supplier-stats", streaming=True, source="spark/live_supplier_stats.py"),
+    job=ProducingJob("live-supplier-stats", streaming=True, source="spark/live_supplier_stats.py"),
     title="live supplier statistics topic",
     description="Kafka topic `supplier-stats`: per supplier and 5 s event-time tumbling window "
                 "(watermark 5 s), total price and count; JSON values keyed by supplier.",
@@ -326,7 +334,7 @@ HOUR_GROUP = Transformation("INDIRECT", "GROUP_BY", "grouped by supplier, date a
 SUPPLIER_STATS = Dataset(
     key="lakehouse/supplier_stats",
     kind=Kind.ICEBERG,
-    job=ProducingJob("supplier_stats", streaming=False, source="spark/supplier_stats.py"),
+    job=ProducingJob("daily-supplier-stats", streaming=False, source="spark/supplier_stats.py"),
     title="Iceberg supplier_stats table",
     description="Iceberg table `default.supplier_stats` (format v2), partitioned by bid_date and bid_hour: "
                 "SUM(price) and COUNT(*) per supplier and hour of one day; a run overwrites exactly its day.",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lineage_assets.catalog import (
+from lineage_assets.datasets import (
     CHECKS,
     DATASETS,
     LAKEHOUSE_ORDERS,
