@@ -88,11 +88,6 @@ class Identity:
         """The dataset in a lineage graph (``lineage/graph.py``): (namespace, name)."""
         return self.namespace, self.name
 
-    @property
-    def node_id(self) -> str:
-        """Marquez's node id for this dataset (``dataset:{namespace}:{name}``)."""
-        return f"dataset:{self.namespace}:{self.name}"
-
 
 @dataclass(frozen=True)
 class ProducingJob:

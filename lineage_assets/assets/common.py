@@ -81,7 +81,7 @@ def ensure_not_deployed(dataset: Dataset, settings: Settings) -> None:
 
 
 def run_metadata(dataset: Dataset, rows_in: int, rows_out: int, report: Report) -> dict:
-    """What every Spark-backed materialization reports: rows, duration, column lineage."""
+    """What every Spark-backed materialization reports: rows, the job's duration, column lineage."""
     metadata = {"rows_in": rows_in, "rows_out": rows_out, "duration_seconds": report.duration_seconds}
     if dataset.column_lineage:
         metadata["dagster/column_lineage"] = column_lineage(dataset)

@@ -64,14 +64,23 @@ class MarquezApi:
         return self.get("events/lineage", limit=limit).get("events", [])
 
     def lineage(self, namespace: str, name: str, depth: int = 20) -> dict:
-        return self.get("lineage", nodeId=f"dataset:{namespace}:{name}", depth=depth)
+        return self.get("lineage", nodeId=dataset_node(namespace, name), depth=depth)
 
     def column_lineage(self, namespace: str, name: str, field: str | None = None) -> dict:
         """The upstream column graph of one field, or of every field of the dataset when ``field`` is
         None (Marquez's nodes carry each hop's transformation). Marquez 0.51 starts its walk from
         fields that have inputs, so a source topic's field has no graph, even downstream."""
-        node_id = f"datasetField:{namespace}:{name}:{field}" if field else f"dataset:{namespace}:{name}"
-        return self.get("column-lineage", nodeId=node_id, depth=20, withDownstream="false")
+        return self.get("column-lineage", nodeId=dataset_node(namespace, name, field), depth=20, withDownstream="false")
+
+
+def dataset_node(namespace: str, name: str, field: str | None = None) -> str:
+    """Marquez's id of a dataset (or of one of its fields) in its lineage graphs."""
+    return f"datasetField:{namespace}:{name}:{field}" if field else f"dataset:{namespace}:{name}"
+
+
+def job_node(namespace: str, name: str) -> str:
+    """Marquez's id of a job in its lineage graphs."""
+    return f"job:{namespace}:{name}"
 
 
 def _quote(part: str) -> str:

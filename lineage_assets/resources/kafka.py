@@ -22,6 +22,8 @@ class KafkaResource(dg.ConfigurableResource):
 
     def ensure_topics(self, *topics: str) -> list[str]:
         """Create the topics that do not exist yet; returns the ones created."""
+        if not topics:
+            return []
         admin = AdminClient({"bootstrap.servers": self.environment.settings.kafka_servers})
         existing = set(admin.list_topics(timeout=10).topics)
         missing = [topic for topic in topics if topic not in existing]

@@ -15,7 +15,7 @@ from lineage_assets.definitions import build_definitions
 from lineage_assets.lineage.check import check_marquez
 from lineage_assets.lineage.emitter import file_lock
 from lineage_assets.lineage.events import column_lineage_facet
-from lineage_assets.lineage.marquez import MarquezApi, dataset_names, lineage_nodes
+from lineage_assets.lineage.marquez import MarquezApi, dataset_names, dataset_node, job_node, lineage_nodes
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.lineage.emitter import emitter_for
 from tests.e2e.conftest import DELIVERY_TIMEOUT_S
@@ -47,16 +47,18 @@ def test_marquez_lineage_from_the_orders_topic_reaches_supplier_stats_through_la
     edges = {(node["id"], edge["destination"]) for node in marquez.lineage(orders.namespace, orders.name)["graph"]
              for edge in node["outEdges"]}
 
-    def job_node(dataset) -> str:
-        return f"job:{settings.lineage_namespace}:{dataset.job.lineage_name}"
+    def writer(dataset) -> str:
+        return job_node(settings.lineage_namespace, dataset.job.lineage_name)
+
+    def node(dataset) -> str:
+        return dataset_node(*dataset.identity(settings).node)
 
     # The asset graph, drawn the way Marquez draws it: each job writes its asset and reads the asset's
     # upstreams; each check's job reads the asset it checks.
-    assert edges == {(job_node(d), d.identity(settings).node_id) for d in DATASETS.values()} | {
-        (DATASETS[upstream].identity(settings).node_id, job_node(d)) for d in DATASETS.values() for upstream in d.upstream} | {
-        (DATASETS[c.dataset].identity(settings).node_id, f"job:{settings.lineage_namespace}:{c.lineage_name}") for c in CHECKS.values()}
-    path = [orders.node_id, job_node(LAKEHOUSE_ORDERS), LAKEHOUSE_ORDERS.identity(settings).node_id,
-            job_node(SUPPLIER_STATS), SUPPLIER_STATS.identity(settings).node_id]
+    assert edges == {(writer(d), node(d)) for d in DATASETS.values()} | {
+        (node(DATASETS[upstream]), writer(d)) for d in DATASETS.values() for upstream in d.upstream} | {
+        (node(DATASETS[c.dataset]), job_node(settings.lineage_namespace, c.lineage_name)) for c in CHECKS.values()}
+    path = [node(ORDERS), writer(LAKEHOUSE_ORDERS), node(LAKEHOUSE_ORDERS), writer(SUPPLIER_STATS), node(SUPPLIER_STATS)]
     assert set(zip(path, path[1:])) <= edges
 
 

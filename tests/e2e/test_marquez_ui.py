@@ -18,6 +18,7 @@ from playwright.sync_api import expect
 
 from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, SUPPLIER_STATS
 from lineage_assets.lineage.emitter import emitter_for
+from lineage_assets.lineage.marquez import dataset_node, job_node
 
 DELIVERY_TIMEOUT_S = 90  # as in test_marquez.py: a sender backing off from Marquez waits up to 30 s between tries
 # What marquez-web does to names on the graph's nodes (web/src/routes/table-level/*Node.tsx: truncateText).
@@ -45,7 +46,7 @@ def as_tooltip(identity: tuple[str, str]) -> tuple[str, str]:
 
 def node_id(settings, dataset) -> tuple[str, str]:
     """Marquez's ids of a dataset and of the job that writes it."""
-    return dataset.identity(settings).node_id, f"job:{settings.lineage_namespace}:{dataset.job.lineage_name}"
+    return dataset_node(*dataset.identity(settings).node), job_node(settings.lineage_namespace, dataset.job.lineage_name)
 
 
 def upstream_of(dataset) -> set[str]:
@@ -114,7 +115,7 @@ def test_marquez_web_shows_the_lineage_graph_of_supplier_stats_with_every_asset_
         written, job = node_id(settings, dataset)
         expected_edges.add(f"{job}-{written}")
         expected_edges |= {f"{node_id(settings, DATASETS[key])[0]}-{job}" for key in dataset.upstream}
-    expected_edges |= {f"{node_id(settings, DATASETS[c.dataset])[0]}-job:{settings.lineage_namespace}:{c.lineage_name}"
+    expected_edges |= {f"{node_id(settings, DATASETS[c.dataset])[0]}-{job_node(settings.lineage_namespace, c.lineage_name)}"
                        for c in CHECKS.values()}
     edges = graph.locator("polyline[id]:not([id$='-animated'])").evaluate_all("lines => lines.map(l => l.id)")
     assert Counter(edges) == Counter(expected_edges)

@@ -7,8 +7,9 @@ import sys
 
 import dagster as dg
 
-from lineage_assets.datasets import DATASETS
-from lineage_assets.definitions import defs
+from lineage_assets.datasets import CHECKS, DATASETS
+from lineage_assets.definitions import build_definitions, defs
+from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import PROJECT_ROOT
 
 
@@ -70,3 +71,17 @@ def test_every_sensor_runs_by_default_so_dagster_dev_keeps_lineage_truthful():
     sensors = {sensor.name: sensor.default_status for sensor in defs.sensors}
     assert len(sensors) == 5
     assert set(sensors.values()) == {dg.DefaultSensorStatus.RUNNING}, sensors
+
+
+def test_the_definitions_and_every_resource_follow_one_environment():
+    environment = SettingsResource(overrides={"LINEAGE_ASSETS_ORDERS_TOPIC": "sales", "LINEAGE_ASSETS_KAFKA_BOOTSTRAP": "k1:9092"})
+    definitions = build_definitions(environment)
+    spec = definitions.resolve_assets_def(dg.AssetKey(["orders"])).specs_by_key[dg.AssetKey(["orders"])]
+    assert (spec.metadata["openlineage/namespace"], spec.metadata["openlineage/name"]) == ("kafka://k1:9092", "sales")
+    resources = definitions.resources
+    assert resources["environment"] is environment
+    for name in ("kafka", "spark_jobs", "lineage"):
+        assert resources[name].environment.settings == environment.settings, name
+    # Every area's assets, checks, sensors and jobs, merged once.
+    assert {check.name for check in definitions.resolve_asset_graph().asset_check_keys} == {*CHECKS, "orders_schema_readable"}
+    assert {job.name for job in definitions.jobs} == {"supplier_stats_job", "streaming_deployments"}
