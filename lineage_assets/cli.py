@@ -57,7 +57,7 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _lineage(args: argparse.Namespace, settings: Settings) -> int:
-    from lineage_assets.lineage.check import check, check_marquez, report
+    from lineage_assets.lineage.check import check, check_marquez, report, retire
     from lineage_assets.lineage.marquez import MarquezApi, MarquezError
     from lineage_assets.lineage.emitter import emitter_for
 
@@ -79,6 +79,14 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
         delivered = emitter.flush(timeout=args.timeout)
         print(f"{'all events delivered' if delivered else f'{emitter.pending()} events still wait'} ({emitter.log_path})")
         return 0 if delivered else 1
+    if args.action == "retire":
+        try:
+            hidden = retire(MarquezApi(settings.marquez_api_url), settings)
+        except MarquezError as error:
+            print(f"lineage-assets: {error}", file=sys.stderr)
+            return 2
+        print(f"hid in Marquez the jobs renamed since: {', '.join(hidden)}" if hidden else "no renamed job shown in Marquez")
+        return 0
     if args.source == "marquez":
         # What the log holds but Marquez has not received yet would read as gaps: deliver it first.
         if emitter.pending() and not emitter.flush(timeout=args.timeout):
@@ -238,11 +246,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=_demo)
 
     lineage = commands.add_parser("lineage", help="check, export or deliver the OpenLineage events")
-    lineage.add_argument("action", choices=["check", "export", "flush", "show", "impact", "trace"],
+    lineage.add_argument("action", choices=["check", "export", "flush", "show", "impact", "trace", "retire"],
                          help="check: compare with the asset graph; export: write every event as JSON lines; "
                               "flush: deliver waiting events to the configured backend; "
                               "show: draw the graph as a self-contained HTML page (and PNG); "
-                              "impact: everything downstream of SUBJECT; trace: everything upstream of SUBJECT")
+                              "impact: everything downstream of SUBJECT; trace: everything upstream of SUBJECT; "
+                              "retire: hide in Marquez the jobs renamed since (their runs stay)")
     lineage.add_argument("subject", nargs="?", default="",
                          help="impact: DATASET[.COLUMN]; trace: DATASET.COLUMN (a dataset by its asset key, "
                               "e.g. lakehouse/supplier_stats, or its OpenLineage namespace:name)")

@@ -17,6 +17,7 @@ Each dataset also names the job that produces it (its OpenLineage job name and p
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -97,6 +98,7 @@ class ProducingJob:
     streaming: bool
     source: str  # the code that does the work, relative to the project root
     engine: str = "spark"
+    former_names: tuple[str, ...] = ()  # what it was called before a rename: their lineage is history
 
     @property
     def processing_type(self) -> str:
@@ -275,7 +277,7 @@ WINDOW = Transformation("INDIRECT", "WINDOW", "5 s tumbling event-time window on
 SUPPLIER_STATS_LIVE = Dataset(
     key="supplier_stats_live",
     kind=Kind.KAFKA,
-    job=ProducingJob("live-supplier-stats", streaming=True, source="spark/live_supplier_stats.py"),
+    job=ProducingJob("supplier-stats", streaming=True, source="spark/live_supplier_stats.py"),
     title="live supplier statistics topic",
     description="Kafka topic `supplier-stats`: per supplier and 5 s event-time tumbling window "
                 "(watermark 5 s), total price and count; JSON values keyed by supplier.",
@@ -329,7 +331,8 @@ HOUR_GROUP = Transformation("INDIRECT", "GROUP_BY", "grouped by supplier, date a
 SUPPLIER_STATS = Dataset(
     key="lakehouse/supplier_stats",
     kind=Kind.ICEBERG,
-    job=ProducingJob("daily-supplier-stats", streaming=False, source="spark/supplier_stats.py"),
+    job=ProducingJob("daily-supplier-stats", streaming=False, source="spark/supplier_stats.py",
+                    former_names=("supplier_stats",)),
     title="Iceberg supplier_stats table",
     description="Iceberg table `default.supplier_stats` (format v2), partitioned by bid_date and bid_hour: "
                 "SUM(price) and COUNT(*) per supplier and hour of one day; a run overwrites exactly its day.",
@@ -357,6 +360,19 @@ SUPPLIER_STATS = Dataset(
 )
 
 DATASETS: dict[str, Dataset] = {d.key: d for d in (ORDERS, ARCHIVE, SUPPLIER_STATS_LIVE, LAKEHOUSE_ORDERS, SUPPLIER_STATS)}
+
+
+def retired_jobs() -> dict[str, str]:
+    """The OpenLineage names a renamed job reported under before (its own, its Spark application's,
+    and Marquez's name for that application under it) -> its current name. Their runs stay in the
+    event log and in Marquez as history (``lineage-assets lineage retire`` hides them in Marquez)."""
+    retired = {}
+    for dataset in DATASETS.values():
+        for former in dataset.job.former_names:
+            job = dataclasses.replace(dataset.job, name=former)
+            for name in (job.lineage_name, job.spark_application, f"{job.lineage_name}.{job.spark_application}"):
+                retired[name] = dataset.job.lineage_name
+    return retired
 
 
 # --- asset checks -------------------------------------------------------------------------------

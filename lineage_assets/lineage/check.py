@@ -7,7 +7,7 @@ readable line; no gap means the check passes.
 
 from __future__ import annotations
 
-from lineage_assets.datasets import CHECKS, DATASETS, ORCHESTRATOR_JOB, Check, Dataset
+from lineage_assets.datasets import CHECKS, DATASETS, ORCHESTRATOR_JOB, Check, Dataset, retired_jobs
 from lineage_assets.lineage.graph import TERMINAL, LineageGraph, job_key
 from lineage_assets.lineage.marquez import MarquezApi, lineage_nodes, read_graph
 from lineage_assets.settings import Settings
@@ -20,6 +20,10 @@ def _asset_job(dataset: Dataset, settings: Settings) -> str:
 
 def _check_jobs(settings: Settings) -> dict[str, Check]:
     return {job_key(settings.lineage_namespace, check.lineage_name): check for check in CHECKS.values()}
+
+
+def _retired_jobs(settings: Settings) -> dict[str, str]:
+    return {job_key(settings.lineage_namespace, old): new for old, new in retired_jobs().items()}
 
 
 def check(events: list[dict], settings: Settings, running_jobs: set[str] = frozenset()) -> list[str]:
@@ -36,11 +40,15 @@ def check_marquez(api: MarquezApi, settings: Settings, running_jobs: set[str] = 
     the same namespaces (another team's topics on a shared cluster) are not the project's."""
     graph = read_graph(api, settings)
     gaps = check_graph(graph, settings, running_jobs)
+    retired = _retired_jobs(settings)
+    for job in sorted(set(graph.jobs) & set(retired)):
+        gaps.append(f"retired job: {job} (now {retired[job]}) is still shown in Marquez; "
+                    f"`lineage-assets lineage retire` hides it")
     expected_jobs = {_asset_job(dataset, settings) for dataset in DATASETS.values()} | set(_check_jobs(settings))
     expected_datasets = {dataset.identity(settings).node for dataset in DATASETS.values()}
     for dataset in DATASETS.values():
         jobs, datasets = lineage_nodes(api, *dataset.identity(settings).node)
-        for extra in sorted(jobs - expected_jobs):
+        for extra in sorted(jobs - expected_jobs - set(retired)):
             gaps.append(f"Marquez lineage of asset {dataset.key} has job {extra}, which is no asset's job")
         for extra in sorted(datasets - expected_datasets):
             gaps.append(f"Marquez lineage of asset {dataset.key} has dataset {extra[0]}:{extra[1]}, which is no asset")
@@ -84,8 +92,9 @@ def check_graph(graph: LineageGraph, settings: Settings, running_jobs: set[str] 
         for extra in sorted(graph.outputs.get(job, set())):
             gaps.append(f"extra edge: check job {job} writes {extra[0]}:{extra[1]}; a check writes nothing")
     orchestrator = job_key(settings.lineage_namespace, ORCHESTRATOR_JOB)
+    retired = _retired_jobs(settings)  # history of a renamed job (check_marquez says if Marquez still shows it)
     for job in sorted(set(graph.jobs) | set(graph.inputs) | set(graph.outputs)):
-        if job in asset_jobs or job in check_jobs or job == orchestrator:
+        if job in asset_jobs or job in check_jobs or job == orchestrator or job in retired:
             continue
         if graph.datasets_of(job):
             gaps.append(f"extra job: {job} reads or writes {len(graph.datasets_of(job))} datasets but is no asset's job")
@@ -111,6 +120,16 @@ def check_graph(graph: LineageGraph, settings: Settings, running_jobs: set[str] 
         if terminal and kinds[-1] not in TERMINAL:
             gaps.append(f"event after the end: {job} run {run_id} ends with {kinds[-1]} after {terminal[0]}")
     return gaps
+
+
+def retire(api: MarquezApi, settings: Settings) -> list[str]:
+    """Hide the jobs renamed since (``datasets.retired_jobs``) in Marquez; the names hidden. Marquez
+    keeps their runs (each still found by its id), and shows a job again if an event of it arrives."""
+    shown = {job["name"] for job in api.jobs(settings.lineage_namespace)}
+    hidden = [name for name in sorted(retired_jobs()) if name in shown]
+    for name in hidden:
+        api.delete_job(settings.lineage_namespace, name)
+    return hidden
 
 
 def report(gaps: list[str], where: str) -> str:

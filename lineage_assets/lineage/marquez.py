@@ -6,7 +6,7 @@ renamed under another parent, an invented parent, an extra writer, a lost transf
 turned back to RUNNING) is a gap. Marquez's own Python client (marquez-python 0.50) does not fit: it
 has no call for the lineage graph, reads events from a path Marquez 0.51 does not serve
 (``/events`` for ``/events/lineage``) and imports pytz without declaring it. The seven GETs this
-needs are read with the standard library.
+needs, and the DELETE that hides a retired job, go through the standard library.
 """
 
 from __future__ import annotations
@@ -35,10 +35,17 @@ class MarquezApi:
     timeout: float = 10.0
 
     def get(self, path: str, **params) -> dict:
+        return self._request("GET", path, **params)
+
+    def delete_job(self, namespace: str, job: str) -> dict:
+        """Hide a job (Marquez keeps its runs; an event of it shows it again)."""
+        return self._request("DELETE", f"namespaces/{_quote(namespace)}/jobs/{_quote(job)}")
+
+    def _request(self, method: str, path: str, **params) -> dict:
         query = f"?{urllib.parse.urlencode(params)}" if params else ""
         address = f"{self.url.rstrip('/')}/api/v1/{path}{query}"
         try:
-            with urllib.request.urlopen(address, timeout=self.timeout) as response:
+            with urllib.request.urlopen(urllib.request.Request(address, method=method), timeout=self.timeout) as response:
                 return json.load(response)
         except urllib.error.HTTPError as error:
             if error.code == 404:

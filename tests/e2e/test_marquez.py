@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import subprocess
 import sys
+import urllib.request
 from collections import Counter
 
 import dagster as dg
+from openlineage.client.uuid import generate_new_uuid
 
 from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORCHESTRATOR_JOB, ORDERS, SUPPLIER_STATS
 from lineage_assets.definitions import build_definitions
-from lineage_assets.lineage.check import check_marquez
+from lineage_assets.lineage.check import check_marquez, retire
 from lineage_assets.lineage.emitter import file_lock
-from lineage_assets.lineage.events import column_lineage_facet
+from lineage_assets.lineage.events import PRODUCER, column_lineage_facet
 from lineage_assets.lineage.marquez import MarquezApi, dataset_names, dataset_node, job_node, lineage_nodes
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.lineage.emitter import emitter_for
@@ -64,6 +67,26 @@ def test_marquez_lineage_from_the_orders_topic_reaches_supplier_stats_through_la
 
 def test_marquez_shows_no_gap_from_the_asset_graph(marquez, settings):
     assert check_marquez(marquez, settings) == []
+
+
+def test_a_job_renamed_since_is_a_gap_until_retire_hides_it_in_marquez(marquez, settings):
+    # Marquez holds a run of the batch job under its former name (a stack kept from before the rename).
+    old = f"dagster.{SUPPLIER_STATS.job.former_names[0]}"
+    run_id = str(generate_new_uuid())
+    for state in ("START", "COMPLETE"):
+        event = {"eventType": state, "eventTime": dt.datetime.now(dt.UTC).isoformat(), "producer": PRODUCER,
+                 "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+                 "run": {"runId": run_id}, "job": {"namespace": settings.lineage_namespace, "name": old}, "inputs": [], "outputs": []}
+        request = urllib.request.Request(f"{settings.marquez_api_url}/api/v1/lineage", data=json.dumps(event).encode(),
+                                         headers={"Content-Type": "application/json"}, method="POST")
+        urllib.request.urlopen(request, timeout=10).close()
+    assert check_marquez(marquez, settings) == [
+        f"retired job: {settings.lineage_namespace}/{old} (now {SUPPLIER_STATS.job.lineage_name}) is still shown in Marquez; "
+        "`lineage-assets lineage retire` hides it"]
+    assert retire(marquez, settings) == [old]
+    assert old not in {job["name"] for job in marquez.jobs(settings.lineage_namespace)}
+    assert marquez.run(run_id)["state"] == "COMPLETED"  # its history stays
+    assert check_marquez(marquez, settings) == [] and retire(marquez, settings) == []
 
 
 def test_marquez_column_lineage_leads_from_total_price_back_to_the_topic_price_with_each_transformation(marquez, settings):

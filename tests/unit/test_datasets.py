@@ -13,6 +13,7 @@ from lineage_assets.datasets import (
     ORDERS_AVRO_SCHEMA,
     SUPPLIER_STATS,
     iceberg_table_name,
+    retired_jobs,
     with_aliases,
 )
 from lineage_assets.settings import Settings
@@ -57,3 +58,12 @@ def test_aliases_are_added_to_the_named_fields_and_an_unknown_field_is_named():
     assert "aliases" not in ORDERS_AVRO_SCHEMA["fields"][4]  # the reader schema it came from is unchanged
     with pytest.raises(ValueError, match="Order has no field vendor"):
         with_aliases(ORDERS_AVRO_SCHEMA, vendor=("supplier",))
+
+
+def test_a_renamed_job_retires_its_former_names_and_its_spark_applications():
+    retired = retired_jobs()
+    assert retired["dagster.supplier_stats"] == retired["supplier_stats_spark"] == SUPPLIER_STATS.job.lineage_name
+    assert retired["dagster.supplier_stats.supplier_stats_spark"] == "dagster.daily-supplier-stats"
+    # The batch job is the one whose Spark application reports lineage (the agent runs with it alone).
+    current = {d.job.lineage_name for d in DATASETS.values()} | {SUPPLIER_STATS.job.spark_application}
+    assert not current & set(retired)

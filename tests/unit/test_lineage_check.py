@@ -58,3 +58,17 @@ def test_a_check_run_left_without_its_end_is_a_run_left_running():
     log = [e for e in pipeline() if not (e["job"]["name"] == VALUES.lineage_name and e["eventType"] == "COMPLETE")]
     (gap,) = check(log, SETTINGS)
     assert gap == f"run left RUNNING: {SETTINGS.lineage_namespace}/{VALUES.lineage_name} run {RUN.check_run_id(VALUES)} has no terminal event"
+
+
+def renamed(event: dict, old: str) -> dict:
+    return {**event, "job": {**event["job"], "name": old}}
+
+
+def test_a_renamed_jobs_earlier_runs_are_history_but_an_unknown_job_is_a_gap():
+    # Runs of the supplier_stats job from before its rename (and of its Spark application), then the current pipeline.
+    stats = [e for e in pipeline() if e["job"]["name"] == SUPPLIER_STATS.job.lineage_name]
+    before = [renamed(e, f"dagster.{SUPPLIER_STATS.job.former_names[0]}") for e in stats]
+    assert check([*before, *pipeline()], SETTINGS) == []
+    unknown = [renamed(e, "dagster.supplier-totals") for e in stats]
+    assert check([*unknown, *pipeline()], SETTINGS) == [
+        f"extra job: {SETTINGS.lineage_namespace}/dagster.supplier-totals reads or writes 2 datasets but is no asset's job"]
