@@ -256,9 +256,10 @@ class LineageEmitter:
             time.sleep(min(retry_seconds, max(0.0, deadline - time.monotonic())))
 
     def mark(self, name: str) -> bool:
-        """True exactly once per ``name`` and lineage folder, across processes: for an event that one
-        of several processes sends (a Dagster run's START and end, from whichever step comes first)."""
-        marker = self.folder / "marks" / name
+        """True exactly once per ``name`` (a path below the lineage folder), across processes: for an
+        event that one of several processes sends (a Dagster run's START and end, from whichever of
+        its steps comes first)."""
+        marker = self.folder / name
         marker.parent.mkdir(parents=True, exist_ok=True)
         try:
             marker.open("x").close()
@@ -267,7 +268,7 @@ class LineageEmitter:
             return False
 
     def marked(self, name: str) -> bool:
-        return (self.folder / "marks" / name).exists()
+        return (self.folder / name).exists()
 
     def events(self, run_id: str | None = None) -> list[dict]:
         """Every event recorded (of one run, when given), in order (for `lineage export`, the lineage

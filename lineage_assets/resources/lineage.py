@@ -33,7 +33,7 @@ def dagster_run_of(instance: dg.DagsterInstance, run_id: str) -> events.DagsterR
 def start_dagster_run(settings: Settings, dagster_run: events.DagsterRun) -> None:
     """The Dagster run's START, once per run (its steps may run in several processes)."""
     emitter = emitter_for(settings)
-    if emitter.mark(f"dagster-run-{dagster_run.run_id}.started"):
+    if emitter.mark(f"dagster-runs/{dagster_run.run_id}.started"):
         emitter.emit(events.dagster_run_event(RunState.START, dagster_run, settings))
 
 
@@ -46,9 +46,9 @@ def end_dagster_run(settings: Settings, instance: dg.DagsterInstance, run_id: st
     state = {dg.DagsterRunStatus.SUCCESS: RunState.COMPLETE, dg.DagsterRunStatus.FAILURE: RunState.FAIL,
              dg.DagsterRunStatus.CANCELED: RunState.ABORT}.get(status)
     emitter = emitter_for(settings)
-    if state is None or not emitter.marked(f"dagster-run-{run_id}.started"):
+    if state is None or not emitter.marked(f"dagster-runs/{run_id}.started"):
         return  # not finished, or a run without asset lineage
-    if emitter.mark(f"dagster-run-{run_id}.ended"):
+    if emitter.mark(f"dagster-runs/{run_id}.ended"):
         emitter.emit(events.dagster_run_event(
             state, dagster_run_of(instance, run_id), settings,
             error_message=f"Dagster run {run_id} ended {status.value}" if state != RunState.COMPLETE else None))
