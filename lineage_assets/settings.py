@@ -37,8 +37,8 @@ class Settings:
     marquez_source: str = _setting(str(PROJECT_ROOT.parent / "shared" / "vendor" / "marquez-0.51.1-src.tar.gz"),
                                    "Marquez 0.51.1 source archive that `make setup` builds: a path or an http(s) URL")
 
-    kafka_port: int = _setting(19092, "Kafka broker listener")
-    kafka_controller_port: int = _setting(19093, "Kafka KRaft controller listener")
+    kafka_port: int = _setting(19092, "Kafka broker listener (broker n of the local cluster: this + 2(n - 1))")
+    kafka_controller_port: int = _setting(19093, "Kafka KRaft controller listener (node n: this + 2(n - 1))")
     s3_port: int = _setting(19000, "s3proxy (S3 API)")
     registry_port: int = _setting(18081, "schema registry (Confluent-compatible API)")
     postgres_port: int = _setting(15432, "PostgreSQL (the Iceberg catalog's store)")
@@ -46,8 +46,11 @@ class Settings:
     marquez_port: int = _setting(15000, "Marquez API")
     marquez_admin_port: int = _setting(15001, "Marquez admin (health checks, metrics)")
     marquez_web_port: int = _setting(13001, "Marquez web UI (3000 is Dagster's)")
+    spark_cluster_port: int = _setting(17077, "master of the local Spark standalone cluster (opt-in: see spark_master)")
+    spark_cluster_web_port: int = _setting(17080, "the local Spark master's web UI; worker n listens on this + 2n - 1 "
+                                                  "and serves its UI on this + 2n")
 
-    kafka_bootstrap: str = _setting("", "Kafka bootstrap servers; empty = the local broker")
+    kafka_bootstrap: str = _setting("", "Kafka bootstrap servers; empty = the local brokers")
     s3_endpoint: str = _setting("", "S3 endpoint URL; empty = the local s3proxy")
     s3_access_key: str = _setting("local-access-key", "S3 access key")
     s3_secret_key: str = _setting("local-secret-key", "S3 secret key")
@@ -58,6 +61,12 @@ class Settings:
     postgres_user: str = _setting("postgres", "PostgreSQL user of the local stack's databases")
     postgres_password: str = _setting("", "PostgreSQL password (the local stack trusts loopback)")
 
+    kafka_brokers: int = _setting(1, "brokers of the local Kafka: 1, or 3 (each also a KRaft controller, a quorum of three); "
+                                     "a change needs a fresh state (`make clean`)")
+    kafka_replication_factor: int = _setting(0, "replication factor of the topics the pipeline creates; 0 = as many "
+                                                "brokers as the local Kafka has, up to 3")
+    orders_partitions: int = _setting(1, "partitions of the orders topic when the pipeline creates it (keyed by "
+                                         "order_id: per-key order holds)")
     orders_topic: str = _setting("orders", "the source topic")
     supplier_stats_topic: str = _setting("supplier-stats", "per-supplier window statistics topic")
     dead_letter_topic: str = _setting("orders-dlq", "records that could not be decoded or cast")
@@ -69,8 +78,15 @@ class Settings:
     iceberg_namespace: str = _setting("default", "Iceberg namespace of the tables")
     marquez_database: str = _setting("marquez", "PostgreSQL database of the local Marquez")
 
-    spark_master: str = _setting("local[2]", "Spark master URL for the jobs")
-    spark_driver_memory: str = _setting("2g", "driver memory of local Spark jobs")
+    spark_master: str = _setting("local[2]", "Spark master URL for the jobs; spark://HOST:SPARK_CLUSTER_PORT (see "
+                                             "`lineage-assets settings`) also makes the stack run that cluster")
+    spark_driver_memory: str = _setting("2g", "driver memory of the Spark jobs")
+    spark_worker_cores: int = _setting(4, "cores each worker of the local Spark cluster offers (more than the "
+                                          "machine's: its jobs are small and mostly wait)")
+    spark_worker_memory: str = _setting("4g", "memory each worker of the local Spark cluster offers")
+    spark_executor_memory: str = _setting("1g", "memory of each executor on a Spark cluster")
+    spark_cores_per_job: int = _setting(2, "cores one Spark application takes on a cluster (spark.cores.max): "
+                                           "one executor on each of two workers")
     lineage_namespace: str = _setting("lineage_assets", "OpenLineage namespace of the project's jobs")
     deployment_backend: str = _setting("local", "where streaming deployments run: local (processes) or docker")
     docker_image: str = _setting("lineage-assets:latest", "image of the docker deployment backend (infra/Dockerfile)")
@@ -107,7 +123,16 @@ class Settings:
     # Derived addresses: an explicit override wins over the local stack's address.
     @property
     def kafka_servers(self) -> str:
-        return self.kafka_bootstrap or f"{self.host}:{self.kafka_port}"
+        return self.kafka_bootstrap or ",".join(f"{self.host}:{port}" for port in self.kafka_broker_ports)
+
+    @property
+    def kafka_broker_ports(self) -> list[int]:
+        """The local Kafka's broker listeners, node 1 first."""
+        return [self.kafka_port + 2 * node for node in range(self.kafka_brokers)]
+
+    @property
+    def topic_replication(self) -> int:
+        return self.kafka_replication_factor or min(self.kafka_brokers, 3)
 
     @property
     def s3_url(self) -> str:
@@ -124,6 +149,16 @@ class Settings:
     @property
     def marquez_api_url(self) -> str:
         return self.marquez_url or f"http://{self.host}:{self.marquez_port}"
+
+    @property
+    def local_spark_cluster_url(self) -> str:
+        """The master URL of the stack's own Spark cluster."""
+        return f"spark://{self.host}:{self.spark_cluster_port}"
+
+    @property
+    def runs_spark_cluster(self) -> bool:
+        """Whether the jobs run on the stack's own Spark cluster (which the stack then starts)."""
+        return self.spark_master == self.local_spark_cluster_url
 
     @property
     def marquez_web_url(self) -> str:

@@ -66,11 +66,28 @@ def class_archive_writing_conf(archive: Path) -> dict[str, str]:
     return {DRIVER_JAVA_OPTIONS: f"-XX:ArchiveClassesAtExit={archive} -Xlog:cds*=off"}
 
 
+def cluster_conf(settings: Settings) -> dict[str, str]:
+    """What a job needs on a standalone cluster (``spark://``): executors that reach the driver on the
+    settings' interface, a share of the cluster, and this interpreter and project for Python work."""
+    if not settings.spark_master.startswith("spark://"):
+        return {}
+    return {
+        "spark.driver.host": settings.host,
+        "spark.driver.bindAddress": settings.host,
+        "spark.cores.max": str(settings.spark_cores_per_job),
+        "spark.executor.cores": "1",
+        "spark.executor.memory": settings.spark_executor_memory,
+        "spark.pyspark.python": sys.executable,
+        "spark.executorEnv.PYTHONPATH": str(PROJECT_ROOT),
+    }
+
+
 def spark_conf(settings: Settings) -> dict[str, str]:
     catalog = f"spark.sql.catalog.{settings.catalog_name}"
     s3a = "spark.hadoop.fs.s3a"
     return {
         **class_sharing_conf(settings),
+        **cluster_conf(settings),
         "spark.master": settings.spark_master,
         "spark.driver.memory": settings.spark_driver_memory,
         "spark.jars": ",".join(str(jar) for jar in spark_jars(settings)),

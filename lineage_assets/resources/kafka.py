@@ -17,19 +17,20 @@ class RegistryUnavailable(RuntimeError):
 
 class KafkaResource(dg.ConfigurableResource):
     environment: SettingsResource
-    partitions: int = 1
-    replication_factor: int = 1
 
     def ensure_topics(self, *topics: str) -> list[str]:
-        """Create the topics that do not exist yet; returns the ones created."""
+        """Create the topics that do not exist yet (the orders topic with ``orders_partitions``, the
+        others with one; all with ``topic_replication``); returns the ones created."""
         if not topics:
             return []
-        admin = AdminClient({"bootstrap.servers": self.environment.settings.kafka_servers})
+        settings = self.environment.settings
+        admin = AdminClient({"bootstrap.servers": settings.kafka_servers})
         existing = set(admin.list_topics(timeout=10).topics)
         missing = [topic for topic in topics if topic not in existing]
         if missing:
-            futures = admin.create_topics(
-                [NewTopic(topic, num_partitions=self.partitions, replication_factor=self.replication_factor) for topic in missing])
+            futures = admin.create_topics([NewTopic(
+                topic, num_partitions=settings.orders_partitions if topic == settings.orders_topic else 1,
+                replication_factor=settings.topic_replication) for topic in missing])
             for future in futures.values():
                 future.result(timeout=30)
         return missing

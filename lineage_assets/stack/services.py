@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import pwd
 import shutil
@@ -16,6 +17,7 @@ import socket
 import stat
 import string
 import subprocess
+import sys
 import tarfile
 import urllib.error
 import urllib.parse
@@ -57,6 +59,8 @@ class Service:
     # them are set the stack does not run it.
     replaced_by: tuple[str, ...] = ()
     run_as: Callable[[], str | None] = lambda: None
+    # Whether `stack up` with no names starts it: an opt-in service only when the settings ask for it.
+    wanted: Callable[[Settings], bool] = lambda settings: True
     stop_signal: int = 15
     start_timeout: float = 90.0
     env: Callable[[Settings], dict[str, str]] = field(default=lambda settings: {})
@@ -220,51 +224,92 @@ POSTGRES = Service(
 )
 
 
-# --- Kafka (KRaft) -----------------------------------------------------------------------------
+# --- Kafka (KRaft): one node, or three (kafka_brokers), each a broker and a controller ------------
 
-def _prepare_kafka(settings: Settings) -> None:
-    data = KAFKA.data_dir(settings)
+def _kafka_ports(settings: Settings, node: int) -> tuple[int, int]:
+    """Node ``node``'s (broker, controller) listener ports."""
+    return settings.kafka_port + 2 * (node - 1), settings.kafka_controller_port + 2 * (node - 1)
+
+
+def _kafka_cluster_id(settings: Settings) -> str:
+    """The id every node is formatted with: node 1's, chosen once."""
+    record = settings.state_dir / "kafka" / "cluster-id"
+    formatted = settings.state_dir / "kafka" / "log" / "meta.properties"
+    if not record.exists():
+        existing = [line.split("=", 1)[1] for line in formatted.read_text().splitlines()
+                    if line.startswith("cluster.id=")] if formatted.exists() else []
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(existing[0] if existing else base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))
+    return record.read_text().strip()
+
+
+def _prepare_kafka_node(settings: Settings, node: int) -> None:
+    data = settings.state_dir / _kafka_name(node)
+    broker, controller = _kafka_ports(settings, node)
+    voters = ",".join(f"{n}@{settings.host}:{_kafka_ports(settings, n)[1]}" for n in range(1, settings.kafka_brokers + 1))
+    # The quorum is fixed when the nodes are formatted: a different broker count needs a fresh state.
+    formatted = (data / "log" / "meta.properties").exists()
+    formatted_for = data / "brokers"
+    if formatted and not formatted_for.exists():
+        formatted_for.write_text("1")  # formatted before the broker count was a setting: a single node
+    if formatted and formatted_for.read_text().strip() != str(settings.kafka_brokers):
+        raise StackError(f"{_kafka_name(node)}: formatted for a Kafka of {formatted_for.read_text().strip()} broker(s), "
+                         f"LINEAGE_ASSETS_KAFKA_BROKERS={settings.kafka_brokers}; start from a fresh state (`make clean`) "
+                         f"or set it back")
+    replication = settings.topic_replication  # the brokers' own topics too
     config = render(
-        "kafka-server.properties", data / "server.properties",
-        host=settings.host, kafka_port=settings.kafka_port,
-        kafka_controller_port=settings.kafka_controller_port, data_dir=data / "log",
-    )
-    if (data / "log" / "meta.properties").exists():
+        "kafka-server.properties", data / "server.properties", node_id=node, voters=voters, host=settings.host,
+        kafka_port=broker, kafka_controller_port=controller, data_dir=data / "log",
+        replication=replication, min_isr=max(1, replication - 1))
+    if formatted:
         return  # formatted once; formatting again would wipe the topics
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
     subprocess.run(
         [java(), "-cp", jar_classpath(settings, "kafka"), f"-Dlog4j2.configurationFile={CONF_DIR / 'jvm-log4j2.properties'}",
          # `=` form: a base64 id may start with "-" and must not be read as an option.
-         "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", f"--config={config}"],
+         "kafka.tools.StorageTool", "format", f"--cluster-id={_kafka_cluster_id(settings)}", f"--config={config}"],
         check=True, capture_output=True, text=True,
+    )
+    formatted_for.write_text(str(settings.kafka_brokers))
+
+
+def _kafka_node_healthy(settings: Settings, node: int) -> bool:
+    """The node answers on its broker listener with metadata that lists it (loaded, and in the cluster)."""
+    from confluent_kafka.admin import AdminClient
+
+    broker, _ = _kafka_ports(settings, node)
+    if not port_open(settings.host, broker):
+        return False
+    try:
+        metadata = AdminClient({"bootstrap.servers": f"{settings.host}:{broker}"}).list_topics(timeout=3)
+    except Exception:  # the broker answers only once its metadata is loaded
+        return False
+    return node in metadata.brokers
+
+
+def _kafka_name(node: int) -> str:
+    return "kafka" if node == 1 else f"kafka-{node}"
+
+
+def kafka_node(node: int) -> Service:
+    def command(settings: Settings) -> list[str]:
+        return [java(), "-Xms256m", "-Xmx1g", "-XX:+UseG1GC",
+                f"-Dlog4j2.configurationFile={CONF_DIR / 'jvm-log4j2.properties'}",
+                "-cp", jar_classpath(settings, "kafka"), "kafka.Kafka",
+                str(settings.state_dir / _kafka_name(node) / "server.properties")]
+
+    return Service(
+        name=_kafka_name(node),
+        replaced_by=("kafka_bootstrap",),
+        wanted=lambda s: node <= s.kafka_brokers,
+        ports=lambda s: list(_kafka_ports(s, node)),
+        command=command,
+        healthy=lambda s: _kafka_node_healthy(s, node),
+        address=lambda s: f"{s.host}:{_kafka_ports(s, node)[0]}",
+        prepare=lambda s: _prepare_kafka_node(s, node),
     )
 
 
-def _kafka_healthy(settings: Settings) -> bool:
-    from confluent_kafka.admin import AdminClient
-
-    if not port_open(settings.host, settings.kafka_port):
-        return False
-    try:
-        AdminClient({"bootstrap.servers": settings.kafka_servers}).list_topics(timeout=3)
-        return True
-    except Exception:  # the broker answers only once its metadata is loaded
-        return False
-
-
-KAFKA = Service(
-    name="kafka",
-    replaced_by=("kafka_bootstrap",),
-    ports=lambda s: [s.kafka_port, s.kafka_controller_port],
-    command=lambda s: [
-        java(), "-Xms256m", "-Xmx1g", "-XX:+UseG1GC",
-        f"-Dlog4j2.configurationFile={CONF_DIR / 'jvm-log4j2.properties'}",
-        "-cp", jar_classpath(s, "kafka"), "kafka.Kafka", str(s.state_dir / "kafka" / "server.properties"),
-    ],
-    healthy=_kafka_healthy,
-    address=lambda s: s.kafka_servers,
-    prepare=_prepare_kafka,
-)
+KAFKA, *KAFKA_NODES = (kafka_node(1), kafka_node(2), kafka_node(3))
 
 
 # --- S3 (s3proxy, filesystem backend) ----------------------------------------------------------
@@ -546,4 +591,83 @@ MARQUEZ_WEB = Service(
 )
 
 
-SERVICES: tuple[Service, ...] = (POSTGRES, KAFKA, S3, ICEBERG_REST, REGISTRY, MARQUEZ, MARQUEZ_WEB)
+# --- Spark standalone cluster (opt-in: LINEAGE_ASSETS_SPARK_MASTER=spark://HOST:SPARK_CLUSTER_PORT) -----
+
+def spark_home() -> Path:
+    """pyspark's own Spark distribution: its jars run the master and workers, and a worker launches
+    executors from it."""
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+def _spark_daemon(settings: Settings, main_class: str, *arguments: str) -> list[str]:
+    # Spark's launcher (bin/spark-class) ends in `exec java -cp <jars> <class>`: run that command
+    # itself, so the supervisor finds the process under the command line it recorded.
+    return [java(), "-Xmx512m", "-cp", f"{spark_home() / 'jars'}/*", main_class, *arguments]
+
+
+def _spark_env(settings: Settings) -> dict[str, str]:
+    """What bin/load-spark-env.sh would export: a worker builds its executors' command from these."""
+    (core,) = (spark_home() / "jars").glob("spark-core_*.jar")  # spark-core_2.13-4.0.0.jar
+    return {"SPARK_HOME": str(spark_home()), "SPARK_SCALA_VERSION": core.name.split("_")[1].split("-")[0],
+            "SPARK_LOCAL_IP": settings.host}  # the daemons' web UIs bind there too
+
+
+def spark_master_state(settings: Settings) -> dict | None:
+    """The master's view of the cluster (its status, workers and applications), None when it does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://{settings.host}:{settings.spark_cluster_web_port}/json/", timeout=2) as response:
+            return json.load(response)
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def spark_worker_port(settings: Settings, number: int) -> int:
+    return settings.spark_cluster_web_port + 2 * number - 1
+
+
+SPARK_MASTER = Service(
+    name="spark-master",
+    wanted=lambda s: s.runs_spark_cluster,
+    ports=lambda s: [s.spark_cluster_port, s.spark_cluster_web_port],
+    command=lambda s: _spark_daemon(s, "org.apache.spark.deploy.master.Master", "--host", s.host,
+                                    "--port", str(s.spark_cluster_port), "--webui-port", str(s.spark_cluster_web_port)),
+    healthy=lambda s: (spark_master_state(s) or {}).get("status") == "ALIVE",
+    address=lambda s: s.local_spark_cluster_url,
+    prepare=lambda s: SPARK_MASTER.data_dir(s).mkdir(parents=True, exist_ok=True),
+    env=_spark_env,
+)
+
+
+def spark_worker(number: int) -> Service:
+    def registered(settings: Settings) -> bool:
+        address = (settings.host, spark_worker_port(settings, number))
+        workers = (spark_master_state(settings) or {}).get("workers", [])
+        return any((w.get("host"), w.get("port")) == address and w.get("state") == "ALIVE" for w in workers)
+
+    def command(settings: Settings) -> list[str]:
+        return _spark_daemon(
+            settings, "org.apache.spark.deploy.worker.Worker", settings.local_spark_cluster_url, "--host", settings.host,
+            "--port", str(spark_worker_port(settings, number)), "--webui-port", str(spark_worker_port(settings, number) + 1),
+            "--cores", str(settings.spark_worker_cores), "--memory", settings.spark_worker_memory,
+            "--work-dir", str(settings.state_dir / f"spark-worker-{number}" / "work"))
+
+    return Service(
+        name=f"spark-worker-{number}",
+        wanted=lambda s: s.runs_spark_cluster,
+        ports=lambda s: [spark_worker_port(s, number), spark_worker_port(s, number) + 1],
+        command=command,
+        healthy=registered,  # alive, and registered with the master
+        address=lambda s: f"{s.host}:{spark_worker_port(s, number)}",
+        prepare=lambda s: (s.state_dir / f"spark-worker-{number}" / "work").mkdir(parents=True, exist_ok=True),
+        requires=("spark-master",),
+        # A worker launches executors from SPARK_HOME; they run this interpreter's Python.
+        env=lambda s: {**_spark_env(s), "PYSPARK_PYTHON": sys.executable},
+    )
+
+
+SPARK_WORKERS = (spark_worker(1), spark_worker(2))
+
+SERVICES: tuple[Service, ...] = (POSTGRES, KAFKA, *KAFKA_NODES, S3, ICEBERG_REST, REGISTRY, MARQUEZ, MARQUEZ_WEB,
+                                 SPARK_MASTER, *SPARK_WORKERS)

@@ -61,9 +61,10 @@ class Supervisor:
         return entry["pid"] if command_line(entry["pid"]) == entry["command"] else None
 
     # --- queries --------------------------------------------------------------------------------
-    def _select(self, names: Iterable[str] | None) -> list[Service]:
+    def selected(self, names: Iterable[str] | None = None, only_wanted: bool = True) -> list[Service]:
+        """The named services; with no names, those the settings want (every one for ``only_wanted=False``)."""
         if not names:
-            return list(self.services.values())
+            return [s for s in self.services.values() if s.wanted(self.settings) or not only_wanted]
         unknown = [name for name in names if name not in self.services]
         if unknown:
             raise StackError(f"unknown service {', '.join(unknown)}; known: {', '.join(self.services)}")
@@ -71,7 +72,7 @@ class Supervisor:
 
     def status(self, names: Iterable[str] | None = None) -> list[ServiceStatus]:
         statuses = []
-        for service in self._select(names):
+        for service in self.selected(names):
             pid = self._recorded_pid(service)
             statuses.append(ServiceStatus(
                 name=service.name, address=service.address(self.settings), pid=pid, running=pid is not None,
@@ -82,7 +83,7 @@ class Supervisor:
     # --- build ----------------------------------------------------------------------------------
     def build(self, names: Iterable[str] | None = None) -> None:
         """Builds what the services run into the cache; quick and offline once it is up to date."""
-        for service in self._select(names):
+        for service in self.selected(names):
             if not self._skipped_as_replaced(service, "built"):
                 service.build(self.settings, self.progress)
 
@@ -94,7 +95,7 @@ class Supervisor:
 
     # --- up -------------------------------------------------------------------------------------
     def up(self, names: Iterable[str] | None = None) -> list[ServiceStatus]:
-        wanted = [service for service in self._with_requirements(self._select(names))
+        wanted = [service for service in self._with_requirements(self.selected(names))
                   if not self._skipped_as_replaced(service, "started")]
         # A requirement run elsewhere counts as healthy: the stack neither starts nor waits for it.
         healthy = {service.name for service in self.services.values() if service.replaced(self.settings)}
@@ -186,7 +187,7 @@ class Supervisor:
     # --- down -----------------------------------------------------------------------------------
     def down(self, names: Iterable[str] | None = None, timeout: float = 30.0) -> list[str]:
         stopped = []
-        selected = self._select(names)
+        selected = self.selected(names, only_wanted=False)  # whatever this stack started
         # Only the named services (not what they require), dependants before what they depend on.
         for service in reversed([s for s in self._with_requirements(list(self.services.values())) if s in selected]):
             pid = self._recorded_pid(service)

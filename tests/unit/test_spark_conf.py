@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import sys
+
 import pytest
 
 from lineage_assets import spark_conf
@@ -47,3 +50,12 @@ def test_the_submit_command_puts_the_conf_before_the_script_and_its_arguments(se
     script = command.index(str(tmp_path / "job.py"))
     assert command[0].endswith("spark-submit") and command[script + 1:] == ["--day", "2026-11-23"]
     assert "spark.app.name=x" in command[:script] and "spark.sql.session.timeZone=UTC" in command[:script]
+
+
+def test_on_a_standalone_cluster_a_job_takes_its_share_and_its_executors_reach_the_driver(settings):
+    assert "spark.cores.max" not in spark_conf.spark_conf(settings)  # local mode
+    conf = spark_conf.spark_conf(dataclasses.replace(settings, spark_master="spark://10.0.0.5:7077", host="10.0.0.9",
+                                                     spark_cores_per_job=3))
+    assert conf["spark.master"] == "spark://10.0.0.5:7077" and conf["spark.cores.max"] == "3"
+    assert conf["spark.driver.host"] == conf["spark.driver.bindAddress"] == "10.0.0.9"
+    assert conf["spark.pyspark.python"] == sys.executable

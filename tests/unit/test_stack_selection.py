@@ -34,3 +34,16 @@ def test_postgres_runs_while_the_catalog_or_marquez_is_local(tmp_path):
     assert POSTGRES.replaced(settings) == []
     assert POSTGRES.replaced(dataclasses.replace(settings, marquez_url="https://marquez.example")) == [
         "catalog_url", "marquez_url"]
+
+
+def test_the_spark_cluster_runs_only_when_the_jobs_are_pointed_at_it(tmp_path):
+    local = dataclasses.replace(Settings.from_env(), state_dir=tmp_path)
+    cluster = dataclasses.replace(local, spark_master=local.local_spark_cluster_url)
+    spark_services = {"spark-master", "spark-worker-1", "spark-worker-2"}
+    assert not spark_services & {service.name for service in Supervisor(local).selected(None)}
+    assert spark_services <= {service.name for service in Supervisor(cluster).selected(None)}
+    # Another cluster is the settings' business, not the stack's.
+    elsewhere = dataclasses.replace(local, spark_master="spark://spark.example:7077")
+    assert not spark_services & {service.name for service in Supervisor(elsewhere).selected(None)}
+    # `stack down` stops what it started, whatever the settings now say.
+    assert spark_services <= {service.name for service in Supervisor(local).selected(None, only_wanted=False)}
