@@ -178,7 +178,7 @@ def run(environment: SettingsResource, quick: bool, seconds: int | None = None) 
             deployments.deploy(dataset.key)
         ends = kafka.end_offsets(settings.orders_topic)
         for dataset in JOBS:
-            checkpoint = jobs.checkpoint(settings, dataset)
+            checkpoint = Path(jobs.checkpoint(settings, dataset))  # the local stack's: a folder
             if not wait_until(lambda: caught_up(deployments, dataset.key, checkpoint, settings.orders_topic, ends), 300):
                 raise TimeoutError(f"freshness: {dataset.key} did not catch up with the topic within 300 s")
         window_watch, consumer = windows_watch(settings)

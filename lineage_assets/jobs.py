@@ -121,9 +121,10 @@ class JobSpec(Generic[R]):
         return self.dataset.job.source
 
 
-def checkpoint(settings: Settings, dataset: Dataset) -> Path:
-    """A streaming job's checkpoint: its catch-up runs and its deployment continue from it."""
-    return settings.state_dir / "checkpoints" / dataset.job.name
+def checkpoint(settings: Settings, dataset: Dataset) -> str:
+    """A streaming job's checkpoint (a folder, or a URL Spark writes to): its catch-up runs and its
+    deployment continue from it."""
+    return f"{(settings.checkpoint_location or str(settings.state_dir / 'checkpoints')).rstrip('/')}/{dataset.job.name}"
 
 
 def archive_location(settings: Settings) -> str:
@@ -145,7 +146,7 @@ def _orders_source(settings: Settings, dataset: Dataset) -> tuple[str, ...]:
         "--value-schema", orders_reader_schema_json(),
         "--registry-url", settings.schema_registry_url,
         "--subject", value_subject(settings.orders_topic),
-        "--checkpoint", str(checkpoint(settings, dataset)),
+        "--checkpoint", checkpoint(settings, dataset),
     )
 
 

@@ -87,6 +87,9 @@ class Settings:
     spark_executor_memory: str = _setting("1g", "memory of each executor on a Spark cluster")
     spark_cores_per_job: int = _setting(2, "cores one Spark application takes on a cluster (spark.cores.max): "
                                            "one executor on each of two workers")
+    checkpoint_location: str = _setting("", "folder or URL (s3://bucket/prefix) of the streaming jobs' checkpoints; "
+                                            "empty = STATE_DIR/checkpoints. Shared storage on a cluster of several "
+                                            "machines: the executors write the live windows' state there")
     lineage_namespace: str = _setting("lineage_assets", "OpenLineage namespace of the project's jobs")
     deployment_backend: str = _setting("local", "where streaming deployments run: local (processes) or docker")
     docker_image: str = _setting("lineage-assets:latest", "image of the docker deployment backend (infra/Dockerfile)")

@@ -40,6 +40,13 @@ def spark_jars(settings: Settings) -> list[Path]:
 DRIVER_JAVA_OPTIONS = "spark.driver.defaultJavaOptions"
 
 
+def spark_home() -> Path:
+    """pyspark's own Spark distribution: spark-submit, the jars, and the local cluster's daemons run from it."""
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
 def driver_class_archive(settings: Settings) -> Path:
     """Where the Spark driver's class-data-sharing archive for this JDK, Spark and jar set lives."""
     import pyspark
@@ -47,7 +54,7 @@ def driver_class_archive(settings: Settings) -> Path:
     java = shutil.which("java", path=os.pathsep.join(filter(None, [
         str(Path(os.environ["JAVA_HOME"]) / "bin") if os.environ.get("JAVA_HOME") else None, os.environ.get("PATH")])))
     # The archive records the classpath's absolute paths: Spark's jars (the venv's pyspark) and the connectors'.
-    parts = [str(Path(java).resolve()) if java else "java", pyspark.__version__, str(Path(pyspark.__file__).parent),
+    parts = [str(Path(java).resolve()) if java else "java", pyspark.__version__, str(spark_home()),
              os.environ.get("SPARK_CONF_DIR", ""), *(f"{jar}:{jar.stat().st_size}" for jar in spark_jars(settings))]
     key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
     return settings.cache_dir / "class-sharing" / f"spark-driver-{key}.jsa"
@@ -138,11 +145,9 @@ def spark_submit_command(settings: Settings, script: Path, arguments: list[str],
 def spark_submit_env() -> dict[str, str]:
     """Environment for ``spark-submit``: this interpreter's pyspark as SPARK_HOME and Python, and the
     project root on the path so the entry points can import the ``spark`` package."""
-    import pyspark
-
     return {
         **os.environ,
-        "SPARK_HOME": str(Path(pyspark.__file__).parent),
+        "SPARK_HOME": str(spark_home()),
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")])),

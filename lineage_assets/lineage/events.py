@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import importlib.metadata
 import subprocess
 import traceback
 from dataclasses import dataclass
 
 import attr
-import dagster
 import openlineage.client
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.generated.base import InputDatasetFacet, RunFacet
@@ -349,7 +349,8 @@ def _dagster_tags(dagster_run: DagsterRun) -> tags_run.TagsRunFacet:
 
 def _engine_facet() -> processing_engine_run.ProcessingEngineRunFacet:
     return processing_engine_run.ProcessingEngineRunFacet(
-        version=dagster.__version__, name="Dagster", openlineageAdapterVersion=openlineage.client.__version__)
+        # The installed Dagster's version, read without importing the orchestrator into lineage/.
+        version=importlib.metadata.version("dagster"), name="Dagster", openlineageAdapterVersion=openlineage.client.__version__)
 
 
 def parent_facet(dagster_run: DagsterRun, settings: Settings) -> parent_run.ParentRunFacet:

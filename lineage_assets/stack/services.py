@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lineage_assets.settings import PROJECT_ROOT, Settings
+from lineage_assets.spark_conf import spark_home
 
 CONF_DIR = PROJECT_ROOT / "infra" / "conf"
 POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
@@ -592,14 +593,6 @@ MARQUEZ_WEB = Service(
 
 
 # --- Spark standalone cluster (opt-in: LINEAGE_ASSETS_SPARK_MASTER=spark://HOST:SPARK_CLUSTER_PORT) -----
-
-def spark_home() -> Path:
-    """pyspark's own Spark distribution: its jars run the master and workers, and a worker launches
-    executors from it."""
-    import pyspark
-
-    return Path(pyspark.__file__).parent
-
 
 def _spark_daemon(settings: Settings, main_class: str, *arguments: str) -> list[str]:
     # Spark's launcher (bin/spark-class) ends in `exec java -cp <jars> <class>`: run that command

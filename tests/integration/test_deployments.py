@@ -64,6 +64,16 @@ def rows_with_ids(spark, table: str, ids: list[str]) -> int:
     return spark.table(table).where(F.col("order_id").isin(ids)).count()
 
 
+def rows_and_orders(spark, table: str, ids: list[str]) -> tuple[int, int]:
+    """(rows, distinct orders) with these order ids in the Iceberg table as committed now: equal when
+    no order is doubled."""
+    if not spark.catalog.tableExists(table.replace("`", "")):
+        return 0, 0
+    spark.sql(f"REFRESH TABLE {table}")
+    row = spark.table(table).where(F.col("order_id").isin(ids)).agg(F.count("*"), F.countDistinct("order_id")).first()
+    return row[0], row[1]
+
+
 @pytest.fixture(scope="module")
 def environment(stack, settings):
     environment = SettingsResource.of(settings)

@@ -29,6 +29,11 @@ def test_every_streaming_job_reads_orders_as_the_reader_schema_from_its_own_chec
     assert checkpoints == {str(tmp_path / "checkpoints" / DATASETS[key].job.name) for key in jobs.STREAMING_JOBS}
 
 
+def test_checkpoints_go_where_the_setting_says_for_a_cluster_of_several_machines():
+    settings = Settings(checkpoint_location="s3://shared/checkpoints/")
+    assert option(jobs.ingestion_job(settings).arguments, "--checkpoint") == f"s3://shared/checkpoints/{LAKEHOUSE_ORDERS.job.name}"
+
+
 def test_a_job_that_creates_a_table_gets_the_catalog_columns():
     settings = Settings()
     ingestion = jobs.ingestion_job(settings)
