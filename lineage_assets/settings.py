@@ -131,7 +131,11 @@ class Settings:
     @property
     def kafka_broker_ports(self) -> list[int]:
         """The local Kafka's broker listeners, node 1 first."""
-        return [self.kafka_port + 2 * node for node in range(self.kafka_brokers)]
+        return [self.kafka_node_ports(node)[0] for node in range(1, self.kafka_brokers + 1)]
+
+    def kafka_node_ports(self, node: int) -> tuple[int, int]:
+        """Local Kafka node ``node``'s (broker, controller) listener ports."""
+        return self.kafka_port + 2 * (node - 1), self.kafka_controller_port + 2 * (node - 1)
 
     @property
     def topic_replication(self) -> int:

@@ -227,11 +227,6 @@ POSTGRES = Service(
 
 # --- Kafka (KRaft): one node, or three (kafka_brokers), each a broker and a controller ------------
 
-def _kafka_ports(settings: Settings, node: int) -> tuple[int, int]:
-    """Node ``node``'s (broker, controller) listener ports."""
-    return settings.kafka_port + 2 * (node - 1), settings.kafka_controller_port + 2 * (node - 1)
-
-
 def _kafka_cluster_id(settings: Settings) -> str:
     """The id every node is formatted with: node 1's, chosen once."""
     record = settings.state_dir / "kafka" / "cluster-id"
@@ -246,8 +241,8 @@ def _kafka_cluster_id(settings: Settings) -> str:
 
 def _prepare_kafka_node(settings: Settings, node: int) -> None:
     data = settings.state_dir / _kafka_name(node)
-    broker, controller = _kafka_ports(settings, node)
-    voters = ",".join(f"{n}@{settings.host}:{_kafka_ports(settings, n)[1]}" for n in range(1, settings.kafka_brokers + 1))
+    broker, controller = settings.kafka_node_ports(node)
+    voters = ",".join(f"{n}@{settings.host}:{settings.kafka_node_ports(n)[1]}" for n in range(1, settings.kafka_brokers + 1))
     # The quorum is fixed when the nodes are formatted: a different broker count needs a fresh state.
     formatted = (data / "log" / "meta.properties").exists()
     formatted_for = data / "brokers"
@@ -277,7 +272,7 @@ def _kafka_node_healthy(settings: Settings, node: int) -> bool:
     """The node answers on its broker listener with metadata that lists it (loaded, and in the cluster)."""
     from confluent_kafka.admin import AdminClient
 
-    broker, _ = _kafka_ports(settings, node)
+    broker, _ = settings.kafka_node_ports(node)
     if not port_open(settings.host, broker):
         return False
     try:
@@ -302,10 +297,10 @@ def kafka_node(node: int) -> Service:
         name=_kafka_name(node),
         replaced_by=("kafka_bootstrap",),
         wanted=lambda s: node <= s.kafka_brokers,
-        ports=lambda s: list(_kafka_ports(s, node)),
+        ports=lambda s: list(s.kafka_node_ports(node)),
         command=command,
         healthy=lambda s: _kafka_node_healthy(s, node),
-        address=lambda s: f"{s.host}:{_kafka_ports(s, node)[0]}",
+        address=lambda s: f"{s.host}:{s.kafka_node_ports(node)[0]}",
         prepare=lambda s: _prepare_kafka_node(s, node),
     )
 

@@ -74,13 +74,18 @@ def rows_and_orders(spark, table: str, ids: list[str]) -> tuple[int, int]:
     return row[0], row[1]
 
 
-@pytest.fixture(scope="module")
-def environment(stack, settings):
+def orders_topic_ready(settings) -> SettingsResource:
+    """The settings' orders and dead-letter topics, and the orders value schema, as a deployment needs them."""
     environment = SettingsResource.of(settings)
     kafka = KafkaResource(environment=environment)
     kafka.ensure_topics(settings.orders_topic, settings.dead_letter_topic)
     kafka.register_value_schema(settings.orders_topic, orders_avro_schema_json())
     return environment
+
+
+@pytest.fixture(scope="module")
+def environment(stack, settings):
+    return orders_topic_ready(settings)
 
 
 @pytest.fixture(autouse=True)

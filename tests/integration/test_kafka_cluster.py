@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
-from lineage_assets.datasets import LAKEHOUSE_ORDERS, ORDERS, iceberg_table_name, orders_avro_schema_json
+from lineage_assets.datasets import LAKEHOUSE_ORDERS, ORDERS, iceberg_table_name
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.marquez import MarquezApi
@@ -26,7 +26,7 @@ from lineage_assets.stack.services import StackError
 from lineage_assets.stack.supervisor import Supervisor
 from lineage_assets.streaming.deployments import LocalDeployments
 from tests.conftest import KAFKA_NODES, wait_for
-from tests.integration.test_deployments import rows_and_orders
+from tests.integration.test_deployments import orders_topic_ready, rows_and_orders
 
 
 def test_the_orders_topic_is_partitioned_and_replicated_on_every_broker(cluster_profile):
@@ -80,9 +80,7 @@ def test_acknowledged_writes_survive_a_broker_killed_outright_and_it_rejoins(clu
 
 def test_a_continuous_ingestion_loses_and_doubles_nothing_while_a_broker_is_down_and_back(cluster_profile, spark):
     settings, supervisor = cluster_profile
-    kafka = KafkaResource(environment=SettingsResource.of(settings))
-    kafka.ensure_topics(settings.orders_topic, settings.dead_letter_topic)
-    kafka.register_value_schema(settings.orders_topic, orders_avro_schema_json())
+    orders_topic_ready(settings)
     orders = list(generate_orders(GeneratorConfig(count=300, seed=1515, start=dt.datetime(2026, 11, 3, 9, tzinfo=dt.UTC))))
     ids = [order.key for order in orders]
     table = iceberg_table_name(settings, "orders")

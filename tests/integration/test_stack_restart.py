@@ -13,17 +13,15 @@ import time
 
 import pytest
 
-from lineage_assets.datasets import LAKEHOUSE_ORDERS, iceberg_table_name, orders_avro_schema_json
+from lineage_assets.datasets import LAKEHOUSE_ORDERS, iceberg_table_name
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.marquez import MarquezApi
-from lineage_assets.resources.kafka import KafkaResource
-from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.spark_conf import spark_conf
 from lineage_assets.stack.supervisor import Supervisor
 from lineage_assets.streaming.deployments import LocalDeployments
 from tests.conftest import isolated_settings, wait_for
-from tests.integration.test_deployments import rows_and_orders
+from tests.integration.test_deployments import orders_topic_ready, rows_and_orders
 
 SERVERS = ["postgres", "kafka", "s3", "iceberg-rest", "registry"]
 NAME = LAKEHOUSE_ORDERS.key
@@ -57,9 +55,7 @@ def spark_reading(own_stack, spark):
 def test_servers_restarted_under_a_running_ingestion_lose_and_double_nothing(own_stack, spark_reading):
     spark = spark_reading
     settings, supervisor = own_stack
-    kafka = KafkaResource(environment=SettingsResource.of(settings))
-    kafka.ensure_topics(settings.orders_topic, settings.dead_letter_topic)
-    kafka.register_value_schema(settings.orders_topic, orders_avro_schema_json())
+    orders_topic_ready(settings)
     orders = list(generate_orders(GeneratorConfig(count=90, seed=1717, start=dt.datetime(2026, 11, 4, 9, tzinfo=dt.UTC))))
     ids = [order.key for order in orders]
     table = iceberg_table_name(settings, "orders")
