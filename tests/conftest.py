@@ -61,13 +61,15 @@ def cluster_profile(stack, settings: Settings, tmp_path_factory):
     """The README's cluster profile, started once per session: three Kafka brokers (the orders topic
     in three partitions) and a Spark standalone cluster of two workers, their own; the other services
     are the test stack's, with an Iceberg namespace and a lineage namespace of the profile's own
-    (its topics live on another Kafka: they are other datasets), and the checkpoints in S3 as on
-    a cluster of several machines. Yields its settings and supervisor."""
+    (its topics live on another Kafka: they are other datasets) and an archive prefix of its own (a
+    shared archive would be one dataset written from two graphs, and two file sinks in one folder),
+    and the checkpoints in S3 as on a cluster of several machines. Yields its settings and supervisor."""
     base = isolated_settings("cluster", offset=CLUSTER_PORT_OFFSET, state_dir=tmp_path_factory.mktemp("cluster"))
     profile = dataclasses.replace(
         base, kafka_brokers=3, orders_partitions=3, spark_master=base.local_spark_cluster_url,
         s3_endpoint=settings.s3_url, registry_url=settings.schema_registry_url, catalog_url=settings.iceberg_catalog_url,
         marquez_url=settings.marquez_api_url, iceberg_namespace="cluster_profile", lineage_namespace="lineage_assets_cluster",
+        archive_prefix=f"cluster-profile/{settings.archive_prefix}",
         checkpoint_location=f"{settings.warehouse_url}checkpoints/{base.state_dir.name}")
     supervisor = Supervisor(profile, progress=print)
     wanted = {service.name for service in supervisor.selected() if not service.replaced(profile)}
