@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 
@@ -43,12 +43,13 @@ def alive(pid: int) -> bool:
     return command_line(pid) is not None
 
 
-def terminate(pids: Iterable[int], timeout: float, first_signal: int = signal.SIGTERM) -> None:
-    """Signal the processes, wait up to ``timeout`` seconds for them to exit, then kill what is left."""
+def terminate(pids: Iterable[int], timeout: float, first_signal: int | Mapping[int, int] = signal.SIGTERM) -> None:
+    """Signal the processes (one signal for all, or one per pid), wait up to ``timeout`` seconds
+    for them to exit together, then kill what is left."""
     pids = list(pids)
     for pid in pids:
         try:
-            os.kill(pid, first_signal)
+            os.kill(pid, first_signal[pid] if isinstance(first_signal, Mapping) else first_signal)
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + timeout

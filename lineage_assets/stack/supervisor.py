@@ -189,15 +189,24 @@ class Supervisor:
         stopped = []
         selected = self.selected(names, only_wanted=False)  # whatever this stack started
         # Only the named services (not what they require), dependants before what they depend on.
-        for service in reversed([s for s in self._with_requirements(list(self.services.values())) if s in selected]):
-            pid = self._recorded_pid(service)
-            if pid is not None:
-                self.progress(f"{service.name:<12} stopping (pid {pid})")
-                terminate([pid], timeout, service.stop_signal)
-                stopped.append(service.name)
-            self._record_path(service).unlink(missing_ok=True)
+        # Each wave is stopped at once: the nodes of a Kafka quorum stopped one by one would leave
+        # the last waiting for a quorum that is gone.
+        pending = [s for s in self._with_requirements(list(self.services.values())) if s in selected]
+        while pending:
+            wave = [s for s in pending if not any(s.name in other.requires for other in pending)]
+            if not wave:
+                raise StackError(f"cannot order services {[s.name for s in pending]}: circular requirements")
+            signals = {}
+            for service in wave:
+                if (pid := self._recorded_pid(service)) is not None:
+                    self.progress(f"{service.name:<12} stopping (pid {pid})")
+                    signals[pid] = service.stop_signal
+                    stopped.append(service.name)
+            terminate(signals, timeout, signals)
+            for service in wave:
+                self._record_path(service).unlink(missing_ok=True)
+                pending.remove(service)
         return stopped
-
 
 def _port_taken(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
