@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 CACHE := .cache
 MVN := mvn -q -B -f infra/pom.xml -Dmaven.repo.local=$(CURDIR)/$(CACHE)/m2
 
-.PHONY: setup system-packages jars servers venv demo test test-unit dev stack-up stack-down stack-status bench bench-quick clean
+.PHONY: setup system-packages jars servers venv demo test test-unit dev stack-up stack-down stack-status flink-peer bench bench-quick clean
 
 setup: system-packages $(BIN)/lineage-assets jars servers
 
@@ -72,12 +72,25 @@ stack-down:
 stack-status:
 	$(BIN)/lineage-assets stack status
 
+# The benchmarks' Flink peer (bench/flink_ingestion.py): PyFlink in an interpreter of its own, and
+# its connector jars; only the benchmarks need them.
+FLINK_PEER := $(CACHE)/flink-peer
+flink-peer: $(FLINK_PEER)/.installed $(CACHE)/jars/.flink-peer-resolved
+$(FLINK_PEER)/.installed: pyproject.toml
+	@test -x $(FLINK_PEER)/bin/python || $(PYTHON) -m venv $(FLINK_PEER)
+	$(FLINK_PEER)/bin/pip install -q --upgrade pip
+	$(FLINK_PEER)/bin/pip install -q --group pyproject.toml:flink-peer
+	@touch $@
+$(CACHE)/jars/.flink-peer-resolved: infra/pom.xml
+	$(MVN) package -P flink-peer -Djars.dir=$(CURDIR)/$(CACHE)/jars
+	@touch $@
+
 # Benchmarks (their own stack on ports shifted by 20000); results in bench/results/latest.{json,md,png}.
-bench: setup
+bench: setup flink-peer
 	$(BIN)/pip install -q -e '.[test,bench]'
 	$(BIN)/python -m bench.run
 
-bench-quick: setup
+bench-quick: setup flink-peer
 	$(BIN)/pip install -q -e '.[test,bench]'
 	$(BIN)/python -m bench.run --quick
 

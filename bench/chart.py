@@ -36,7 +36,8 @@ def lineage_overhead(ax, result: dict) -> None:
 
 def throughput(ax, result: dict) -> None:
     ratios = result["ratios"]
-    _bars(ax, list(ratios), list(ratios.values()), 0.5, "streaming throughput / raw consumer, higher is better", "")
+    _bars(ax, [name.replace("_", " ") for name in ratios], list(ratios.values()), None,
+          "streaming throughput / raw consumer, higher is better", "")
 
 
 def freshness(ax, result: dict) -> None:
