@@ -36,7 +36,7 @@ from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import Settings
 
-TOPIC_PREFIX = "bench-throughput-"  # one topic per size: a job reads its topic whole
+TOPIC_PREFIX = "bench-throughput-"  # one topic per size and partition count: a job reads its topic whole
 TABLE = "bench_throughput_orders"
 ARCHIVE_PREFIX = "bench-throughput"
 TARGET_TO_CEILING = {"ingestion": 0.3, "archive": 0.5}
@@ -137,7 +137,12 @@ class JobRounds:
 def run(environment: SettingsResource, quick: bool, count: int | None = None) -> dict:
     count = count or (20_000 if quick else 300_000)
     rounds = 1 if quick else 2
-    bench_topic = SettingsResource(overrides={**environment.overrides, "LINEAGE_ASSETS_ORDERS_TOPIC": f"{TOPIC_PREFIX}{count}"})
+    # Partitioned as the orders topic of a deployment that scales is: one partition for each core a
+    # job has, so that both engines can read with all of them.
+    partitions = environment.settings.spark_cores_per_job
+    bench_topic = SettingsResource(overrides={
+        **environment.overrides, "LINEAGE_ASSETS_ORDERS_TOPIC": f"{TOPIC_PREFIX}{count}-p{partitions}",
+        "LINEAGE_ASSETS_ORDERS_PARTITIONS": str(partitions)})
     settings = bench_topic.settings
     kafka, spark_jobs = KafkaResource(environment=bench_topic), SparkJobsResource(environment=bench_topic)
     produced = fill_topic(kafka, count)
@@ -157,7 +162,7 @@ def run(environment: SettingsResource, quick: bool, count: int | None = None) ->
             "target": f"ingestion >= {TARGET_TO_PEER}x its Flink peer; to the ceiling: "
                       + ", ".join(f"{name} >= {ratio}" for name, ratio in TARGET_TO_CEILING.items()),
             "met": to_peer >= TARGET_TO_PEER and all(ratios[name] >= ratio for name, ratio in TARGET_TO_CEILING.items()),
-            "orders": count, "rounds": rounds, "produced_now": produced,
+            "orders": count, "partitions": partitions, "rounds": rounds, "produced_now": produced,
             "median_rows_per_s": {name: median(values, 1) for name, values in rates.items()}, "ratios": ratios,
             "ingestion_to_flink_peer": to_peer, "rates_rows_per_s": rounded(rates, 1),
             "runs": {**{name: job.profiles for name, job in jobs.items()}, "flink_peer": peer.profiles}}
@@ -168,4 +173,5 @@ def summary(result: dict) -> str:
     return (f"ceiling (raw consumer) {rates['ceiling']:,} orders/s; ingestion {rates['ingestion']:,}/s "
             f"(ratio {ratios['ingestion']}), archive {rates['archive']:,}/s (ratio {ratios['archive']}), "
             f"Flink peer {rates['flink_peer']:,}/s (ratio {ratios['flink_peer']}); ingestion / Flink peer "
-            f"{result['ingestion_to_flink_peer']}; {result['orders']:,} orders, catch-up, query (job) time")
+            f"{result['ingestion_to_flink_peer']}; {result['orders']:,} orders in {result['partitions']} partitions, catch-up, "
+            f"query (job) time")
