@@ -59,13 +59,19 @@ def main() -> None:
         # Records per writer version, outcome and replay, in one pass over the (cached) batch.
         return decoded, decoded.groupBy("schema_id", "dead_letter_reason", "replayed").count().collect()
 
+    # Only a run's first batch can be one that an earlier run wrote: Spark runs again the last batch
+    # it planned without committing, and every later batch id is new. From a new checkpoint, none is.
+    replay_possible = jobs.planned_batches(spark, args.checkpoint)
+
     def write_batch(batch, batch_id: int) -> None:
+        nonlocal replay_possible
         decoded, outcomes = decode(batch)
         try:
             if versions.refresh(row.schema_id for row in outcomes):  # registered since the job started
                 decoded.unpersist()
                 decoded, outcomes = decode(batch)
-            if committed(spark, args.table, args.checkpoint, batch_id):
+            replayed, replay_possible = replay_possible and committed(spark, args.table, args.checkpoint, batch_id), False
+            if replayed:
                 totals["batches_replayed"] += 1
                 return
             valid = transforms.iceberg_orders(transforms.valid_orders(decoded))

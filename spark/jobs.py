@@ -384,11 +384,21 @@ def create_table(spark: SparkSession, table: str, columns: str, partitioned_by: 
     return not existed
 
 
+def _hadoop_path(spark: SparkSession, location: str):
+    """A Hadoop path and its file system (local, S3A): what Spark itself reads the location with."""
+    path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(location)
+    return path, path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+
+
+def planned_batches(spark: SparkSession, checkpoint: str) -> bool:
+    """Whether a query's checkpoint already holds planned batches (its offset log is not empty)."""
+    path, filesystem = _hadoop_path(spark, f"{checkpoint.rstrip('/')}/offsets")
+    return bool(filesystem.exists(path) and filesystem.listStatus(path))
+
+
 def files_under(spark: SparkSession, location: str) -> tuple[int, int]:
     """(data files, bytes) below a Hadoop path, leaving out Spark's own metadata folders."""
-    jvm = spark.sparkContext._jvm
-    path = jvm.org.apache.hadoop.fs.Path(location)
-    filesystem = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    path, filesystem = _hadoop_path(spark, location)
     if not filesystem.exists(path):
         return 0, 0
     files = size = 0
