@@ -11,7 +11,8 @@ transforms. Here the catalog is the stack's REST catalog and the source is bound
 the topic has when the job starts, so that it is the peer of the project's catch-up run.
 
 It runs in the Flink peer's own interpreter (PyFlink pins its own pyarrow, pandas and numpy) and
-imports nothing from the project: `bench/flink_peer.py` gives it every name and address.
+imports nothing from the project: `bench/flink_peer.py` gives it every name and address. The
+peer of the live windows (`flink_supplier_stats.py`) runs the same way, with this module's helpers.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 
 from pyflink.java_gateway import get_gateway
 from pyflink.table import EnvironmentSettings, TableEnvironment
@@ -54,41 +56,62 @@ def create_table(args: argparse.Namespace) -> None:
     catalog.close()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    for option in ("bootstrap-servers", "topic", "registry-url", "catalog-url", "warehouse", "s3-endpoint",
-                   "s3-access-key", "s3-secret-key", "s3-region", "namespace", "table", "report"):
+SOURCE_COLUMNS = "order_id STRING NOT NULL, bid_time TIMESTAMP(3), price STRING, item STRING, supplier STRING"
+COMMON_OPTIONS = ("bootstrap-servers", "topic", "registry-url", "report")
+
+
+def arguments(description: str, *options: str) -> argparse.Namespace:
+    """The options every peer job takes, and its own (all required)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    for option in (*COMMON_OPTIONS, *options):
         parser.add_argument(f"--{option}", required=True)
     parser.add_argument("--parallelism", type=int, default=2)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def run(args: argparse.Namespace, statements: Callable[[TableEnvironment], str]) -> None:
+    """Set up a streaming table environment with ``statements`` (which return the INSERT to run),
+    run the INSERT to its end, and report the Flink job's net runtime."""
     started = time.monotonic()
     environment = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
     environment.get_config().set("parallelism.default", str(args.parallelism))
-    create_table(args)
-    catalog_options = {"type": "iceberg", "catalog-type": "rest", "uri": args.catalog_url, "warehouse": args.warehouse,
-                       **s3_properties(args)}
-    environment.execute_sql(f"CREATE CATALOG {CATALOG} WITH ({with_options(catalog_options)})")
-    source_options = {
-        "connector": "kafka", "topic": args.topic, "properties.bootstrap.servers": args.bootstrap_servers,
-        "properties.group.id": f"flink-peer-{args.table}", "scan.startup.mode": "earliest-offset",
-        "scan.bounded.mode": "latest-offset", "format": "avro-confluent", "avro-confluent.url": args.registry_url,
-    }
-    environment.execute_sql(f"""
-        CREATE TEMPORARY TABLE orders_source (
-            order_id STRING NOT NULL, bid_time TIMESTAMP(3), price STRING, item STRING, supplier STRING
-        ) WITH ({with_options(source_options)})""")
+    insert = statements(environment)
     set_up_s = time.monotonic() - started
-    result = environment.execute_sql(f"""
-        INSERT INTO {CATALOG}.`{args.namespace}`.`{args.table}`
-        SELECT order_id, item, CAST(price AS DECIMAL(10, 2)), supplier, bid_time FROM orders_source""")
-    execution = result.get_job_client().get_job_execution_result().result()
+    execution = environment.execute_sql(insert).get_job_client().get_job_execution_result().result()
     with open(args.report, "w") as report:
         json.dump({"job_net_runtime_s": execution.get_net_runtime() / 1000, "set_up_s": round(set_up_s, 3),
                    "duration_seconds": round(time.monotonic() - started, 3)}, report)
 
 
+def orders_source(args: argparse.Namespace, group: str) -> dict[str, str]:
+    """The orders topic read through the registry, from its start to its end when the job starts."""
+    return {
+        "connector": "kafka", "topic": args.topic, "properties.bootstrap.servers": args.bootstrap_servers,
+        "properties.group.id": group, "scan.startup.mode": "earliest-offset", "scan.bounded.mode": "latest-offset",
+        "format": "avro-confluent", "avro-confluent.url": args.registry_url,
+    }
+
+
 def with_options(options: dict[str, str]) -> str:
     return ", ".join(f"'{key}' = '{value}'" for key, value in options.items())
+
+
+def main() -> None:
+    args = arguments(__doc__, "catalog-url", "warehouse", "s3-endpoint", "s3-access-key", "s3-secret-key", "s3-region",
+                     "namespace", "table")
+
+    def statements(environment: TableEnvironment) -> str:
+        create_table(args)
+        catalog = {"type": "iceberg", "catalog-type": "rest", "uri": args.catalog_url, "warehouse": args.warehouse,
+                   **s3_properties(args)}
+        environment.execute_sql(f"CREATE CATALOG {CATALOG} WITH ({with_options(catalog)})")
+        source = with_options(orders_source(args, group=f"flink-peer-{args.table}"))
+        environment.execute_sql(f"CREATE TEMPORARY TABLE orders_source ({SOURCE_COLUMNS}) WITH ({source})")
+        return f"""
+            INSERT INTO {CATALOG}.`{args.namespace}`.`{args.table}`
+            SELECT order_id, item, CAST(price AS DECIMAL(10, 2)), supplier, bid_time FROM orders_source"""
+
+    run(args, statements)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
-"""Runs the Flink peer of the ingestion (``bench/flink_ingestion.py``) as one subject of the
-throughput benchmark's rounds, and checks that it wrote what the project's ingestion wrote.
+"""Runs the Flink peers (``bench/flink_ingestion.py``, ``bench/flink_supplier_stats.py``) as
+subjects of the throughput benchmark's rounds, and checks that each wrote what the project's job wrote.
 
 The peer runs in its own interpreter (``make flink-peer``: ``.cache/flink-peer``, PyFlink from
 pyproject.toml's ``flink-peer`` group) with its connector jars (``.cache/jars/flink-peer``) on the
 PyFlink gateway's classpath. It runs on Flink's local mini-cluster with as many task slots as a
-Spark job has cores. Its rate is rows over the Flink job's net runtime: from the job's start to its
-end, the last Iceberg commit included. That compares with the project's query time, since neither
+Spark job has cores. Its rate is orders read over the Flink job's net runtime: from the job's start
+to its end, the last Iceberg commit or Kafka write included. That compares with the project's query time, since neither
 counts the JVM start or the catalog set-up before the job.
 """
 
@@ -15,13 +15,19 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
+
+from confluent_kafka import Consumer, TopicPartition
 
 from bench import iceberg_tables
 from lineage_assets.datasets import LAKEHOUSE_ORDERS
+from lineage_assets.resources.kafka import KafkaResource
+from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings
 
-JOB = Path(__file__).with_name("flink_ingestion.py")
+JOBS = Path(__file__).parent
 TABLE = "bench_flink_orders"
 COMPARED_COLUMNS = tuple(column.name for column in LAKEHOUSE_ORDERS.columns)
 
@@ -34,15 +40,8 @@ def interpreter(settings: Settings) -> Path:
     return python
 
 
-def command(settings: Settings, table: str, report: Path) -> list[str]:
-    options = {
-        "bootstrap-servers": settings.kafka_servers, "topic": settings.orders_topic, "registry-url": settings.schema_registry_url,
-        "catalog-url": settings.iceberg_catalog_url, "warehouse": settings.warehouse_url, "s3-endpoint": settings.s3_url,
-        "s3-access-key": settings.s3_access_key, "s3-secret-key": settings.s3_secret_key, "s3-region": settings.s3_region,
-        "namespace": settings.iceberg_namespace, "table": table, "parallelism": settings.spark_cores_per_job,
-        "report": report,
-    }
-    return [str(interpreter(settings)), str(JOB), *(part for key, value in options.items() for part in (f"--{key}", str(value)))]
+def _options(options: dict[str, object]) -> list[str]:
+    return [part for key, value in options.items() for part in (f"--{key}", str(value))]
 
 
 def environment(settings: Settings, log_dir: Path) -> dict[str, str]:
@@ -57,39 +56,129 @@ def environment(settings: Settings, log_dir: Path) -> dict[str, str]:
 
 
 class PeerRounds:
-    """Bounded runs of the Flink peer over the bench topic, each into its table dropped first. The
-    first round's rows must equal ``reference_table``'s (the project's ingestion, measured before it
-    in the same round) before any rate counts."""
+    """Bounded runs of one peer job over the bench topic, each into a fresh output. What the first
+    round wrote must equal what the project's job wrote in the same round (measured before it)
+    before any rate counts."""
 
-    def __init__(self, settings: Settings, count: int, reference_table: str):
-        self.settings, self.count, self.reference_table = settings, count, reference_table
-        self.folder = settings.state_dir / "bench-throughput" / "flink-peer"
+    script: Path
+
+    def __init__(self, settings: Settings, count: int):
+        self.settings, self.count = settings, count
+        self.folder = settings.state_dir / "bench-throughput" / f"flink-peer-{self.script.stem}"
         self.profiles: list[dict] = []
 
+    def output(self, round_number: int) -> dict[str, str]:
+        """The job's own options for a round: a fresh output, made ready."""
+        raise NotImplementedError
+
+    def check(self, round_number: int, output: dict[str, str]) -> None:
+        raise NotImplementedError
+
     def __call__(self, round_number: int) -> float:
+        settings = self.settings
         self.folder.mkdir(parents=True, exist_ok=True)
-        iceberg_tables.drop(self.settings, TABLE)
         report, log = self.folder / "report.json", self.folder / f"round-{round_number}.log"
         report.unlink(missing_ok=True)
+        output = self.output(round_number)
+        command = [str(interpreter(settings)), str(self.script), *_options({
+            "bootstrap-servers": settings.kafka_servers, "topic": settings.orders_topic,
+            "registry-url": settings.schema_registry_url, "parallelism": settings.spark_cores_per_job,
+            "report": report, **output})]
         started = time.monotonic()
-        with log.open("w") as output:
-            finished = subprocess.run(command(self.settings, TABLE, report), stdout=output, stderr=subprocess.STDOUT,
-                                      env=environment(self.settings, self.folder / "flink-logs"), timeout=1800)
-        wall_s = round(time.monotonic() - started, 3)
+        with log.open("w") as written:
+            finished = subprocess.run(command, stdout=written, stderr=subprocess.STDOUT,
+                                      env=environment(settings, self.folder / "flink-logs"), timeout=1800)
+        process_s = round(time.monotonic() - started, 3)
         if finished.returncode != 0 or not report.exists():
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
-            raise RuntimeError(f"the Flink peer failed (exit {finished.returncode}); log: {log}\n{tail}")
+            raise RuntimeError(f"the Flink peer {self.script.name} failed (exit {finished.returncode}); log: {log}\n{tail}")
+        self.check(round_number, output)
+        self.profiles.append({**json.loads(report.read_text()), "process_s": process_s})
+        return self.count / self.profiles[-1]["job_net_runtime_s"]
+
+
+class IngestionPeer(PeerRounds):
+    """The ingestion's peer, into its table dropped before each round; compared with ``reference_table``."""
+
+    script = JOBS / "flink_ingestion.py"
+
+    def __init__(self, settings: Settings, count: int, reference_table: str):
+        super().__init__(settings, count)
+        self.reference_table = reference_table
+
+    def output(self, round_number: int) -> dict[str, str]:
+        settings = self.settings
+        iceberg_tables.drop(settings, TABLE)
+        return {"catalog-url": settings.iceberg_catalog_url, "warehouse": settings.warehouse_url,
+                "s3-endpoint": settings.s3_url, "s3-access-key": settings.s3_access_key,
+                "s3-secret-key": settings.s3_secret_key, "s3-region": settings.s3_region,
+                "namespace": settings.iceberg_namespace, "table": TABLE}
+
+    def check(self, round_number: int, output: dict[str, str]) -> None:
         written = iceberg_tables.rows(self.settings, TABLE, COMPARED_COLUMNS)
         if len(written) != self.count:
             raise RuntimeError(f"the Flink peer wrote {len(written)} rows, expected {self.count}")
         if round_number == 0:
-            self.check_equal(written)
-        self.profiles.append({**json.loads(report.read_text()), "process_s": wall_s})
-        return self.count / self.profiles[-1]["job_net_runtime_s"]
+            expected = iceberg_tables.rows(self.settings, self.reference_table, COMPARED_COLUMNS)
+            if written != expected:
+                differing = next((pair for pair in zip(written, expected) if pair[0] != pair[1]), None)
+                raise RuntimeError(f"the Flink peer's rows differ from {self.reference_table}'s ({len(written)} against "
+                                   f"{len(expected)} rows); first difference, peer then project: {differing}")
 
-    def check_equal(self, written: list[tuple]) -> None:
-        expected = iceberg_tables.rows(self.settings, self.reference_table, COMPARED_COLUMNS)
-        if written != expected:
-            differing = next((pair for pair in zip(written, expected) if pair[0] != pair[1]), None)
-            raise RuntimeError(f"the Flink peer's rows differ from {self.reference_table}'s ({len(written)} against "
-                               f"{len(expected)} rows); first difference, peer then project: {differing}")
+
+class WindowsPeer(PeerRounds):
+    """The live windows' peer, into a new topic each round; compared with the project's round-0 topic,
+    which ``reference_topic`` names once that round has run."""
+
+    script = JOBS / "flink_supplier_stats.py"
+
+    def __init__(self, settings: Settings, count: int, reference_topic: Callable[[], str]):
+        super().__init__(settings, count)
+        self.reference_topic = reference_topic
+
+    def output(self, round_number: int) -> dict[str, str]:
+        topic = f"bench-flink-supplier-stats-{time.time_ns()}"
+        KafkaResource(environment=SettingsResource.of(self.settings)).ensure_topics(topic)
+        return {"output-topic": topic}
+
+    def check(self, round_number: int, output: dict[str, str]) -> None:
+        if round_number:
+            return
+        peer, project = windows(self.settings, output["output-topic"]), windows(self.settings, self.reference_topic())
+        # At the topic's end Flink closes every window; the project's run leaves open those the
+        # watermark has not passed. Every window the project closed must be the peer's, equal.
+        differing = {window: (peer.get(window), stats) for window, stats in project.items() if peer.get(window) != stats}
+        still_open = [window for window in peer.keys() - project.keys() if window[1] <= max(w[1] for w in project)]
+        if not project or differing or still_open:
+            raise RuntimeError(f"the Flink peer's windows differ from the project's ({len(peer)} against {len(project)}): "
+                               f"{len(differing)} differ, e.g. {next(iter(differing.items()), None)}; "
+                               f"{len(still_open)} the project closed none of, e.g. {still_open[:1]}")
+
+
+def windows(settings: Settings, topic: str) -> dict[tuple[str, str, str], tuple[Decimal, int]]:
+    """(window start, end, supplier) -> (total price, count), from the records of a window topic."""
+    found = {}
+    for value in topic_values(settings, topic):
+        record = json.loads(value, parse_float=Decimal)
+        found[(record["window_start"], record["window_end"], record["supplier"])] = (
+            Decimal(record["total_price"]), int(record["count"]))
+    return found
+
+
+def topic_values(settings: Settings, topic: str) -> list[bytes]:
+    """Every record value of the topic as it ends now."""
+    consumer = Consumer({"bootstrap.servers": settings.kafka_servers, "group.id": "bench-flink-peer-check",
+                         "enable.auto.commit": False})
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions if ends[p]])
+        values, remaining = [], sum(ends.values())
+        while remaining:
+            for message in consumer.consume(10_000, timeout=10):
+                if message.error() is None:
+                    values.append(message.value())
+                    remaining -= 1
+        return values
+    finally:
+        consumer.close()

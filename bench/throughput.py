@@ -1,7 +1,7 @@
-"""Streaming throughput: orders/s the ingestion job (Kafka -> Iceberg) and the archive job (Kafka ->
-S3 JSON) process, against the raw read rate of a plain confluent-kafka consumer on the same topic
-(the ceiling) and the ingestion's Flink peer (the seed lab's Table API job, ``bench/flink_peer.py``),
-alternately.
+"""Streaming throughput: orders/s the ingestion job (Kafka -> Iceberg), the archive job (Kafka -> S3
+JSON) and the live windows job (Kafka -> Kafka) process, against the raw read rate of a plain
+confluent-kafka consumer on the same topic (the ceiling) and against Flink peers of the ingestion
+and the windows (the seed lab's jobs in PyFlink, ``bench/flink_peer.py``), alternately.
 
 "Sustained" is measured as the catch-up run (Trigger.AvailableNow) of a job over a topic pre-filled
 with N orders, each round from a fresh checkpoint. A job's rate is rows / query time: from the
@@ -10,7 +10,7 @@ records them, so Spark's session start-up and the table set-up before the query 
 spark-submit wall time, the job's own duration and each batch's are reported beside it), and each
 round's Spark SQL executions with their seconds and tasks say where the query's time went. The
 ceiling reads and counts the raw records, no decoding. The jobs run on their own topic, Iceberg table and archive prefix, emptied at the start.
-The peer does less than the ingestion: no dead letters, no check for a batch already committed.
+The ingestion's peer does less than the ingestion: no dead letters, no check for a batch already committed.
 """
 
 from __future__ import annotations
@@ -19,18 +19,19 @@ import datetime as dt
 import json
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import boto3
 from confluent_kafka import Consumer, TopicPartition
 
 from bench import iceberg_tables
-from bench.flink_peer import PeerRounds
+from bench.flink_peer import IngestionPeer, WindowsPeer
 from bench.measure import alternate, median, rounded
 from bench.spark_profile import Instrumented
-from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS, iceberg_table_name, orders_avro_schema_json
+from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS, SUPPLIER_STATS_LIVE, iceberg_table_name, orders_avro_schema_json
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
-from lineage_assets.jobs import archive_job, ingestion_job
+from lineage_assets.jobs import archive_job, ingestion_job, live_stats_job
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
@@ -103,13 +104,15 @@ def query_profile(progress_file: Path) -> dict:
 
 class JobRounds:
     """Catch-up runs of one streaming job over the bench topic, each from a fresh checkpoint and,
-    given ``fresh_location`` (an option and a base location), into a fresh location below it: Spark's
-    file sink skips batch ids its output folder's ``_spark_metadata`` log already holds."""
+    given ``fresh`` (an option and a template of its value with ``{name}``), into a fresh output,
+    made ready by ``prepare``: Spark's file sink skips batch ids its output folder's
+    ``_spark_metadata`` log already holds, and a window topic is compared whole."""
 
     def __init__(self, spark_jobs: SparkJobsResource, script: str, arguments: list[str], count: int,
-                 fresh_location: tuple[str, str] | None = None):
+                 fresh: tuple[str, str] | None = None, prepare: Callable[[str], object] = lambda output: None):
         self.spark_jobs, self.script, self.arguments, self.count = spark_jobs, script, arguments, count
-        self.fresh_location = fresh_location
+        self.fresh, self.prepare = fresh, prepare
+        self.outputs: list[str] = []  # each round's fresh output
         self.profiles: list[dict] = []
         self.instrumented = Instrumented(spark_jobs.environment.settings.state_dir / "bench-throughput" / f"{Path(script).stem}-profile")
 
@@ -118,9 +121,11 @@ class JobRounds:
         folder = self.spark_jobs.environment.settings.state_dir / "bench-throughput" / name
         progress = folder / "progress.jsonl"
         arguments = with_option(self.arguments, "--checkpoint", str(folder / "checkpoint"))
-        if self.fresh_location:
-            option, base = self.fresh_location
-            arguments = with_option(arguments, option, f"{base}/{name}")
+        if self.fresh:
+            option, template = self.fresh
+            self.outputs.append(template.format(name=name))
+            self.prepare(self.outputs[-1])
+            arguments = with_option(arguments, option, self.outputs[-1])
         self.instrumented.reset()
         started = time.monotonic()
         with self.instrumented.active():
@@ -151,27 +156,30 @@ def run(environment: SettingsResource, quick: bool, count: int | None = None) ->
         "ingestion": JobRounds(spark_jobs, LAKEHOUSE_ORDERS.job.source, with_option(
             list(ingestion_job(settings).arguments), "--table", iceberg_table_name(settings, TABLE)), count),
         "archive": JobRounds(spark_jobs, ARCHIVE.job.source, list(archive_job(settings).arguments), count,
-                             fresh_location=("--path", f"s3://{settings.archive_bucket}/{ARCHIVE_PREFIX}")),
+                             fresh=("--path", f"s3://{settings.archive_bucket}/{ARCHIVE_PREFIX}/{{name}}")),
+        "live_windows": JobRounds(spark_jobs, SUPPLIER_STATS_LIVE.job.source, list(live_stats_job(settings).arguments),
+                                  count, fresh=("--output-topic", "bench-{name}"), prepare=kafka.ensure_topics),
     }
-    peer = PeerRounds(settings, count, reference_table=TABLE)
-    rates = alternate(rounds, {"ceiling": lambda _: ceiling(settings, count), **jobs, "flink_peer": peer})
-    top = median(rates["ceiling"], 1)
-    ratios = {name: round(median(rates[name], 1) / top, 4) for name in (*jobs, "flink_peer")}
-    to_peer = round(median(rates["ingestion"], 1) / median(rates["flink_peer"], 1), 4)
+    peers = {"ingestion": IngestionPeer(settings, count, reference_table=TABLE),
+             "live_windows": WindowsPeer(settings, count, reference_topic=lambda: jobs["live_windows"].outputs[0])}
+    subjects = {"ceiling": lambda _: ceiling(settings, count), **jobs, **{f"flink_{name}": peer for name, peer in peers.items()}}
+    rates = alternate(rounds, subjects)
+    medians = {name: median(values, 1) for name, values in rates.items()}
+    ratios = {name: round(medians[name] / medians["ceiling"], 4) for name in subjects if name != "ceiling"}
+    to_peer = {name: round(medians[name] / medians[f"flink_{name}"], 4) for name in peers}
     return {"name": "streaming_throughput",
             "target": f"ingestion >= {TARGET_TO_PEER}x its Flink peer; to the ceiling: "
                       + ", ".join(f"{name} >= {ratio}" for name, ratio in TARGET_TO_CEILING.items()),
-            "met": to_peer >= TARGET_TO_PEER and all(ratios[name] >= ratio for name, ratio in TARGET_TO_CEILING.items()),
+            "met": to_peer["ingestion"] >= TARGET_TO_PEER and all(ratios[name] >= ratio for name, ratio in TARGET_TO_CEILING.items()),
             "orders": count, "partitions": partitions, "rounds": rounds, "produced_now": produced,
-            "median_rows_per_s": {name: median(values, 1) for name, values in rates.items()}, "ratios": ratios,
-            "ingestion_to_flink_peer": to_peer, "rates_rows_per_s": rounded(rates, 1),
-            "runs": {**{name: job.profiles for name, job in jobs.items()}, "flink_peer": peer.profiles}}
+            "median_rows_per_s": medians, "ratios": ratios, "to_flink_peer": to_peer, "rates_rows_per_s": rounded(rates, 1),
+            "runs": {**{name: job.profiles for name, job in jobs.items()},
+                     **{f"flink_{name}": peer.profiles for name, peer in peers.items()}}}
 
 
 def summary(result: dict) -> str:
-    rates, ratios = result["median_rows_per_s"], result["ratios"]
-    return (f"ceiling (raw consumer) {rates['ceiling']:,} orders/s; ingestion {rates['ingestion']:,}/s "
-            f"(ratio {ratios['ingestion']}), archive {rates['archive']:,}/s (ratio {ratios['archive']}), "
-            f"Flink peer {rates['flink_peer']:,}/s (ratio {ratios['flink_peer']}); ingestion / Flink peer "
-            f"{result['ingestion_to_flink_peer']}; {result['orders']:,} orders in {result['partitions']} partitions, catch-up, "
-            f"query (job) time")
+    rates, ratios, to_peer = result["median_rows_per_s"], result["ratios"], result["to_flink_peer"]
+    jobs = ", ".join(f"{name.replace('_', ' ')} {rates[name]:,}/s ({ratios[name]})" for name in ratios)
+    return (f"{result['orders']:,} orders in {result['partitions']} partitions, catch-up, query (job) time; orders/s "
+            f"(ratio to the ceiling): ceiling (raw consumer) {rates['ceiling']:,}/s, {jobs}; project / Flink peer: "
+            + ", ".join(f"{name.replace('_', ' ')} {ratio}" for name, ratio in to_peer.items()))
