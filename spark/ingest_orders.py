@@ -56,8 +56,9 @@ def main() -> None:
     def decode(batch):
         flagged = batch.withColumn("replayed", transforms.has_header("headers", REPLAY_HEADER))
         decoded = transforms.decode_orders(flagged, args.value_schema, versions.by_id, keep=("replayed",)).persist()
-        # Records per writer version, outcome and replay, in one pass over the (cached) batch.
-        return decoded, decoded.groupBy("schema_id", "dead_letter_reason", "replayed").count().collect()
+        # Records per writer version, outcome, replay and day, in one pass that also fills the cache.
+        day = F.date_format("bid_time", "yyyy-MM-dd").alias("day")
+        return decoded, decoded.groupBy("schema_id", "dead_letter_reason", "replayed", day).count().collect()
 
     # Only a run's first batch can be one that an earlier run wrote: Spark runs again the last batch
     # it planned without committing, and every later batch id is new. From a new checkpoint, none is.
@@ -76,18 +77,17 @@ def main() -> None:
                 return
             valid = transforms.iceberg_orders(transforms.valid_orders(decoded))
             dead = transforms.dead_letters(decoded)
-            batch_reasons, by_version, returned = Counter(), Counter(), 0
+            batch_reasons, by_version, returned, written, batch_days = Counter(), Counter(), 0, 0, set()
             for row in outcomes:
                 if row.dead_letter_reason is not None:
                     batch_reasons[row.dead_letter_reason] += row["count"]
-                elif row.replayed:
-                    returned += row["count"]
+                else:
+                    written += row["count"]
+                    batch_days.add(row.day)
+                    returned += row["count"] if row.replayed else 0
                 if row.schema_id in versions.by_id:
                     by_version[row.schema_id] += row["count"]
             incompatible = sum(n for reason, n in batch_reasons.items() if reason.startswith(SCHEMA_INCOMPATIBLE))
-            # Rows and days in one pass over the (cached) batch.
-            by_day = valid.groupBy(F.date_format("bid_time", "yyyy-MM-dd").alias("day")).count().collect()
-            written, batch_days = sum(row["count"] for row in by_day), {row.day for row in by_day}
             if written:
                 (valid.writeTo(args.table)
                  .option(f"snapshot-property.{QUERY_PROPERTY}", args.checkpoint)
@@ -103,8 +103,9 @@ def main() -> None:
                     "event": "committed", "batch": batch_id, "rows": written, "days": sorted(batch_days),
                     "dead_letters": sum(batch_reasons.values()), "schema_incompatible": incompatible,
                     "dead_letters_replayed": returned, "schema_versions": versions.summary(by_version),
-                    # The table after this commit, for a deployment's lineage (a metadata read per commit).
-                    **(jobs.table_state(spark, args.table) if written else {})})
+                    # The table after this commit, for a deployment's lineage (a metadata read per commit;
+                    # a catch-up run reports the table once, at its end).
+                    **(jobs.table_state(spark, args.table) if written and args.mode == jobs.CONTINUOUS else {})})
             versions.batches[batch_id] = by_version
             totals["rows_written"] += written
             totals["dead_letters"] += sum(batch_reasons.values())
