@@ -24,6 +24,7 @@ LINGER_S = 30.0
 assert LINGER_S > STARTUP_S
 POLL_S = 0.1
 RETRY_S = (0.5, 30.0)
+SENDER_NICENESS = 10
 
 log = logging.getLogger("lineage_assets.lineage.sender")
 
@@ -65,6 +66,8 @@ def main(folder: Path, backend: Backend, linger_s: float = LINGER_S) -> int:
 
 
 if __name__ == "__main__":
+    # Delivery is background work: the job's own threads, which record the events, come first for a core.
+    os.nice(SENDER_NICENESS)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(levelname)s %(message)s")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # unwinds, so the cursor records what went out
     sys.exit(main(Path(sys.argv[1]), Backend.from_json(os.environ[BACKEND_VARIABLE])))
