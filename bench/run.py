@@ -75,11 +75,13 @@ def markdown(results: dict) -> str:
              f"{info['java']} ({'quick' if results['quick'] else 'full'} mode, {results['elapsed_s'] / 60:.1f} min; "
              + (f"Spark drivers with `{results['spark_driver_options']}`; " if results.get("spark_driver_options") else "") +
              f"load average at start {info['load_average_at_start'][0]}).", "",
-             "| benchmark | result | target | met | took |", "|---|---|---|---|---|"]
+             "| benchmark | result | Flink peer (the seed lab's jobs) | target | met | took |", "|---|---|---|---|---|---|"]
     for bench in results["benchmarks"]:
         met = {True: "yes", False: "no", None: "—"}[bench["met"]]
-        value = f"failed: {bench['error']}" if "error" in bench else BENCHMARKS[bench["name"]].module.summary(bench)
-        lines.append(f"| {bench['name']} | {value} | {bench['target']} | {met} | {bench['elapsed_s'] / 60:.1f} min |")
+        module = BENCHMARKS[bench["name"]].module
+        value = f"failed: {bench['error']}" if "error" in bench else module.summary(bench)
+        peer = module.peer_summary(bench) if hasattr(module, "peer_summary") and "error" not in bench else "—"
+        lines.append(f"| {bench['name']} | {value} | {peer} | {bench['target']} | {met} | {bench['elapsed_s'] / 60:.1f} min |")
     return "\n".join(lines) + "\n"
 
 
@@ -126,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes and few rounds (a smoke run)")
     parser.add_argument("--only", nargs="*", choices=list(BENCHMARKS))
     parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--throughput-orders", type=int, help="orders in the throughput topic (quick 20,000; full 300,000)")
+    parser.add_argument("--throughput-orders", type=int, help=f"orders in the throughput topic (quick {throughput.QUICK_ORDERS:,}; full {throughput.FULL_ORDERS:,})")
     parser.add_argument("--freshness-seconds", type=int, help="seconds of measured orders (quick 10; full 120)")
     parser.add_argument("--scaling-sizes", type=int, nargs="+",
                         help="orders per day (quick 10,000 160,000; full 1,000,000 4,000,000 16,000,000)")
