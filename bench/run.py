@@ -16,7 +16,6 @@ import logging
 import os
 import platform
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +24,6 @@ from types import ModuleType
 from bench import chart, cold_start, emission, freshness, lineage_overhead, scaling, throughput
 from bench.spark_profile import driver_options
 from lineage_assets.resources.settings import SettingsResource
-from lineage_assets.lineage.spark_agent import LISTENER as SPARK_AGENT_LISTENER
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import Settings
 from lineage_assets.stack.supervisor import Supervisor
@@ -94,16 +92,11 @@ def fill_all_days(wanted: list[str], args: argparse.Namespace, environment: Sett
         return {}
     started = time.monotonic()
     print(f"bench: generating the days of {', '.join(f'{size:,}' for size in sizes)} orders", flush=True)
-    # With the lineage agent loaded, as in an asset run: when this first job writes the Spark drivers'
-    # class-sharing archive (a fresh checkout), the agent's classes are in it, as they are in production.
-    with tempfile.TemporaryDirectory(prefix="bench-fill-") as scratch:
-        agent = {"spark.extraListeners": SPARK_AGENT_LISTENER, "spark.openlineage.transport.type": "file",
-                 "spark.openlineage.transport.location": str(Path(scratch) / "events.jsonl")}
-        try:
-            filled = scaling.fill_days(SparkJobsResource(environment=environment), tuple(sizes), extra_conf=agent)
-        except Exception as error:  # noqa: BLE001 (each benchmark tries its own days again and records its failure)
-            logging.exception("bench: generating the days failed")
-            filled = {"error": f"{type(error).__name__}: {error}"}
+    try:
+        filled = scaling.fill_days(SparkJobsResource(environment=environment), tuple(sizes))
+    except Exception as error:  # noqa: BLE001 (each benchmark tries its own days again and records its failure)
+        logging.exception("bench: generating the days failed")
+        filled = {"error": f"{type(error).__name__}: {error}"}
     return {**filled, "elapsed_s": round(time.monotonic() - started, 1)}
 
 

@@ -32,7 +32,7 @@ def day_for(size: int) -> str:
     return (dt.date(2025, 1, 1) + dt.timedelta(days=round(math.log2(size)))).isoformat()
 
 
-def fill_days(spark_jobs: SparkJobsResource, sizes: tuple[int, ...], extra_conf: dict[str, str] | None = None) -> dict:
+def fill_days(spark_jobs: SparkJobsResource, sizes: tuple[int, ...]) -> dict:
     """Each size's day in the orders table, generated if missing; ``generated`` says how many orders each
     day got. The days filled are recorded in the bench state (which holds the table, and goes with it),
     so the Spark job runs only when one is missing: the benchmarks share days."""
@@ -44,7 +44,7 @@ def fill_days(spark_jobs: SparkJobsResource, sizes: tuple[int, ...], extra_conf:
     generated = {day_for(size): 0 for size in sizes}
     if missing:
         days = [argument for size in missing for argument in ("--day", f"{day_for(size)}={size}")]
-        generated |= spark_jobs.submit(SYNTHETIC_ORDERS_JOB, ["--table", table, *days], extra_conf=extra_conf)["generated"]
+        generated |= spark_jobs.submit(SYNTHETIC_ORDERS_JOB, ["--table", table, *days])["generated"]
         record.write_text(json.dumps(filled | {f"{table} {day_for(size)}": size for size in missing}))
     return {"generated": generated}
 

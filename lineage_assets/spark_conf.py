@@ -26,6 +26,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from lineage_assets.lineage.spark_agent import LISTENER as SPARK_AGENT_LISTENER
 from lineage_assets.settings import PROJECT_ROOT, Settings
 
 
@@ -54,7 +55,8 @@ def driver_class_archive(settings: Settings) -> Path:
     java = shutil.which("java", path=os.pathsep.join(filter(None, [
         str(Path(os.environ["JAVA_HOME"]) / "bin") if os.environ.get("JAVA_HOME") else None, os.environ.get("PATH")])))
     # The archive records the classpath's absolute paths: Spark's jars (the venv's pyspark) and the connectors'.
-    parts = [str(Path(java).resolve()) if java else "java", pyspark.__version__, str(spark_home()),
+    # "agent": archives are written with the lineage agent's classes (class_archive_writing_conf).
+    parts = ["agent", str(Path(java).resolve()) if java else "java", pyspark.__version__, str(spark_home()),
              os.environ.get("SPARK_CONF_DIR", ""), *(f"{jar}:{jar.stat().st_size}" for jar in spark_jars(settings))]
     key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
     return settings.cache_dir / "class-sharing" / f"spark-driver-{key}.jsa"
@@ -67,10 +69,18 @@ def class_sharing_conf(settings: Settings) -> dict[str, str]:
     return {}
 
 
-def class_archive_writing_conf(archive: Path) -> dict[str, str]:
-    """The driver option that writes an archive of the classes the job loaded, as the driver exits.
-    Quietly: the dump lists every class it skips, which would bury a failed job's own error."""
-    return {DRIVER_JAVA_OPTIONS: f"-XX:ArchiveClassesAtExit={archive} -Xlog:cds*=off"}
+def class_archive_writing_conf(conf: dict[str, str], archive: Path, agent_events: Path) -> dict[str, str]:
+    """A job's ``conf`` with the driver option that writes an archive of the classes the job loaded,
+    as the driver exits. Quietly: the dump lists every class it skips, which would bury a failed job's
+    own error.
+
+    Unless the job names listeners of its own, it loads the lineage agent too (its events to
+    ``agent_events``, read by no one): every asset run's driver has the agent, and its classes left
+    out of the archive cost each such run about a second (the first job may be one without lineage)."""
+    agent = {} if "spark.extraListeners" in conf else {
+        "spark.extraListeners": SPARK_AGENT_LISTENER, "spark.openlineage.transport.type": "file",
+        "spark.openlineage.transport.location": str(agent_events)}
+    return {**agent, **conf, DRIVER_JAVA_OPTIONS: f"-XX:ArchiveClassesAtExit={archive} -Xlog:cds*=off"}
 
 
 def cluster_conf(settings: Settings) -> dict[str, str]:

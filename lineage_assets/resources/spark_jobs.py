@@ -41,7 +41,7 @@ class SparkJobsResource(dg.ConfigurableResource):
             conf = {"spark.app.name": Path(script).stem, **(extra_conf or {})}
             if trains:
                 training.parent.mkdir(parents=True, exist_ok=True)
-                conf |= class_archive_writing_conf(training)
+                conf = class_archive_writing_conf(conf, training, Path(folder) / "agent-events.jsonl")
             command = spark_submit_command(settings, PROJECT_ROOT / script, [*arguments, "--report", str(report)], conf)
             tail: deque[str] = deque(maxlen=40)
             # Spark 4 leaves an `artifacts` folder in its working directory: keep it in the state folder.

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from lineage_assets import spark_conf
+from lineage_assets.lineage.spark_agent import LISTENER as SPARK_AGENT_LISTENER
 from lineage_assets.settings import Settings
 
 
@@ -43,6 +44,21 @@ def test_the_class_archive_is_used_only_once_written_and_is_renamed_when_a_jar_c
     (settings.jars_dir / "spark" / "iceberg.jar").write_bytes(b"a newer jar")
     assert spark_conf.driver_class_archive(settings) != archive
     assert spark_conf.class_sharing_conf(Settings(cache_dir=settings.cache_dir, spark_class_sharing=False)) == {}
+
+
+def test_the_job_that_writes_the_class_archive_loads_the_lineage_agent_unless_it_has_listeners(tmp_path):
+    archive, scratch = tmp_path / "driver.jsa", tmp_path / "agent-events.jsonl"
+    writing = spark_conf.class_archive_writing_conf({"spark.app.name": "fill"}, archive, scratch)
+    assert writing["spark.app.name"] == "fill"
+    assert writing["spark.extraListeners"] == SPARK_AGENT_LISTENER  # its classes go into the archive
+    assert writing["spark.openlineage.transport.location"] == str(scratch)  # not the project's log
+    assert writing[spark_conf.DRIVER_JAVA_OPTIONS].startswith(f"-XX:ArchiveClassesAtExit={archive} ")
+
+    asset_run = {"spark.extraListeners": SPARK_AGENT_LISTENER, "spark.openlineage.transport.location": "/lineage/run.jsonl"}
+    writing = spark_conf.class_archive_writing_conf(asset_run, archive, scratch)
+    assert writing["spark.openlineage.transport.location"] == "/lineage/run.jsonl"  # the run's own events stay its own
+    own = spark_conf.class_archive_writing_conf({"spark.extraListeners": "com.example.Listener"}, archive, scratch)
+    assert own["spark.extraListeners"] == "com.example.Listener" and "spark.openlineage.transport.type" not in own
 
 
 def test_the_submit_command_puts_the_conf_before_the_script_and_its_arguments(settings, tmp_path):
