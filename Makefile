@@ -72,7 +72,7 @@ stack-down:
 stack-status:
 	$(BIN)/lineage-assets stack status
 
-# The benchmarks' Flink peer (bench/flink_ingestion.py): PyFlink in an interpreter of its own, and
+# The benchmarks' Flink peers (bench/flink_ingestion.py, bench/flink_supplier_stats.py): PyFlink in an interpreter of its own, and
 # its connector jars; only the benchmarks need them.
 FLINK_PEER := $(CACHE)/flink-peer
 flink-peer: $(FLINK_PEER)/.installed $(CACHE)/jars/.flink-peer-resolved
