@@ -26,7 +26,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from lineage_assets.lineage.spark_agent import LISTENER as SPARK_AGENT_LISTENER
+from lineage_assets.lineage.spark_agent import agent_conf
 from lineage_assets.settings import PROJECT_ROOT, Settings
 
 
@@ -77,9 +77,7 @@ def class_archive_writing_conf(conf: dict[str, str], archive: Path, agent_events
     Unless the job names listeners of its own, it loads the lineage agent too (its events to
     ``agent_events``, read by no one): every asset run's driver has the agent, and its classes left
     out of the archive cost each such run about a second (the first job may be one without lineage)."""
-    agent = {} if "spark.extraListeners" in conf else {
-        "spark.extraListeners": SPARK_AGENT_LISTENER, "spark.openlineage.transport.type": "file",
-        "spark.openlineage.transport.location": str(agent_events)}
+    agent = {} if "spark.extraListeners" in conf else agent_conf(agent_events)
     return {**agent, **conf, DRIVER_JAVA_OPTIONS: f"-XX:ArchiveClassesAtExit={archive} -Xlog:cds*=off"}
 
 

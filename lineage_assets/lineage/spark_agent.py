@@ -21,6 +21,12 @@ ACTIONS_WITHOUT_LINEAGE = tuple(f"org.apache.spark.sql.catalyst.plans.logical.{n
     "CreateTable", "OverwriteByExpression", "GlobalLimit", "Sort"))
 
 
+def agent_conf(events_file: Path) -> dict[str, str]:
+    """openlineage-spark loaded on a Spark application, writing its events to ``events_file``."""
+    return {"spark.extraListeners": LISTENER, "spark.openlineage.transport.type": "file",
+            "spark.openlineage.transport.location": str(events_file)}
+
+
 @dataclass(frozen=True)
 class SparkApplication:
     """The Spark application of one asset run (``run_id``) of ``dataset`` under the Dagster run
@@ -45,7 +51,7 @@ class SparkApplication:
         second writer of the asset's table, a reader of its metadata tables)."""
         namespace = self.settings.lineage_namespace
         return {
-            "spark.extraListeners": LISTENER,
+            **agent_conf(self.events_file),  # its events then join the project's log and sender
             "spark.openlineage.namespace": namespace,
             "spark.app.name": self.dataset.job.spark_application,
             "spark.openlineage.parentJobNamespace": namespace,
@@ -55,9 +61,6 @@ class SparkApplication:
             "spark.openlineage.rootParentJobName": ORCHESTRATOR_JOB,
             "spark.openlineage.rootParentRunId": self.root_run_id,
             "spark.openlineage.filter.deniedSparkNodes": f"[{';'.join(ACTIONS_WITHOUT_LINEAGE)}]",  # the agent's list syntax
-            # The agent writes to a file; its events then join the project's log and sender.
-            "spark.openlineage.transport.type": "file",
-            "spark.openlineage.transport.location": str(self.events_file),
         }
 
     def forward_events(self, emitter: LineageEmitter, state: RunState = RunState.COMPLETE,
