@@ -85,7 +85,7 @@ $(CACHE)/jars/.flink-peer-resolved: infra/pom.xml
 	$(MVN) package -P flink-peer -Djars.dir=$(CURDIR)/$(CACHE)/jars
 	@touch $@
 
-# Benchmarks (their own stack on ports shifted by 20000); results in bench/results/latest.{json,md,png}.
+# Benchmarks (their own stack on ports shifted by 10600); results in bench/results/latest.{json,md,png}.
 bench: setup flink-peer
 	$(BIN)/pip install -q -e '.[test,bench]'
 	$(BIN)/python -m bench.run

@@ -2,7 +2,7 @@
 
     python -m bench.run [--quick] [--only NAME ...] [size options]
 
-Benchmarks that need servers get their own stack (state ``.state/bench``, ports shifted by 20000),
+Benchmarks that need servers get their own stack (state ``.state/bench``, ports shifted by 10600),
 started here and stopped at the end. Results are ratios and percentiles measured in one run on this
 machine; absolute seconds are only context.
 """
@@ -29,7 +29,7 @@ from lineage_assets.settings import Settings
 from lineage_assets.stack.supervisor import Supervisor
 
 RESULTS = Path(__file__).parent / "results"
-BENCH_PORT_OFFSET = 20000
+BENCH_PORT_OFFSET = 10600
 # Quick mode is a smoke run of the harness and must stay short: its Spark drivers compile with C1 only,
 # which starts small jobs faster (no profiling for C2). Its numbers are not comparable with a full run's.
 QUICK_DRIVER_OPTIONS = "-XX:TieredStopAtLevel=1"

@@ -51,7 +51,7 @@ def stack(settings: Settings):
     supervisor.down()
 
 
-CLUSTER_PORT_OFFSET = 14000
+CLUSTER_PORT_OFFSET = 10200
 KAFKA_NODES = ["kafka", "kafka-2", "kafka-3"]
 SPARK_CLUSTER = ["spark-master", "spark-worker-1", "spark-worker-2"]
 

@@ -14,11 +14,11 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from lineage_assets.processes import command_line, terminate
-from lineage_assets.settings import Settings
+from lineage_assets.settings import ENV_PREFIX, Settings
 from lineage_assets.stack.services import SERVICES, Service, StackError, as_user
 
 
@@ -129,6 +129,7 @@ class Supervisor:
         if self._recorded_pid(service) is not None:
             self.progress(f"{service.name:<12} already running at {service.address(settings)}")
             return None
+        _refuse_ephemeral_ports(service, settings)
         taken = [port for port in service.ports(settings) if _port_taken(settings.host, port)]
         if taken and service.healthy(settings):
             # The same service run by someone else (infra/compose.yaml, a developer's own server): use it.
@@ -207,6 +208,35 @@ class Supervisor:
                 self._record_path(service).unlink(missing_ok=True)
                 pending.remove(service)
         return stopped
+
+EPHEMERAL_PORT_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def ephemeral_ports(source: Path = EPHEMERAL_PORT_RANGE) -> range | None:
+    """The ports this machine hands out to outgoing connections (Linux; None where it cannot tell)."""
+    try:
+        low, high = map(int, source.read_text().split())
+    except (OSError, ValueError):
+        return None
+    return range(low, high + 1)
+
+
+def _refuse_ephemeral_ports(service: Service, settings: Settings) -> None:
+    """A server port among the ephemeral ones is free when checked and then, now and again, taken by
+    some client's outgoing connection before the server binds it: refused up front instead."""
+    ephemeral = ephemeral_ports()
+    for port in service.ports(settings) if ephemeral else ():
+        if port in ephemeral:
+            setting = next((ENV_PREFIX + f.name.upper() for f in fields(settings)
+                            if f.name.endswith("_port") and getattr(settings, f.name) == port),
+                           f"derived from {service.name}'s port settings")
+            raise StackError(
+                f"{service.name}: port {port} ({setting}) lies in this machine's ephemeral port range "
+                f"{ephemeral.start}-{ephemeral.stop - 1}, from which outgoing connections take their local ports, "
+                f"so the server could not rely on binding it; choose a port below {ephemeral.start} "
+                f"(see `lineage-assets settings`)"
+            )
+
 
 def _port_taken(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:

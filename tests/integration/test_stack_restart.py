@@ -30,7 +30,7 @@ TERMINAL = {"COMPLETE", "FAIL", "ABORT"}
 
 @pytest.fixture(scope="module")
 def own_stack(stack, settings, tmp_path_factory):
-    restarted = isolated_settings("restart", offset=15000, state_dir=tmp_path_factory.mktemp("restart"),
+    restarted = isolated_settings("restart", offset=10400, state_dir=tmp_path_factory.mktemp("restart"),
                                   marquez_url=settings.marquez_api_url, lineage_namespace="lineage_assets_restart",
                                   catalog_name="restart", warehouse_bucket="restart-warehouse")
     supervisor = Supervisor(restarted, progress=print)

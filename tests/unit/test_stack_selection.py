@@ -1,11 +1,15 @@
-"""Which local services `stack up` starts when settings point at services run elsewhere."""
+"""Which local services `stack up` starts when settings point at services run elsewhere, and which port
+settings it refuses before starting any."""
 
 from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from lineage_assets.settings import Settings
-from lineage_assets.stack.supervisor import Supervisor
+from lineage_assets.stack.services import StackError
+from lineage_assets.stack.supervisor import Supervisor, ephemeral_ports
 
 
 def test_services_replaced_by_settings_are_not_started_and_say_which_setting(tmp_path):
@@ -47,3 +51,23 @@ def test_the_spark_cluster_runs_only_when_the_jobs_are_pointed_at_it(tmp_path):
     assert not spark_services & {service.name for service in Supervisor(elsewhere).selected(None)}
     # `stack down` stops what it started, whatever the settings now say.
     assert spark_services <= {service.name for service in Supervisor(local).selected(None, only_wanted=False)}
+
+
+def test_a_server_port_among_the_ephemeral_ones_is_refused_naming_its_setting(tmp_path):
+    """Such a port is free when checked, then now and again taken by an outgoing connection before
+    the server binds it (a CI run lost its S3 server so): refused before anything starts."""
+    ephemeral = ephemeral_ports()
+    if ephemeral is None:
+        pytest.skip("this machine does not tell its ephemeral port range")
+    settings = dataclasses.replace(Settings.from_env(), state_dir=tmp_path, s3_port=ephemeral.start + 1000)
+    with pytest.raises(StackError, match=rf"s3: port {ephemeral.start + 1000} \(LINEAGE_ASSETS_S3_PORT\) lies in "
+                                         rf"this machine's ephemeral port range {ephemeral.start}-{ephemeral.stop - 1}"):
+        Supervisor(settings, progress=lambda line: None).up(["s3"])
+    assert not (tmp_path / "run").exists(), "nothing started"
+
+
+def test_ephemeral_port_range_is_read_from_the_kernel_setting(tmp_path):
+    source = tmp_path / "ip_local_port_range"
+    source.write_text("32768\t60999\n")
+    assert ephemeral_ports(source) == range(32768, 61000)
+    assert ephemeral_ports(tmp_path / "absent") is None
