@@ -99,7 +99,8 @@ def query_profile(progress_file: Path) -> dict:
     ended = max(at + dt.timedelta(seconds=duration) for at, duration in batches)
     return {"query_s": round((ended - started).total_seconds(), 3), "batches": len(batches),
             "before_first_batch_s": round((min(at for at, _ in batches) - started).total_seconds(), 3),
-            "batch_s": [round(duration, 3) for _, duration in batches]}
+            "batch_s": [round(duration, 3) for _, duration in batches],
+            "batch_phases_ms": [r.get("phases_ms") for r in records if r["event"] == "progress"]}
 
 
 class JobRounds:

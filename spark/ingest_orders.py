@@ -8,17 +8,19 @@ Exactly once: each micro-batch commits one Iceberg snapshot tagged with the quer
 the batch id; a batch replayed after a failure finds its snapshot and is not written again.
 
 Records of a writer version the pipeline cannot read are dead-lettered (``schema_incompatible``),
-never cast; a version registered while the job runs is judged when its first record arrives.
+never cast; the registry is asked for the versions at each micro-batch, so a version registered
+while the job runs is judged in the first batch that carries its records.
 Records re-published by ``lineage-assets dlq replay`` (header ``REPLAY_HEADER``) are counted, so
 the asset knows when every such dead letter is back.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import Counter
 
-from pyspark.sql import SparkSession
+from pyspark.sql import Observation, SparkSession
 from pyspark.sql import functions as F
 
 from lineage_assets.dead_letters import REPLAY_HEADER
@@ -54,14 +56,37 @@ def main() -> None:
     versions = jobs.SourceVersions(args)
 
     def decode(batch):
-        """The decoded batch, and the part of it that the table's rows and the outcomes need, cached by
-        the pass that counts the records per writer version, outcome, replay and day. The cache leaves
-        the record bytes out (half of the pass's CPU time): the dead letters, rare, are decoded again."""
         flagged = batch.withColumn("replayed", transforms.has_header("headers", REPLAY_HEADER))
-        decoded = transforms.decode_orders(flagged, args.value_schema, versions.by_id, keep=("replayed",))
-        kept = decoded.select(*transforms.ICEBERG_ORDER_COLUMNS, "schema_id", "dead_letter_reason", "replayed").persist()
-        day = F.date_format("bid_time", "yyyy-MM-dd").alias("day")
-        return decoded, kept, kept.groupBy("schema_id", "dead_letter_reason", "replayed", day).count().collect()
+        return transforms.decode_orders(flagged, args.value_schema, versions.by_id, keep=("replayed",))
+
+    def observed(decoded, observation: Observation):
+        """``decoded`` with the batch's outcomes counted as the write reads it: one pass over the
+        records. The observation also keeps the validity filter above the decoding (pushed below
+        it, the filter would decode each record again for every field the reason reads)."""
+        valid = F.col("dead_letter_reason").isNull()
+        # Only the columns written and counted: the rest of each record is not copied along.
+        needed = decoded.select(*transforms.ICEBERG_ORDER_COLUMNS, "schema_id", "dead_letter_reason", "replayed")
+        return needed.observe(
+            observation, F.count_if(valid).alias("written"), F.count_if(valid & F.col("replayed")).alias("returned"),
+            F.count_if(~valid).alias("dead_letters"),
+            # Dates collected, formatted once per batch; joined: a set comes back from an observation
+            # as a Java object.
+            F.array_join(F.array_sort(F.collect_set(F.when(valid, F.to_date("bid_time")))).cast("array<string>"), ",")
+            .alias("days"),
+            *[F.count_if(F.col("schema_id") == schema_id).alias(str(schema_id)) for schema_id in versions.by_id])
+
+    def send_dead_letters(decoded, batch_id: int) -> Counter:
+        """The batch's dead letters to their topic (decoded again: they are rare); their reasons counted."""
+        observation = Observation(f"dead-letters-{batch_id}")  # here only to keep the filter above the decoding
+        dead = transforms.dead_letters(decoded.observe(observation, F.count(F.lit(1)).alias("records"))).persist()
+        try:
+            reasons = Counter({row.dead_letter_reason: row["count"] for row in dead.groupBy("dead_letter_reason").count().collect()})
+            (transforms.dead_letter_records(dead, args.job_name).write.format("kafka")
+             .option("kafka.bootstrap.servers", args.bootstrap_servers)
+             .option("topic", args.dead_letter_topic).save())
+        finally:
+            dead.unpersist()
+        return reasons
 
     # Only a run's first batch can be one that an earlier run wrote: Spark runs again the last batch
     # it planned without committing, and every later batch id is new. From a new checkpoint, none is.
@@ -69,54 +94,43 @@ def main() -> None:
 
     def write_batch(batch, batch_id: int) -> None:
         nonlocal replay_possible
-        decoded, kept, outcomes = decode(batch)
-        try:
-            if versions.refresh(row.schema_id for row in outcomes):  # registered since the job started
-                kept.unpersist()
-                decoded, kept, outcomes = decode(batch)
-            replayed, replay_possible = replay_possible and committed(spark, args.table, args.checkpoint, batch_id), False
-            if replayed:
-                totals["batches_replayed"] += 1
-                return
-            valid = transforms.iceberg_orders(transforms.valid_orders(kept))
-            dead = transforms.dead_letters(decoded)
-            batch_reasons, by_version, returned, written, batch_days = Counter(), Counter(), 0, 0, set()
-            for row in outcomes:
-                if row.dead_letter_reason is not None:
-                    batch_reasons[row.dead_letter_reason] += row["count"]
-                else:
-                    written += row["count"]
-                    batch_days.add(row.day)
-                    returned += row["count"] if row.replayed else 0
-                if row.schema_id in versions.by_id:
-                    by_version[row.schema_id] += row["count"]
-            incompatible = sum(n for reason, n in batch_reasons.items() if reason.startswith(SCHEMA_INCOMPATIBLE))
-            if written:
-                (valid.writeTo(args.table)
-                 .option(f"snapshot-property.{QUERY_PROPERTY}", args.checkpoint)
-                 .option(f"snapshot-property.{BATCH_PROPERTY}", str(batch_id))
-                 .append())
-                days.update(batch_days)
-            if batch_reasons:
-                (transforms.dead_letter_records(dead, args.job_name).write.format("kafka")
-                 .option("kafka.bootstrap.servers", args.bootstrap_servers)
-                 .option("topic", args.dead_letter_topic).save())
-            if args.progress_file and (written or batch_reasons):  # as soon as committed, for supervision
-                jobs.append_progress(args.progress_file, {
-                    "event": "committed", "batch": batch_id, "rows": written, "days": sorted(batch_days),
-                    "dead_letters": sum(batch_reasons.values()), "schema_incompatible": incompatible,
-                    "dead_letters_replayed": returned, "schema_versions": versions.summary(by_version),
-                    # The table after this commit, for a deployment's lineage (a metadata read per commit;
-                    # a catch-up run reports the table once, at its end).
-                    **(jobs.table_state(spark, args.table) if written and args.mode == jobs.CONTINUOUS else {})})
-            versions.batches[batch_id] = by_version
-            totals["rows_written"] += written
-            totals["dead_letters"] += sum(batch_reasons.values())
-            totals["schema_incompatible"] += incompatible
-            totals["dead_letters_replayed"] += returned
-            reasons.update(batch_reasons)
-        finally:
-            kept.unpersist()
+        replayed, replay_possible = replay_possible and committed(spark, args.table, args.checkpoint, batch_id), False
+        if replayed:
+            totals["batches_replayed"] += 1
+            return
+        if (error := versions.refresh()) is not None:
+            print(f"{args.job_name}: batch {batch_id} is read with the versions known before: {error}", file=sys.stderr)
+        outcomes = Observation(f"outcomes-{batch_id}")
+        # Every batch commits a snapshot, an empty one when all its records are dead letters: the
+        # snapshot tells a replay of the batch that it is done.
+        (transforms.iceberg_orders(transforms.valid_orders(observed(decode(batch), outcomes))).writeTo(args.table)
+         .option(f"snapshot-property.{QUERY_PROPERTY}", args.checkpoint)
+         .option(f"snapshot-property.{BATCH_PROPERTY}", str(batch_id))
+         # Each task writes the days of its own records, with no shuffle to one writer per day: a
+         # batch leaves a file per day and Kafka partition, and writes with every core.
+         .option("distribution-mode", "none").option("fanout-enabled", "true")
+         .append())
+        seen = outcomes.get
+        written, returned = seen["written"], seen["returned"]
+        batch_days = [day for day in seen["days"].split(",") if day]
+        by_version = Counter({schema_id: seen[str(schema_id)] for schema_id in versions.by_id if seen[str(schema_id)]})
+        batch_reasons = send_dead_letters(decode(batch), batch_id) if seen["dead_letters"] else Counter()
+        incompatible = sum(n for reason, n in batch_reasons.items() if reason.startswith(SCHEMA_INCOMPATIBLE))
+        days.update(batch_days)
+        if args.progress_file and (written or batch_reasons):  # as soon as committed, for supervision
+            jobs.append_progress(args.progress_file, {
+                "event": "committed", "batch": batch_id, "rows": written, "days": batch_days,
+                "dead_letters": sum(batch_reasons.values()), "schema_incompatible": incompatible,
+                "dead_letters_replayed": returned, "schema_versions": versions.summary(by_version),
+                # The table after this commit, for a deployment's lineage (a metadata read per commit;
+                # a catch-up run reports the table once, at its end).
+                **(jobs.table_state(spark, args.table) if written and args.mode == jobs.CONTINUOUS else {})})
+        versions.batches[batch_id] = by_version
+        totals["rows_written"] += written
+        totals["dead_letters"] += sum(batch_reasons.values())
+        totals["schema_incompatible"] += incompatible
+        totals["dead_letters_replayed"] += returned
+        reasons.update(batch_reasons)
 
     source = jobs.kafka_source(spark, args.bootstrap_servers, args.topic, headers=True)
     writer = source.writeStream.foreachBatch(write_batch).option("checkpointLocation", args.checkpoint)

@@ -18,7 +18,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.types import NumericType
 
 from lineage_assets.jobs import PROGRESS_PREFIX, Report
-from lineage_assets.source_schemas import registered_versions
+from lineage_assets.source_schemas import RegistryError, registered_versions
 
 CATCH_UP = "catch-up"
 CONTINUOUS = "continuous"
@@ -45,8 +45,8 @@ def streaming_arguments(description: str) -> argparse.ArgumentParser:
 
 class SourceVersions:
     """The registered writer versions of the source's values, judged against the reader schema, and
-    the records read of each. Refreshed when a batch carries an id registered after the job started,
-    so a deployment reads a new readable version without a restart."""
+    the records read of each. ``refresh`` looks them up again, so a deployment reads a version
+    registered after it started without a restart."""
 
     OBSERVATION = "schema_versions"  # the name of the per-batch counts observed on a streaming query
 
@@ -55,14 +55,16 @@ class SourceVersions:
         self.by_id = registered_versions(self.registry_url, self.subject, self.reader_schema)
         self.batches: dict[int, Counter[int]] = {}  # batch id -> records per schema id (a replayed batch counts once)
 
-    def refresh(self, ids) -> bool:
-        """Look the registry up again if some of ``ids`` are unknown; True when that found new versions."""
-        unknown = {i for i in ids if i is not None and i not in self.by_id}
-        if not unknown:
-            return False
-        before = set(self.by_id)
-        self.by_id = registered_versions(self.registry_url, self.subject, self.reader_schema)
-        return bool(set(self.by_id) - before)
+    def refresh(self) -> RegistryError | None:
+        """Look the registry up again. Asked once a batch's offsets are planned, it knows every version
+        of the batch's records: a producer registers a version before it sends a record of it. When
+        the registry does not answer, the known versions stay and the error is returned (a record of
+        another version is then dead-lettered as an unexpected id, to be replayed)."""
+        try:
+            self.by_id = registered_versions(self.registry_url, self.subject, self.reader_schema)
+        except RegistryError as error:
+            return error
+        return None
 
     def observed(self, decoded: DataFrame) -> DataFrame:
         """``decoded`` with its records per known version counted in each batch's progress."""
@@ -124,6 +126,7 @@ class ProgressLog(StreamingQueryListener):
             "rows": progress.numInputRows, "input_rows_per_second": progress.inputRowsPerSecond,
             "processed_rows_per_second": progress.processedRowsPerSecond,
             "batch_duration_ms": progress.durationMs.get("triggerExecution"),
+            "phases_ms": dict(progress.durationMs),  # where the batch's time went: planning, the sink, the commit log
             "end_offsets": _offsets(source.endOffset) if source else None,
             "latest_offsets": _offsets(source.latestOffset) if source else None,
             **({"schema_versions": self.versions.summary(self.versions.observed_in(progress))} if self.versions else {}),

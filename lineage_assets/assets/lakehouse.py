@@ -26,6 +26,7 @@ from lineage_assets.resources.lineage import LineageResource
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import Settings
+from lineage_assets.spark_conf import committed_table
 
 DAILY = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_offset=1, timezone="UTC")
 PRICE_MAX = "99999999.99"  # DECIMAL(10,2)
@@ -180,7 +181,7 @@ def orders_reconcile_with_topic(context: dg.AssetCheckExecutionContext, environm
     with lineage.check_run(context, ORDERS_RECONCILE) as run:
         event = context.instance.get_latest_materialization_event(asset_key(LAKEHOUSE_ORDERS))
         consumed = event.asset_materialization.metadata["records_consumed"].value if event else 0
-        rows = pyspark.spark_session.table(iceberg_table_name(settings, "orders")).count()
+        rows = committed_table(pyspark.spark_session, iceberg_table_name(settings, "orders")).count()
         dead = sum(kafka.end_offsets(settings.dead_letter_topic).values())
         return run.result([Assertion(
             ORDERS_RECONCILE.name, "row_count", rows + dead == consumed,
@@ -194,9 +195,8 @@ def orders_values_in_range(context: dg.AssetCheckExecutionContext, environment: 
                            pyspark: PySparkResource, lineage: LineageResource) -> dg.AssetCheckResult:
     table = iceberg_table_name(environment.settings, "orders")
     with lineage.check_run(context, ORDERS_VALUES) as run:
-        failing = pyspark.spark_session.sql("SELECT " + ", ".join(
-            f"count_if({condition}) AS {column}" for column, (_, condition) in VALUE_TESTS.items())
-            + f" FROM {table}").collect()[0].asDict()
+        failing = committed_table(pyspark.spark_session, table).selectExpr(*(
+            f"count_if({condition}) AS {column}" for column, (_, condition) in VALUE_TESTS.items())).collect()[0].asDict()
         return run.result([Assertion(
             ORDERS_VALUES.name, kind, failing[column] == 0, f"no row where {condition}", column=column,
             expected="0", actual=str(failing[column]), sql=f"SELECT count_if({condition}) FROM {table}")

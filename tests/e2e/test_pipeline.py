@@ -16,6 +16,7 @@ from confluent_kafka import Consumer
 
 from lineage_assets.datasets import iceberg_table_name
 from lineage_assets.generator import generate_orders
+from lineage_assets.spark_conf import committed_table
 from tests.e2e.conftest import GENERATOR
 
 GENERATED = list(generate_orders(GENERATOR))
@@ -60,7 +61,7 @@ def test_archive_holds_every_record_exactly_once_with_its_bytes(runs, settings, 
 
 
 def test_lakehouse_orders_holds_each_valid_order_with_its_decimal_price(runs, settings, spark):
-    rows = spark.table(iceberg_table_name(settings, "orders")).collect()
+    rows = committed_table(spark, iceberg_table_name(settings, "orders")).collect()
     assert len(rows) == len(VALID)
     expected = {o.key: (Decimal(o.order["price"]), o.order["supplier"], o.order["bid_time"].replace(tzinfo=None)) for o in VALID}
     assert {row.order_id: (row.price, row.supplier, row.bid_time) for row in rows} == expected
@@ -92,7 +93,7 @@ def expected_hourly_stats() -> dict:
 def test_supplier_stats_totals_equal_the_expected_to_the_cent(runs, settings, spark):
     first, _ = runs
     assert sorted(first.days) == ["2026-11-20", "2026-11-21"]
-    rows = spark.table(iceberg_table_name(settings, "supplier_stats")).collect()
+    rows = committed_table(spark, iceberg_table_name(settings, "supplier_stats")).collect()
     got = {(r.supplier, r.bid_date, r.bid_hour): (r.total_price, r.total_count) for r in rows}
     assert got == expected_hourly_stats()
 
@@ -121,7 +122,7 @@ def test_materializing_again_without_new_orders_changes_nothing(runs, settings, 
     assert second.rows["orders_archive"] == 0 and second.rows["lakehouse/orders"] == 0
     assert second.rows["supplier_stats_live"] == 0 and second.dead_letters == 0
     assert second.supplier_totals == {}  # no day touched, no supplier_stats run
-    assert spark.table(iceberg_table_name(settings, "orders")).count() == len(VALID)
+    assert committed_table(spark, iceberg_table_name(settings, "orders")).count() == len(VALID)
 
 
 def test_asset_checks_pass(runs):

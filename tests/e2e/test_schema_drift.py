@@ -39,6 +39,7 @@ from lineage_assets.lineage.validation import validate_event
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.settings import PROJECT_ROOT
+from lineage_assets.spark_conf import committed_table
 from tests.e2e.test_pipeline import consume_all
 
 SPEC = PROJECT_ROOT.parent / "shared" / "openlineage-spec"
@@ -100,12 +101,12 @@ def drift_settings(settings):
 
 
 def day_stats(spark, settings) -> dict:
-    rows = spark.table(iceberg_table_name(settings, "supplier_stats")).where(f"bid_date = '{DAY}'").collect()
+    rows = committed_table(spark, iceberg_table_name(settings, "supplier_stats")).where(f"bid_date = '{DAY}'").collect()
     return {(r.supplier, r.bid_hour): (r.total_price, r.total_count) for r in rows}
 
 
 def table_rows(spark, settings) -> list:
-    return spark.table(iceberg_table_name(settings, "orders")).collect()
+    return committed_table(spark, iceberg_table_name(settings, "orders")).collect()
 
 
 @pytest.fixture(scope="module")

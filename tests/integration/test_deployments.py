@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as dt
+import json
 from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
 
-from lineage_assets.datasets import LAKEHOUSE_ORDERS, iceberg_table_name, orders_avro_schema_json
+from lineage_assets.datasets import LAKEHOUSE_ORDERS, ORDERS_AVRO_SCHEMA, iceberg_table_name, orders_avro_schema_json
 from lineage_assets.definitions import build_definitions
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.lineage.marquez import MarquezApi
@@ -21,6 +23,7 @@ from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import PROJECT_ROOT
 from lineage_assets.streaming.deployments import LocalDeployments
 from lineage_assets.streaming.folder import read_json
+from lineage_assets.spark_conf import committed_table
 from tests.conftest import wait_for
 
 SPEC = PROJECT_ROOT.parent / "shared" / "openlineage-spec"
@@ -60,8 +63,7 @@ def rows_with_ids(spark, table: str, ids: list[str]) -> int:
     """Rows of the Iceberg table with these order ids, as committed now (0 before the table exists)."""
     if not spark.catalog.tableExists(table.replace("`", "")):
         return 0  # the deployment creates it with its first batch
-    spark.sql(f"REFRESH TABLE {table}")
-    return spark.table(table).where(F.col("order_id").isin(ids)).count()
+    return committed_table(spark, table).where(F.col("order_id").isin(ids)).count()
 
 
 def rows_and_orders(spark, table: str, ids: list[str]) -> tuple[int, int]:
@@ -69,8 +71,7 @@ def rows_and_orders(spark, table: str, ids: list[str]) -> tuple[int, int]:
     no order is doubled."""
     if not spark.catalog.tableExists(table.replace("`", "")):
         return 0, 0
-    spark.sql(f"REFRESH TABLE {table}")
-    row = spark.table(table).where(F.col("order_id").isin(ids)).agg(F.count("*"), F.countDistinct("order_id")).first()
+    row = committed_table(spark, table).where(F.col("order_id").isin(ids)).agg(F.count("*"), F.countDistinct("order_id")).first()
     return row[0], row[1]
 
 
@@ -307,3 +308,32 @@ def test_a_deployment_whose_job_dies_ends_with_fail_and_the_error(environment, s
     message = events[-1]["run"]["facets"]["errorMessage"]["message"]
     assert "exited with code" in message and "127.0.0.1:9" in message
     assert marquez_state(settings, run_id) == "FAILED"
+
+
+def test_a_version_registered_while_the_ingestion_runs_is_read_by_its_next_batch(stack, settings, spark):
+    """Another team's producer adds an optional field mid-stream and registers it on first use: the
+    running deployment reads those records into the table (it asks the registry at each micro-batch),
+    dead-letters none and needs no restart. On topics of its own, so the shared subject keeps one version."""
+    own = dataclasses.replace(
+        settings, state_dir=settings.state_dir / "new-version", orders_topic="new-version-orders",
+        dead_letter_topic="new-version-orders-dlq", iceberg_namespace="new_version", lineage_namespace="lineage_assets_new_version")
+    environment = orders_topic_ready(own)
+    deployments = LocalDeployments(own, running_interval=3, trigger_seconds=2)
+    table = iceberg_table_name(own, "orders")
+    orders = list(generate_orders(GeneratorConfig(count=40, seed=4242, start=dt.datetime(2026, 11, 18, 11, tzinfo=dt.UTC))))
+    first, later = orders[:20], orders[20:]
+    with_currency = copy.deepcopy(ORDERS_AVRO_SCHEMA)
+    with_currency["fields"].append({"name": "currency", "type": ["null", "string"], "default": None})
+
+    produce_orders(first, own.kafka_servers, own.schema_registry_url, own.orders_topic)
+    assert deployments.deploy(NAME) == "started"
+    try:
+        wait_for(lambda: rows_with_ids(spark, table, [o.key for o in first]) == len(first), 180, "the first orders in Iceberg")
+        produce_orders([dataclasses.replace(o, order={**o.order, "currency": "EUR"}) for o in later], own.kafka_servers,
+                       own.schema_registry_url, own.orders_topic, value_schema=json.dumps(with_currency))
+        wait_for(lambda: rows_with_ids(spark, table, [o.key for o in later]) == len(later), 120,
+                 "the new version's orders in Iceberg")
+    finally:
+        assert deployments.stop(NAME, drain=True) == "stopped"
+    assert deployments.status(NAME).ended["state"] == "COMPLETE"
+    assert sum(KafkaResource(environment=environment).end_offsets(own.dead_letter_topic).values()) == 0

@@ -29,6 +29,7 @@ from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.stack.services import SPARK_WORKERS, spark_master_state, spark_worker_port
 from lineage_assets.stack.supervisor import Supervisor
+from lineage_assets.spark_conf import committed_table
 
 DAY = dt.date(2026, 11, 2)  # no other test writes orders for this day
 ORDERS = {"count": 120, "seed": 4242, "start": dt.datetime.combine(DAY, dt.time(8), dt.UTC).isoformat(), "interval_seconds": 30.0}
@@ -81,7 +82,7 @@ def application_seconds(settings) -> dict[str, list[float]]:
 
 def hourly_totals_of_the_day(spark, settings) -> dict[tuple[str, int], tuple[Decimal, int]]:
     """(supplier, hour) -> (total price, orders) of DAY, from the ingested orders."""
-    orders = spark.table(iceberg_table_name(settings, "orders")).where(F.to_date("bid_time") == F.lit(DAY))
+    orders = committed_table(spark, iceberg_table_name(settings, "orders")).where(F.to_date("bid_time") == F.lit(DAY))
     expected = defaultdict(lambda: (Decimal(0), 0))
     for row in orders.collect():
         total, count = expected[(row.supplier, row.bid_time.hour)]
@@ -90,8 +91,7 @@ def hourly_totals_of_the_day(spark, settings) -> dict[tuple[str, int], tuple[Dec
 
 
 def supplier_stats_of_the_day(spark, settings) -> dict[tuple[str, int], tuple[Decimal, int]]:
-    spark.sql(f"REFRESH TABLE {iceberg_table_name(settings, 'supplier_stats')}")
-    rows = spark.table(iceberg_table_name(settings, "supplier_stats")).where(F.col("bid_date") == F.lit(DAY)).collect()
+    rows = committed_table(spark, iceberg_table_name(settings, "supplier_stats")).where(F.col("bid_date") == F.lit(DAY)).collect()
     stats = {(r.supplier, r.bid_hour): (r.total_price, r.total_count) for r in rows}
     assert len(stats) == len(rows)  # one row per supplier and hour
     return stats

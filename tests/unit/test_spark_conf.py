@@ -37,13 +37,13 @@ def test_without_jars_the_error_says_to_run_setup(tmp_path):
 
 def test_the_class_archive_is_used_only_once_written_and_is_renamed_when_a_jar_changes(settings):
     archive = spark_conf.driver_class_archive(settings)
-    assert spark_conf.class_sharing_conf(settings) == {}
+    assert spark_conf.class_sharing_options(settings) == []
     archive.parent.mkdir(parents=True)
     archive.touch()
-    assert spark_conf.class_sharing_conf(settings) == {spark_conf.DRIVER_JAVA_OPTIONS: f"-XX:SharedArchiveFile={archive}"}
+    assert spark_conf.class_sharing_options(settings) == [f"-XX:SharedArchiveFile={archive}"]
     (settings.jars_dir / "spark" / "iceberg.jar").write_bytes(b"a newer jar")
     assert spark_conf.driver_class_archive(settings) != archive
-    assert spark_conf.class_sharing_conf(Settings(cache_dir=settings.cache_dir, spark_class_sharing=False)) == {}
+    assert spark_conf.class_sharing_options(Settings(cache_dir=settings.cache_dir, spark_class_sharing=False)) == []
 
 
 def test_the_job_that_writes_the_class_archive_loads_the_lineage_agent_unless_it_has_listeners(tmp_path):
@@ -52,7 +52,8 @@ def test_the_job_that_writes_the_class_archive_loads_the_lineage_agent_unless_it
     assert writing["spark.app.name"] == "fill"
     assert writing["spark.extraListeners"] == SPARK_AGENT_LISTENER  # its classes go into the archive
     assert writing["spark.openlineage.transport.location"] == str(scratch)  # not the project's log
-    assert writing[spark_conf.DRIVER_JAVA_OPTIONS].startswith(f"-XX:ArchiveClassesAtExit={archive} ")
+    # The collector of the jobs that will map the archive.
+    assert writing[spark_conf.DRIVER_JAVA_OPTIONS].startswith(f"{spark_conf.JVM_OPTIONS} -XX:ArchiveClassesAtExit={archive} ")
 
     asset_run = {"spark.extraListeners": SPARK_AGENT_LISTENER, "spark.openlineage.transport.location": "/lineage/run.jsonl"}
     writing = spark_conf.class_archive_writing_conf(asset_run, archive, scratch)
