@@ -31,6 +31,10 @@ from spark import jobs, transforms
 QUERY_PROPERTY = "lineage-assets.checkpoint"
 BATCH_PROPERTY = "lineage-assets.batch-id"
 PARTITIONED_BY = "days(bid_time)"
+# Each task writes the days of its own records, with no shuffle to one writer per day: a batch
+# leaves a file per day and Kafka partition, and writes with every core. Table properties, so that
+# the table's owner may choose otherwise (`write.distribution-mode`).
+WRITE_PROPERTIES = {"write.distribution-mode": "none", "write.spark.fanout.enabled": "true"}
 
 
 def committed(spark: SparkSession, table: str, checkpoint: str, batch_id: int) -> bool:
@@ -49,7 +53,7 @@ def main() -> None:
     args = parser.parse_args()
     started = time.monotonic()
     spark = SparkSession.builder.getOrCreate()
-    created = jobs.create_table(spark, args.table, args.columns, PARTITIONED_BY)
+    created = jobs.create_table(spark, args.table, args.columns, PARTITIONED_BY, WRITE_PROPERTIES)
     totals = Counter()
     reasons = Counter()
     days: set[str] = set()
@@ -106,9 +110,6 @@ def main() -> None:
         (transforms.iceberg_orders(transforms.valid_orders(observed(decode(batch), outcomes))).writeTo(args.table)
          .option(f"snapshot-property.{QUERY_PROPERTY}", args.checkpoint)
          .option(f"snapshot-property.{BATCH_PROPERTY}", str(batch_id))
-         # Each task writes the days of its own records, with no shuffle to one writer per day: a
-         # batch leaves a file per day and Kafka partition, and writes with every core.
-         .option("distribution-mode", "none").option("fanout-enabled", "true")
          .append())
         seen = outcomes.get
         written, returned = seen["written"], seen["returned"]

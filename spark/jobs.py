@@ -374,16 +374,19 @@ def write_report(path: str, report: type[Report], started: float, **fields) -> N
     report(**fields, duration_seconds=round(time.monotonic() - started, 3)).write(Path(path))
 
 
-def create_table(spark: SparkSession, table: str, columns: str, partitioned_by: str) -> bool:
-    """Create the Iceberg table (format v2, parquet, snappy) and its namespace if missing; True when
-    this call created it. ``columns``: the catalog's, as ``lineage_assets.jobs.table_columns`` lists them."""
+def create_table(spark: SparkSession, table: str, columns: str, partitioned_by: str,
+                 properties: dict[str, str] | None = None) -> bool:
+    """Create the Iceberg table (format v2, parquet, snappy, and ``properties``) and its namespace if
+    missing; True when this call created it. ``columns``: the catalog's, as
+    ``lineage_assets.jobs.table_columns`` lists them."""
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {table.rsplit('.', 1)[0]}")
     existed = spark.catalog.tableExists(table.replace("`", ""))
+    chosen = {"format-version": "2", "write.format.default": "parquet", "write.parquet.compression-codec": "snappy",
+              **(properties or {})}
     spark.sql(f"""
         CREATE TABLE IF NOT EXISTS {table} ({columns})
         USING iceberg PARTITIONED BY ({partitioned_by})
-        TBLPROPERTIES ('format-version'='2', 'write.format.default'='parquet',
-                       'write.parquet.compression-codec'='snappy')""")
+        TBLPROPERTIES ({", ".join(f"'{key}'='{value}'" for key, value in chosen.items())})""")
     return not existed
 
 
