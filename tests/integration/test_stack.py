@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import ipaddress
 import json
@@ -123,12 +124,24 @@ def test_down_stops_every_service_it_started(tmp_path):
     assert not [status.name for status in supervisor.status(list(supervisor.services)) if status.running]
 
 
+def _bind_below_ephemeral(probe: socket.socket, first: int) -> int:
+    """Bind ``probe`` to the first free port from ``first`` on: a port the kernel would hand out
+    (port 0) lies in the ephemeral range, which the stack refuses before it looks for a squatter."""
+    for port in range(first, first + 100):
+        try:
+            probe.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError(f"no free port in {first}-{first + 99}")
+
+
 def test_port_in_use_is_a_clear_error_naming_the_service(tmp_path):
+    settings = isolated_settings("port-probe", offset=12000, state_dir=tmp_path / "state")
     with socket.socket() as squatter:
-        squatter.bind(("127.0.0.1", 0))
+        port = _bind_below_ephemeral(squatter, settings.s3_port)
         squatter.listen()
-        port = squatter.getsockname()[1]
-        settings = isolated_settings("port-probe", offset=12000, state_dir=tmp_path / "state", s3_port=port)
+        settings = dataclasses.replace(settings, s3_port=port)
         with pytest.raises(StackError) as error:
             Supervisor(settings).up(["s3"])
     message = str(error.value)
