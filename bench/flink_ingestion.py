@@ -8,7 +8,9 @@ What the lab's `TableApp` did: the orders topic read with the `avro-confluent` f
 registry, `price` cast to DECIMAL(10,2), inserted into an Iceberg table (format v2, partitioned by
 day(bid_time)) that it creates through Iceberg's Java catalog API, as Flink's DDL has no partition
 transforms. Here the catalog is the stack's REST catalog and the source is bounded at the offsets
-the topic has when the job starts, so that it is the peer of the project's catch-up run.
+the topic has when the job starts, so that it is the peer of the project's catch-up run; with
+``--checkpoint-ms`` it is unbounded and commits at each checkpoint, as the lab's job ran, until it is
+stopped: the peer of a continuous deployment.
 
 It runs in the Flink peer's own interpreter (PyFlink pins its own pyarrow, pandas and numpy) and
 imports nothing from the project: `bench/flink_peer.py` gives it every name and address. The
@@ -66,6 +68,7 @@ def arguments(description: str, *options: str) -> argparse.Namespace:
     for option in (*COMMON_OPTIONS, *options):
         parser.add_argument(f"--{option}", required=True)
     parser.add_argument("--parallelism", type=int, default=2)
+    parser.add_argument("--checkpoint-ms", type=int, help="run unbounded, with a checkpoint (and its commits) this often")
     return parser.parse_args()
 
 
@@ -75,6 +78,8 @@ def run(args: argparse.Namespace, statements: Callable[[TableEnvironment], str])
     started = time.monotonic()
     environment = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
     environment.get_config().set("parallelism.default", str(args.parallelism))
+    if args.checkpoint_ms:
+        environment.get_config().set("execution.checkpointing.interval", f"{args.checkpoint_ms} ms")
     insert = statements(environment)
     set_up_s = time.monotonic() - started
     execution = environment.execute_sql(insert).get_job_client().get_job_execution_result().result()
@@ -84,10 +89,12 @@ def run(args: argparse.Namespace, statements: Callable[[TableEnvironment], str])
 
 
 def orders_source(args: argparse.Namespace, group: str) -> dict[str, str]:
-    """The orders topic read through the registry, from its start to its end when the job starts."""
+    """The orders topic read through the registry, from its start to its end when the job starts
+    (unbounded with ``--checkpoint-ms``)."""
     return {
         "connector": "kafka", "topic": args.topic, "properties.bootstrap.servers": args.bootstrap_servers,
-        "properties.group.id": group, "scan.startup.mode": "earliest-offset", "scan.bounded.mode": "latest-offset",
+        "properties.group.id": group, "scan.startup.mode": "earliest-offset",
+        **({} if args.checkpoint_ms else {"scan.bounded.mode": "latest-offset"}),
         "format": "avro-confluent", "avro-confluent.url": args.registry_url,
     }
 

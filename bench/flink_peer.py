@@ -74,16 +74,20 @@ class PeerRounds:
     def check(self, round_number: int, output: dict[str, str]) -> None:
         raise NotImplementedError
 
+    def command(self, output: dict[str, str], report: Path) -> list[str]:
+        settings = self.settings
+        return [str(interpreter(settings)), str(self.script), *_options({
+            "bootstrap-servers": settings.kafka_servers, "topic": settings.orders_topic,
+            "registry-url": settings.schema_registry_url, "parallelism": settings.spark_cores_per_job,
+            "report": report, **output})]
+
     def __call__(self, round_number: int) -> float:
         settings = self.settings
         self.folder.mkdir(parents=True, exist_ok=True)
         report, log = self.folder / "report.json", self.folder / f"round-{round_number}.log"
         report.unlink(missing_ok=True)
         output = self.output(round_number)
-        command = [str(interpreter(settings)), str(self.script), *_options({
-            "bootstrap-servers": settings.kafka_servers, "topic": settings.orders_topic,
-            "registry-url": settings.schema_registry_url, "parallelism": settings.spark_cores_per_job,
-            "report": report, **output})]
+        command = self.command(output, report)
         started = time.monotonic()
         with log.open("w") as written:
             finished = subprocess.run(command, stdout=written, stderr=subprocess.STDOUT,
@@ -124,6 +128,33 @@ class IngestionPeer(PeerRounds):
                 differing = next((pair for pair in zip(written, expected) if pair[0] != pair[1]), None)
                 raise RuntimeError(f"the Flink peer's rows differ from {self.reference_table}'s ({len(written)} against "
                                    f"{len(expected)} rows); first difference, peer then project: {differing}")
+
+
+class ContinuousIngestionPeer(IngestionPeer):
+    """The ingestion's peer unbounded, as the lab ran it: each checkpoint (every ``checkpoint_ms``)
+    commits to Iceberg. Stopped once its commits hold the whole topic; its rate is their warm rate
+    (``iceberg_tables.warm_rate``), the measure of the project's continuous deployment too."""
+
+    def __init__(self, settings: Settings, count: int, reference_table: str, checkpoint_ms: int):
+        super().__init__(settings, count, reference_table)
+        self.checkpoint_ms = checkpoint_ms
+
+    def __call__(self, round_number: int) -> float | None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        log = self.folder / f"continuous-round-{round_number}.log"
+        output = self.output(round_number)
+        command = [*self.command(output, self.folder / "report.json"), "--checkpoint-ms", str(self.checkpoint_ms)]
+        with log.open("w") as written, subprocess.Popen(command, stdout=written, stderr=subprocess.STDOUT,
+                                                        env=environment(self.settings, self.folder / "flink-logs")) as process:
+            try:
+                commits = iceberg_tables.await_rows(self.settings, TABLE, self.count, lambda: process.poll() is None)
+            except RuntimeError as error:
+                raise RuntimeError(f"the continuous Flink peer: {error}; log: {log}") from None
+            finally:
+                process.terminate()
+        self.check(round_number, output)
+        self.profiles.append({"checkpoint_ms": self.checkpoint_ms, "commits": commits})
+        return iceberg_tables.warm_rate(commits)
 
 
 class WindowsPeer(PeerRounds):

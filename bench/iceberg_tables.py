@@ -1,7 +1,10 @@
 """The benchmarks' own Iceberg tables, through pyiceberg on the stack's REST catalog: dropped
-before a run, read back to check that two jobs wrote the same rows."""
+before a run, read back to check that two jobs wrote the same rows, and their commits timed."""
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
 
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import NoSuchTableError
@@ -30,3 +33,36 @@ def rows(settings: Settings, table: str, columns: tuple[str, ...]) -> list[tuple
     """The table's current rows as tuples of ``columns``, sorted."""
     data = catalog(settings).load_table((settings.iceberg_namespace, table)).scan(selected_fields=columns).to_arrow()
     return sorted(zip(*(data.column(name).to_pylist() for name in columns)))
+
+
+def commits(settings: Settings, table: str) -> list[tuple[int, int]]:
+    """(commit time in ms, records added) of each of the table's snapshots that added records, oldest first."""
+    try:
+        snapshots = catalog(settings).load_table((settings.iceberg_namespace, table)).snapshots()
+    except NoSuchTableError:
+        return []
+    added = ((snapshot.timestamp_ms, int(snapshot.summary.additional_properties.get("added-records", 0))) for snapshot in snapshots)
+    return sorted(commit for commit in added if commit[1])
+
+
+def await_rows(settings: Settings, table: str, count: int, running: Callable[[], bool], timeout_s: float = 900) -> list[tuple[int, int]]:
+    """Wait until the table's commits have added ``count`` records; returns the commits. Fails when the
+    writer stops running first, or after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = commits(settings, table)
+        if (committed := sum(added for _, added in found)) >= count:
+            return found
+        if not running() or time.monotonic() > deadline:
+            raise RuntimeError(f"{table} has {committed} of {count} records committed, and its writer "
+                               + ("stopped" if not running() else f"took over {timeout_s} s"))
+        time.sleep(0.5)
+
+
+def warm_rate(commits: list[tuple[int, int]]) -> float | None:
+    """Records/s of a continuous writer once it runs: the records its commits after the first added,
+    over the time from the first commit to the last (the first commit carries the start and warm-up).
+    None with fewer than two commits."""
+    if len(commits) < 2:
+        return None
+    return sum(added for _, added in commits[1:]) / ((commits[-1][0] - commits[0][0]) / 1000)

@@ -11,6 +11,8 @@ spark-submit wall time, the job's own duration and each batch's are reported bes
 round's Spark SQL executions with their seconds and tasks say where the query's time went. The
 ceiling reads and counts the raw records, no decoding. The jobs run on their own topic, Iceberg table and archive prefix, emptied at the start.
 The ingestion's peer does less than the ingestion: no dead letters, no check for a batch already committed.
+"Continuous" is the ingestion as a deployment runs it, against the peer unbounded, each over the
+same topic: the rate of their Iceberg commits after the first, once the JVMs have warmed up.
 """
 
 from __future__ import annotations
@@ -20,14 +22,15 @@ import json
 import shutil
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import boto3
 from confluent_kafka import Consumer, TopicPartition
 
 from bench import iceberg_tables
-from bench.flink_peer import IngestionPeer, WindowsPeer
-from bench.measure import alternate, median, rounded
+from bench.flink_peer import ContinuousIngestionPeer, IngestionPeer, WindowsPeer
+from bench.measure import alternate, median
 from bench.spark_profile import Instrumented
 from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS, SUPPLIER_STATS_LIVE, iceberg_table_name, orders_avro_schema_json
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
@@ -39,6 +42,7 @@ from lineage_assets.settings import Settings
 
 TOPIC_PREFIX = "bench-throughput-"  # one topic per size and partition count: a job reads its topic whole
 TABLE = "bench_throughput_orders"
+CONTINUOUS_TABLE = "bench_throughput_continuous_orders"
 ARCHIVE_PREFIX = "bench-throughput"
 TARGET_TO_CEILING = {"ingestion": 0.3, "archive": 0.5}
 TARGET_TO_PEER = 1.0  # the ingestion against its Flink peer
@@ -140,6 +144,44 @@ class JobRounds:
         return self.count / self.profiles[-1]["query_s"]
 
 
+class ContinuousRounds:
+    """The ingestion as a continuous deployment runs it: micro-batches back to back (a trigger of 0 s),
+    each of at most 1.1/``BATCHES`` of the topic (Spark rounds each partition's share down: an exact
+    eighth would leave a last batch of a few records), into ``table`` emptied before each round; drained once its
+    commits hold the whole topic. Its rate is their warm rate (``iceberg_tables.warm_rate``): the
+    rows/s a deployment sustains once its JVM has warmed up, which a catch-up run of one batch never reaches."""
+
+    BATCHES = 8
+
+    def __init__(self, spark_jobs: SparkJobsResource, arguments: list[str], count: int, table: str):
+        self.spark_jobs, self.count, self.table = spark_jobs, count, table
+        settings = spark_jobs.environment.settings
+        self.arguments = with_option(with_option(with_option(
+            with_option(arguments, "--table", iceberg_table_name(settings, table)), "--mode", "continuous"),
+            "--trigger-seconds", "0"), "--max-records-per-batch", str(max(1, count * 11 // (10 * self.BATCHES))))
+        self.profiles: list[dict] = []
+
+    def __call__(self, round_number: int) -> float | None:
+        settings = self.spark_jobs.environment.settings
+        folder = settings.state_dir / "bench-throughput" / f"continuous-{time.time_ns()}"
+        folder.mkdir(parents=True)
+        drain = folder / "drain"
+        iceberg_tables.drop(settings, self.table)
+        arguments = with_option(with_option(self.arguments, "--checkpoint", str(folder / "checkpoint")), "--drain-file", str(drain))
+        with ThreadPoolExecutor(1) as pool:
+            run = pool.submit(self.spark_jobs.submit, LAKEHOUSE_ORDERS.job.source, arguments)
+            try:
+                commits = iceberg_tables.await_rows(settings, self.table, self.count, lambda: not run.done())
+            finally:
+                drain.touch()
+            report = run.result()
+        if report["rows_written"] != self.count:
+            raise RuntimeError(f"the continuous ingestion wrote {report['rows_written']} records, expected {self.count}")
+        self.profiles.append({"batches": report["batches"], "commits": commits})
+        shutil.rmtree(folder)
+        return iceberg_tables.warm_rate(commits)
+
+
 # A full run's topic takes each job tens of seconds, so that the JVMs' warm-up (a 300,000-order
 # run spends most of its 8 s there, at a third of the rate 2,000,000 orders reach) is a small part of it.
 FULL_ORDERS, QUICK_ORDERS = 2_000_000, 20_000
@@ -166,20 +208,28 @@ def run(environment: SettingsResource, quick: bool, count: int | None = None) ->
         "live_windows": JobRounds(spark_jobs, SUPPLIER_STATS_LIVE.job.source, list(live_stats_job(settings).arguments),
                                   count, fresh=("--output-topic", "bench-{name}"), prepare=kafka.ensure_topics),
     }
+    continuous = ContinuousRounds(spark_jobs, list(ingestion_job(settings).arguments), count, CONTINUOUS_TABLE)
     peers = {"ingestion": IngestionPeer(settings, count, reference_table=TABLE),
-             "live_windows": WindowsPeer(settings, count, reference_topic=lambda: jobs["live_windows"].outputs[0])}
-    subjects = {"ceiling": lambda _: ceiling(settings, count), **jobs, **{f"flink_{name}": peer for name, peer in peers.items()}}
+             "live_windows": WindowsPeer(settings, count, reference_topic=lambda: jobs["live_windows"].outputs[0]),
+             # Checkpoints about as often as the project's continuous run commits (a second on the full topic).
+             "ingestion_continuous": ContinuousIngestionPeer(settings, count, reference_table=TABLE,
+                                                             checkpoint_ms=max(100, count // 2000))}
+    subjects = {"ceiling": lambda _: ceiling(settings, count), **jobs, "ingestion_continuous": continuous,
+                **{f"flink_{name}": peer for name, peer in peers.items()}}
     rates = alternate(rounds, subjects)
-    medians = {name: median(values, 1) for name, values in rates.items()}
-    ratios = {name: round(medians[name] / medians["ceiling"], 4) for name in subjects if name != "ceiling"}
-    to_peer = {name: round(medians[name] / medians[f"flink_{name}"], 4) for name in peers}
+    # A continuous run too short for two commits has no warm rate (a quick run's peer may commit once).
+    medians = {name: median(measured, 1) if (measured := [v for v in values if v is not None]) else None
+               for name, values in rates.items()}
+    ratios = {name: round(medians[name] / medians["ceiling"], 4) for name in subjects if name != "ceiling" and medians[name]}
+    to_peer = {name: round(medians[name] / medians[f"flink_{name}"], 4) for name in peers if medians[name] and medians[f"flink_{name}"]}
     return {"name": "streaming_throughput",
             "target": f"ingestion >= {TARGET_TO_PEER}x its Flink peer; to the ceiling: "
                       + ", ".join(f"{name} >= {ratio}" for name, ratio in TARGET_TO_CEILING.items()),
             "met": to_peer["ingestion"] >= TARGET_TO_PEER and all(ratios[name] >= ratio for name, ratio in TARGET_TO_CEILING.items()),
             "orders": count, "partitions": partitions, "rounds": rounds, "produced_now": produced,
-            "median_rows_per_s": medians, "ratios": ratios, "to_flink_peer": to_peer, "rates_rows_per_s": rounded(rates, 1),
-            "runs": {**{name: job.profiles for name, job in jobs.items()},
+            "median_rows_per_s": medians, "ratios": ratios, "to_flink_peer": to_peer,
+            "rates_rows_per_s": {name: [None if v is None else round(v, 1) for v in values] for name, values in rates.items()},
+            "runs": {**{name: job.profiles for name, job in jobs.items()}, "ingestion_continuous": continuous.profiles,
                      **{f"flink_{name}": peer.profiles for name, peer in peers.items()}}}
 
 

@@ -147,6 +147,7 @@ def _orders_source(settings: Settings, dataset: Dataset) -> tuple[str, ...]:
         "--registry-url", settings.schema_registry_url,
         "--subject", value_subject(settings.orders_topic),
         "--checkpoint", checkpoint(settings, dataset),
+        *(("--max-records-per-batch", str(settings.max_records_per_batch)) if settings.max_records_per_batch else ()),
     )
 
 

@@ -68,6 +68,9 @@ class Settings:
     orders_partitions: int = _setting(1, "partitions of the orders topic when the pipeline creates it (keyed by "
                                          "order_id: per-key order holds)")
     orders_topic: str = _setting("orders", "the source topic")
+    max_records_per_batch: int = _setting(0, "most records one micro-batch of a streaming job reads (Kafka's "
+                                             "maxOffsetsPerTrigger); 0 = all that are available. Bounds the batches "
+                                             "of a job that catches up after downtime")
     supplier_stats_topic: str = _setting("supplier-stats", "per-supplier window statistics topic")
     dead_letter_topic: str = _setting("orders-dlq", "records that could not be decoded or cast")
     archive_bucket: str = _setting("archive", "bucket of the raw archive")

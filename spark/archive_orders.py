@@ -29,7 +29,7 @@ def main() -> None:
 
     versions = jobs.SourceVersions(args)
     columns = jobs.ColumnMetrics()
-    source = jobs.kafka_source(spark, args.bootstrap_servers, args.topic)
+    source = jobs.kafka_source(spark, args)
     records = transforms.archive_records(versions.observed(transforms.decode_orders(source, args.value_schema, versions.by_id)))
     writer = (columns.observed(records).writeStream.format("json").partitionBy("date", "hour")
               .option("path", args.path).option("checkpointLocation", args.checkpoint))

@@ -133,7 +133,7 @@ def main() -> None:
         totals["dead_letters_replayed"] += returned
         reasons.update(batch_reasons)
 
-    source = jobs.kafka_source(spark, args.bootstrap_servers, args.topic, headers=True)
+    source = jobs.kafka_source(spark, args, headers=True)
     writer = source.writeStream.foreachBatch(write_batch).option("checkpointLocation", args.checkpoint)
     query = jobs.run_query(writer, args, spark)
     table = jobs.table_state(spark, args.table)  # the whole table, from its manifests

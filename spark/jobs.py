@@ -24,6 +24,12 @@ CATCH_UP = "catch-up"
 CONTINUOUS = "continuous"
 
 
+def positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return int(text)
+
+
 def streaming_arguments(description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--bootstrap-servers", required=True)
@@ -36,6 +42,8 @@ def streaming_arguments(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--mode", choices=[CATCH_UP, CONTINUOUS], default=CATCH_UP,
                         help="catch-up: process what is available, commit, exit; continuous: run until stopped")
     parser.add_argument("--trigger-seconds", type=float, default=5.0, help="micro-batch interval in continuous mode")
+    parser.add_argument("--max-records-per-batch", type=positive_int, help="most records one micro-batch reads "
+                                                                             "(maxOffsetsPerTrigger); default: all available")
     parser.add_argument("--report", required=True, help="where to write the JSON report")
     parser.add_argument("--progress-file", help="append one JSON line per progress report to this file")
     parser.add_argument("--drain-file", help="continuous mode: when this file appears, process what is "
@@ -232,11 +240,16 @@ class ObservedMetricsCounter(StreamingQueryListener):
         pass
 
 
-def kafka_source(spark: SparkSession, bootstrap_servers: str, topic: str, headers: bool = False) -> DataFrame:
+def kafka_source(spark: SparkSession, args: argparse.Namespace, headers: bool = False) -> DataFrame:
+    """The source topic of the job's arguments, from its first offset, in batches of at most
+    ``--max-records-per-batch`` records (a catch-up run then takes several)."""
+    reader = spark.readStream.format("kafka")
+    if args.max_records_per_batch:
+        reader = reader.option("maxOffsetsPerTrigger", str(args.max_records_per_batch))
     return (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap_servers)
-        .option("subscribe", topic)
+        reader
+        .option("kafka.bootstrap.servers", args.bootstrap_servers)
+        .option("subscribe", args.topic)
         .option("startingOffsets", "earliest")
         # A deleted or compacted range must not silently skip records in a lineage-tracked job.
         .option("failOnDataLoss", "true")

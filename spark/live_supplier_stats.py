@@ -28,7 +28,7 @@ def main() -> None:
     spark = SparkSession.builder.getOrCreate()
 
     versions = jobs.SourceVersions(args)
-    source = jobs.kafka_source(spark, args.bootstrap_servers, args.topic)
+    source = jobs.kafka_source(spark, args)
     valid = transforms.valid_orders(versions.observed(transforms.decode_orders(source, args.value_schema, versions.by_id)))
     stats = transforms.windowed_supplier_stats(valid, args.window_seconds, args.watermark_seconds)
     writer = (transforms.supplier_stats_records(stats).writeStream.format("kafka").outputMode("append")

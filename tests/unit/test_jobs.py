@@ -53,3 +53,22 @@ def test_a_report_reads_back_as_written_and_a_key_the_caller_does_not_know_is_an
     path.write_text(json.dumps({**json.loads(path.read_text()), "windows_emitted": 3}))
     with pytest.raises(TypeError, match="windows_emitted"):
         jobs.LiveStatsReport.read(path)
+
+
+def test_the_batch_bound_reaches_every_streaming_job_only_when_set():
+    bounded = Settings(max_records_per_batch=50_000)
+    for job in jobs.STREAMING_JOBS.values():
+        assert option(job(bounded).arguments, "--max-records-per-batch") == "50000"
+        assert "--max-records-per-batch" not in job(Settings()).arguments
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "many"])
+def test_a_batch_bound_that_is_not_a_positive_number_is_refused_naming_it(value, capsys):
+    from spark.jobs import streaming_arguments
+
+    parser = streaming_arguments("test")
+    required = ["--bootstrap-servers", "k:9092", "--topic", "orders", "--value-schema", "{}", "--registry-url", "http://r",
+                "--subject", "orders-value", "--checkpoint", "/tmp/c", "--report", "/tmp/r.json"]
+    with pytest.raises(SystemExit):
+        parser.parse_args([*required, "--max-records-per-batch", value])
+    assert f"'{value}' is not a positive whole number" in capsys.readouterr().err

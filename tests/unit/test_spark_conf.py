@@ -27,7 +27,15 @@ def test_the_catalog_and_s3_come_from_the_settings(settings):
     assert conf["spark.sql.catalog.lake.warehouse"] == "s3://wh/"
     assert conf["spark.hadoop.fs.s3a.endpoint"] == "https://s3.example"
     assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "true"
-    assert conf["spark.jars"].endswith("iceberg.jar")
+
+
+def test_a_local_master_takes_the_jars_on_its_class_path_and_a_cluster_as_spark_jars(settings):
+    local = spark_conf.spark_conf(settings)
+    assert local["spark.driver.extraClassPath"].endswith("iceberg.jar") and "spark.jars" not in local
+    cluster = spark_conf.spark_conf(dataclasses.replace(settings, spark_master="spark://127.0.0.1:7077"))
+    assert cluster["spark.jars"].endswith("iceberg.jar") and "spark.driver.extraClassPath" not in cluster
+    # The driver's class-sharing archive records its class path: each way has its own.
+    assert spark_conf.driver_class_archive(settings) != spark_conf.driver_class_archive(dataclasses.replace(settings, spark_master="spark://127.0.0.1:7077"))
 
 
 def test_without_jars_the_error_says_to_run_setup(tmp_path):
