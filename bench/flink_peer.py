@@ -29,6 +29,7 @@ from lineage_assets.settings import Settings
 
 JOBS = Path(__file__).parent
 TABLE = "bench_flink_orders"
+WINDOWS_TOPIC_PREFIX = "bench-flink-supplier-stats-"  # + a time: the windows peer's output topic of each round
 COMPARED_COLUMNS = tuple(column.name for column in LAKEHOUSE_ORDERS.columns)
 
 
@@ -168,7 +169,7 @@ class WindowsPeer(PeerRounds):
         self.reference_topic = reference_topic
 
     def output(self, round_number: int) -> dict[str, str]:
-        topic = f"bench-flink-supplier-stats-{time.time_ns()}"
+        topic = f"{WINDOWS_TOPIC_PREFIX}{time.time_ns()}"
         KafkaResource(environment=SettingsResource.of(self.settings)).ensure_topics(topic)
         return {"output-topic": topic}
 

@@ -27,9 +27,10 @@ from pathlib import Path
 
 import boto3
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from bench import iceberg_tables
-from bench.flink_peer import ContinuousIngestionPeer, IngestionPeer, WindowsPeer
+from bench.flink_peer import WINDOWS_TOPIC_PREFIX, ContinuousIngestionPeer, IngestionPeer, WindowsPeer
 from bench.measure import alternate, median
 from bench.spark_profile import Instrumented
 from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS, SUPPLIER_STATS_LIVE, iceberg_table_name, orders_avro_schema_json
@@ -44,6 +45,7 @@ TOPIC_PREFIX = "bench-throughput-"  # one topic per size and partition count: a 
 TABLE = "bench_throughput_orders"
 CONTINUOUS_TABLE = "bench_throughput_continuous_orders"
 ARCHIVE_PREFIX = "bench-throughput"
+WINDOWS_TOPIC_PREFIX_PROJECT = "bench-"  # + the round's name: the live windows job's output topic of each round
 TARGET_TO_CEILING = {"ingestion": 0.3, "archive": 0.5}
 TARGET_TO_PEER = 1.0  # the ingestion against its Flink peer
 
@@ -76,6 +78,16 @@ def empty_sinks(settings: Settings) -> None:
     s3 = boto3.resource("s3", endpoint_url=settings.s3_url, aws_access_key_id=settings.s3_access_key,
                         aws_secret_access_key=settings.s3_secret_key, region_name=settings.s3_region)
     s3.Bucket(settings.archive_bucket).objects.filter(Prefix=f"{ARCHIVE_PREFIX}/").delete()
+
+
+def delete_window_topics(settings: Settings) -> None:
+    """Delete the live windows' output topics of every round (compared once, then of no use), those
+    of earlier runs that stopped before this step included."""
+    project = WINDOWS_TOPIC_PREFIX_PROJECT + Path(SUPPLIER_STATS_LIVE.job.source).stem + "-"
+    admin = AdminClient({"bootstrap.servers": settings.kafka_servers})
+    rounds = [topic for topic in admin.list_topics(timeout=10).topics if topic.startswith((project, WINDOWS_TOPIC_PREFIX))]
+    for future in (admin.delete_topics(rounds).values() if rounds else ()):
+        future.result(timeout=30)
 
 
 def ceiling(settings: Settings, count: int) -> float:
@@ -206,7 +218,8 @@ def run(environment: SettingsResource, quick: bool, count: int | None = None) ->
         "archive": JobRounds(spark_jobs, ARCHIVE.job.source, list(archive_job(settings).arguments), count,
                              fresh=("--path", f"s3://{settings.archive_bucket}/{ARCHIVE_PREFIX}/{{name}}")),
         "live_windows": JobRounds(spark_jobs, SUPPLIER_STATS_LIVE.job.source, list(live_stats_job(settings).arguments),
-                                  count, fresh=("--output-topic", "bench-{name}"), prepare=kafka.ensure_topics),
+                                  count, fresh=("--output-topic", WINDOWS_TOPIC_PREFIX_PROJECT + "{name}"),
+                                  prepare=kafka.ensure_topics),
     }
     continuous = ContinuousRounds(spark_jobs, list(ingestion_job(settings).arguments), count, CONTINUOUS_TABLE)
     peers = {"ingestion": IngestionPeer(settings, count, reference_table=TABLE),
@@ -217,6 +230,7 @@ def run(environment: SettingsResource, quick: bool, count: int | None = None) ->
     subjects = {"ceiling": lambda _: ceiling(settings, count), **jobs, "ingestion_continuous": continuous,
                 **{f"flink_{name}": peer for name, peer in peers.items()}}
     rates = alternate(rounds, subjects)
+    delete_window_topics(settings)
     # A continuous run too short for two commits has no warm rate (a quick run's peer may commit once).
     medians = {name: median(measured, 1) if (measured := [v for v in values if v is not None]) else None
                for name, values in rates.items()}

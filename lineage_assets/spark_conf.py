@@ -44,7 +44,10 @@ def jar_conf(settings: Settings) -> dict[str, str]:
     orders: about 1 s of its query and 4 s of its start-up). A cluster's executors fetch ``spark.jars``."""
     jars = spark_jars(settings)
     if settings.spark_master.startswith("local"):
-        return {"spark.driver.extraClassPath": os.pathsep.join(str(jar) for jar in jars)}
+        # The class path comes before Spark's jars, and the AWS SDK's bundle carries slf4j's 1.x API
+        # unshaded: ahead of Spark's 2.x API it would leave the driver without a logger (slf4j's NOP).
+        slf4j = sorted((spark_home() / "jars").glob("slf4j-api-*.jar"))
+        return {"spark.driver.extraClassPath": os.pathsep.join(str(jar) for jar in [*slf4j, *jars])}
     return {"spark.jars": ",".join(str(jar) for jar in jars)}
 
 
@@ -72,7 +75,7 @@ def driver_class_archive(settings: Settings) -> Path:
     # The archive records the classpath's absolute paths: Spark's jars (the venv's pyspark) and the connectors'.
     # "agent": archives are written with the lineage agent's classes (class_archive_writing_conf); and
     # with the JVM options of the jobs that map them.
-    parts = ["agent", *jar_conf(settings), JVM_OPTIONS, str(Path(java).resolve()) if java else "java", pyspark.__version__, str(spark_home()),
+    parts = ["agent", *(f"{key}={value}" for key, value in jar_conf(settings).items()), JVM_OPTIONS, str(Path(java).resolve()) if java else "java", pyspark.__version__, str(spark_home()),
              os.environ.get("SPARK_CONF_DIR", ""), *(f"{jar}:{jar.stat().st_size}" for jar in spark_jars(settings))]
     key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
     return settings.cache_dir / "class-sharing" / f"spark-driver-{key}.jsa"

@@ -28,3 +28,10 @@ def test_growth_exponent_is_the_slope_in_log_log():
 def test_with_option_replaces_or_appends_a_value():
     assert with_option(["--a", "1", "--b", "2"], "--a", "9") == ["--a", "9", "--b", "2"]
     assert with_option(["--a", "1"], "--c", "3") == ["--a", "1", "--c", "3"]
+
+
+def test_the_warm_rate_is_the_records_of_the_commits_after_the_first_over_the_time_since_it():
+    from bench.iceberg_tables import warm_rate
+
+    assert warm_rate([(1_000, 500), (3_000, 150), (5_000, 250)]) == 100.0  # 400 records in 4 s
+    assert warm_rate([(1_000, 500)]) is None  # one commit: no time after it
