@@ -35,8 +35,9 @@ def median(values: list[float], digits: int = 3) -> float:
     return round(statistics.median(values), digits)
 
 
-def rounded(values: dict[str, list[float]], digits: int = 3) -> dict[str, list[float]]:
-    return {name: [round(v, digits) for v in series] for name, series in values.items()}
+def rounded(values: dict[str, list[float | None]], digits: int = 3) -> dict[str, list[float | None]]:
+    """Each series rounded; a round that measured nothing (None) stays None."""
+    return {name: [None if v is None else round(v, digits) for v in series] for name, series in values.items()}
 
 
 def growth_exponent(sizes: list[int], seconds: list[float]) -> float:

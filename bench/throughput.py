@@ -31,7 +31,7 @@ from confluent_kafka.admin import AdminClient
 
 from bench import iceberg_tables
 from bench.flink_peer import WINDOWS_TOPIC_PREFIX, ContinuousIngestionPeer, IngestionPeer, WindowsPeer
-from bench.measure import alternate, median
+from bench.measure import alternate, median, rounded
 from bench.spark_profile import Instrumented
 from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS, SUPPLIER_STATS_LIVE, iceberg_table_name, orders_avro_schema_json
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
@@ -242,7 +242,7 @@ def run(environment: SettingsResource, quick: bool, count: int | None = None) ->
             "met": to_peer["ingestion"] >= TARGET_TO_PEER and all(ratios[name] >= ratio for name, ratio in TARGET_TO_CEILING.items()),
             "orders": count, "partitions": partitions, "rounds": rounds, "produced_now": produced,
             "median_rows_per_s": medians, "ratios": ratios, "to_flink_peer": to_peer,
-            "rates_rows_per_s": {name: [None if v is None else round(v, 1) for v in values] for name, values in rates.items()},
+            "rates_rows_per_s": rounded(rates, 1),
             "runs": {**{name: job.profiles for name, job in jobs.items()}, "ingestion_continuous": continuous.profiles,
                      **{f"flink_{name}": peer.profiles for name, peer in peers.items()}}}
 

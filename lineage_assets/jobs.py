@@ -140,6 +140,9 @@ def table_columns(dataset: Dataset) -> str:
 def _orders_source(settings: Settings, dataset: Dataset) -> tuple[str, ...]:
     """Read the orders topic as the catalog's reader schema; the job judges each registered writer
     version of the topic's subject against it."""
+    if settings.max_records_per_batch < 0:
+        raise ValueError(f"LINEAGE_ASSETS_MAX_RECORDS_PER_BATCH={settings.max_records_per_batch}: the most records "
+                         "a micro-batch reads is 0 (all that are available) or a positive number")
     return (
         "--bootstrap-servers", settings.kafka_servers,
         "--topic", settings.orders_topic,

@@ -72,10 +72,12 @@ def driver_class_archive(settings: Settings) -> Path:
 
     java = shutil.which("java", path=os.pathsep.join(filter(None, [
         str(Path(os.environ["JAVA_HOME"]) / "bin") if os.environ.get("JAVA_HOME") else None, os.environ.get("PATH")])))
-    # The archive records the classpath's absolute paths: Spark's jars (the venv's pyspark) and the connectors'.
+    # The archive records the classpath's absolute paths: Spark's jars (the venv's pyspark) and the
+    # connectors', in the order jar_conf gives them.
     # "agent": archives are written with the lineage agent's classes (class_archive_writing_conf); and
     # with the JVM options of the jobs that map them.
-    parts = ["agent", *(f"{key}={value}" for key, value in jar_conf(settings).items()), JVM_OPTIONS, str(Path(java).resolve()) if java else "java", pyspark.__version__, str(spark_home()),
+    parts = ["agent", *(f"{key}={value}" for key, value in jar_conf(settings).items()), JVM_OPTIONS,
+             str(Path(java).resolve()) if java else "java", pyspark.__version__, str(spark_home()),
              os.environ.get("SPARK_CONF_DIR", ""), *(f"{jar}:{jar.stat().st_size}" for jar in spark_jars(settings))]
     key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
     return settings.cache_dir / "class-sharing" / f"spark-driver-{key}.jsa"

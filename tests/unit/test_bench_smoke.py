@@ -35,3 +35,9 @@ def test_the_warm_rate_is_the_records_of_the_commits_after_the_first_over_the_ti
 
     assert warm_rate([(1_000, 500), (3_000, 150), (5_000, 250)]) == 100.0  # 400 records in 4 s
     assert warm_rate([(1_000, 500)]) is None  # one commit: no time after it
+
+
+def test_rounded_keeps_a_round_that_measured_nothing():
+    from bench.measure import rounded
+
+    assert rounded({"peer": [1.234, None]}, 1) == {"peer": [1.2, None]}

@@ -60,6 +60,8 @@ def test_the_batch_bound_reaches_every_streaming_job_only_when_set():
     for job in jobs.STREAMING_JOBS.values():
         assert option(job(bounded).arguments, "--max-records-per-batch") == "50000"
         assert "--max-records-per-batch" not in job(Settings()).arguments
+    with pytest.raises(ValueError, match="LINEAGE_ASSETS_MAX_RECORDS_PER_BATCH=-5"):
+        jobs.ingestion_job(Settings(max_records_per_batch=-5))
 
 
 @pytest.mark.parametrize("value", ["0", "-5", "many"])
