@@ -240,6 +240,13 @@ class ObservedMetricsCounter(StreamingQueryListener):
         pass
 
 
+# Records a Kafka poll may return. After every poll, Spark's Kafka reader asks the broker for the
+# partition's first and last offsets (two round trips) and seeks back, which also drops the consumer's
+# prefetched data: at Kafka's default of 500 records a poll, 4,000 round trips per million records.
+# A catch-up ingestion of 2 M orders: 137-160 k -> 188-192 k orders/s (a bare read: 8 s -> 5.4 s).
+RECORDS_PER_POLL = 20_000
+
+
 def kafka_source(spark: SparkSession, args: argparse.Namespace, headers: bool = False) -> DataFrame:
     """The source topic of the job's arguments, from its first offset, in batches of at most
     ``--max-records-per-batch`` records (a catch-up run then takes several)."""
@@ -254,6 +261,7 @@ def kafka_source(spark: SparkSession, args: argparse.Namespace, headers: bool = 
         # A deleted or compacted range must not silently skip records in a lineage-tracked job.
         .option("failOnDataLoss", "true")
         .option("includeHeaders", str(headers).lower())
+        .option("kafka.max.poll.records", str(RECORDS_PER_POLL))
         .load()
     )
 
