@@ -19,13 +19,14 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
+from collections.abc import Mapping
 
-from pyspark.sql import Observation, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from lineage_assets.dead_letters import REPLAY_HEADER
 from lineage_assets.jobs import IngestionReport
-from lineage_assets.source_schemas import SCHEMA_INCOMPATIBLE
+from lineage_assets.source_schemas import SCHEMA_INCOMPATIBLE, WriterVersion
 from spark import jobs, transforms
 
 QUERY_PROPERTY = "lineage-assets.checkpoint"
@@ -44,6 +45,37 @@ def committed(spark: SparkSession, table: str, checkpoint: str, batch_id: int) -
     return not found.isEmpty()
 
 
+class BatchPlan:
+    """What each micro-batch's plan is built from, for one set of writer versions: the decoder, the
+    replay flag and the outcomes counted as the batch is written. Made again only when the registry's
+    versions change: building the columns takes hundreds of calls into the JVM (0.15 to 0.3 s of a
+    continuous deployment's micro-batch of about 1.5 s)."""
+
+    def __init__(self, reader_schema: str, versions: Mapping[int, WriterVersion]):
+        self.decoder = transforms.OrderDecoder(reader_schema, versions)
+        self.replayed = transforms.has_header("headers", REPLAY_HEADER)
+        valid = F.col("dead_letter_reason").isNull()
+        self.outcomes = (
+            F.count_if(valid).alias("written"), F.count_if(valid & F.col("replayed")).alias("returned"),
+            F.count_if(~valid).alias("dead_letters"),
+            # Dates collected, formatted once per batch; joined: a set comes back from an observation
+            # as a Java object.
+            F.array_join(F.array_sort(F.collect_set(F.when(valid, F.to_date("bid_time")))).cast("array<string>"), ",")
+            .alias("days"),
+            *[F.count_if(F.col("schema_id") == schema_id).alias(str(schema_id)) for schema_id in versions])
+
+    def decode(self, batch: DataFrame) -> DataFrame:
+        return self.decoder(batch.withColumn("replayed", self.replayed), keep=("replayed",))
+
+    def observed(self, decoded: DataFrame, observation: Observation) -> DataFrame:
+        """``decoded`` with the batch's outcomes counted as the write reads it: one pass over the
+        records. The observation also keeps the validity filter above the decoding (pushed below
+        it, the filter would decode each record again for every field the reason reads)."""
+        # Only the columns written and counted: the rest of each record is not copied along.
+        needed = decoded.select(*transforms.ICEBERG_ORDER_COLUMNS, "schema_id", "dead_letter_reason", "replayed")
+        return needed.observe(observation, *self.outcomes)
+
+
 def main() -> None:
     parser = jobs.streaming_arguments(__doc__)
     parser.add_argument("--table", required=True, help="Iceberg table, as Spark SQL names it")
@@ -58,26 +90,7 @@ def main() -> None:
     reasons = Counter()
     days: set[str] = set()
     versions = jobs.SourceVersions(args)
-
-    def decode(batch):
-        flagged = batch.withColumn("replayed", transforms.has_header("headers", REPLAY_HEADER))
-        return transforms.decode_orders(flagged, args.value_schema, versions.by_id, keep=("replayed",))
-
-    def observed(decoded, observation: Observation):
-        """``decoded`` with the batch's outcomes counted as the write reads it: one pass over the
-        records. The observation also keeps the validity filter above the decoding (pushed below
-        it, the filter would decode each record again for every field the reason reads)."""
-        valid = F.col("dead_letter_reason").isNull()
-        # Only the columns written and counted: the rest of each record is not copied along.
-        needed = decoded.select(*transforms.ICEBERG_ORDER_COLUMNS, "schema_id", "dead_letter_reason", "replayed")
-        return needed.observe(
-            observation, F.count_if(valid).alias("written"), F.count_if(valid & F.col("replayed")).alias("returned"),
-            F.count_if(~valid).alias("dead_letters"),
-            # Dates collected, formatted once per batch; joined: a set comes back from an observation
-            # as a Java object.
-            F.array_join(F.array_sort(F.collect_set(F.when(valid, F.to_date("bid_time")))).cast("array<string>"), ",")
-            .alias("days"),
-            *[F.count_if(F.col("schema_id") == schema_id).alias(str(schema_id)) for schema_id in versions.by_id])
+    plan = BatchPlan(args.value_schema, versions.by_id)
 
     def send_dead_letters(decoded, batch_id: int) -> Counter:
         """The batch's dead letters to their topic (decoded again: they are rare); their reasons counted."""
@@ -97,17 +110,19 @@ def main() -> None:
     replay_possible = jobs.planned_batches(spark, args.checkpoint)
 
     def write_batch(batch, batch_id: int) -> None:
-        nonlocal replay_possible
+        nonlocal replay_possible, plan
         replayed, replay_possible = replay_possible and committed(spark, args.table, args.checkpoint, batch_id), False
         if replayed:
             totals["batches_replayed"] += 1
             return
         if (error := versions.refresh()) is not None:
             print(f"{args.job_name}: batch {batch_id} is read with the versions known before: {error}", file=sys.stderr)
+        elif versions.by_id != plan.decoder.versions:
+            plan = BatchPlan(args.value_schema, versions.by_id)
         outcomes = Observation(f"outcomes-{batch_id}")
         # Every batch commits a snapshot, an empty one when all its records are dead letters: the
         # snapshot tells a replay of the batch that it is done.
-        (transforms.iceberg_orders(transforms.valid_orders(observed(decode(batch), outcomes))).writeTo(args.table)
+        (transforms.iceberg_orders(transforms.valid_orders(plan.observed(plan.decode(batch), outcomes))).writeTo(args.table)
          .option(f"snapshot-property.{QUERY_PROPERTY}", args.checkpoint)
          .option(f"snapshot-property.{BATCH_PROPERTY}", str(batch_id))
          .append())
@@ -115,7 +130,7 @@ def main() -> None:
         written, returned = seen["written"], seen["returned"]
         batch_days = [day for day in seen["days"].split(",") if day]
         by_version = Counter({schema_id: seen[str(schema_id)] for schema_id in versions.by_id if seen[str(schema_id)]})
-        batch_reasons = send_dead_letters(decode(batch), batch_id) if seen["dead_letters"] else Counter()
+        batch_reasons = send_dead_letters(plan.decode(batch), batch_id) if seen["dead_letters"] else Counter()
         incompatible = sum(n for reason, n in batch_reasons.items() if reason.startswith(SCHEMA_INCOMPATIBLE))
         days.update(batch_days)
         if args.progress_file and (written or batch_reasons):  # as soon as committed, for supervision

@@ -42,61 +42,73 @@ def decode_orders(raw: DataFrame, reader_schema: str, versions: Mapping[int, Wri
     to DECIMAL(10,2) (the source sends it as a string), ``price_text`` (the original),
     ``dead_letter_reason``, and the input columns named in ``keep``.
     """
-    framed = F.length("value") >= 5
-    magic_ok = framed & (F.substring("value", 1, 1) == F.lit(b"\x00"))
-    id_bytes = F.substring("value", 2, 4)
+    return OrderDecoder(reader_schema, versions)(raw, keep)
 
-    def written_with(schema_id: int) -> Column:
-        # The frame's id bytes compared as bytes: a tenth of the job's time went to parsing them as
-        # a number (conv of hex) for every record.
-        return magic_ok & (id_bytes == F.lit(schema_id.to_bytes(4, "big", signed=True)))
 
-    writer_id = F.lit(None).cast("long")
-    for schema_id in versions:
-        writer_id = F.when(written_with(schema_id), F.lit(schema_id).cast("long")).otherwise(writer_id)
-    # An id no version has is parsed from the bytes, for the dead letter's reason.
-    writer_id = F.when(magic_ok, F.coalesce(writer_id, F.conv(F.hex(id_bytes), 16, 10).cast("long")))
-    body = F.expr("substring(value, 6, length(value) - 5)")
-    reader = json.loads(reader_schema)
-    # One decoder per readable version; the first (never true) gives the struct's type when there is none.
-    decoders = [F.when(F.lit(False), from_avro(body, reader_schema))] + [
-        F.when(written_with(schema_id), from_avro(body, version.schema, {
-            "mode": "PERMISSIVE", **({} if json.loads(version.schema) == reader else {"avroSchema": reader_schema})}))
-        for schema_id, version in sorted(versions.items()) if version.readable]
-    unreadable = [(schema_id, version) for schema_id, version in sorted(versions.items()) if not version.readable]
-    version_of = F.lit(None).cast("int")
-    for schema_id, version in versions.items():
-        version_of = F.when(written_with(schema_id), F.lit(version.version)).otherwise(version_of)
-    decoded = raw.withColumn("schema_id", writer_id).withColumn("order", F.coalesce(*decoders))
-    price = F.expr(f"try_cast(order.price AS {PRICE_TYPE})")
-    # PERMISSIVE decoding turns a malformed body into a struct of nulls; order_id is the one field
-    # the schema makes non-nullable, so its absence means the body was not Avro of this schema.
-    malformed = F.col("order").isNull() | F.col("order.order_id").isNull()
-    missing = [F.when(F.col(f"order.{name}").isNull(), F.lit(name)) for name in REQUIRED_FIELDS]
-    reason = F.when(~framed | ~magic_ok, F.lit("not Confluent-framed Avro (missing magic byte 0)"))
-    for schema_id, version in unreadable:
-        reason = reason.when(written_with(schema_id), F.lit(version.dead_letter_reason))
-    reason = (
-        reason.when(version_of.isNull(), F.concat(F.lit("unexpected schema id "), F.col("schema_id").cast("string")))
-        .when(malformed, F.lit("value is not valid Avro for the registered schema"))
-        .when(F.concat_ws(",", *missing) != "", F.concat(F.lit("missing field: "), F.concat_ws(",", *missing)))
-        .when(price.isNull(), F.concat(F.lit("price '"), F.col("order.price"), F.lit(f"' is not a {PRICE_TYPE}")))
-    )
-    return decoded.select(
-        *KAFKA_COLUMNS,
-        F.col("key").cast("string").alias("key"),
-        "value",
-        F.col("schema_id").cast("int").alias("schema_id"),
-        version_of.alias("schema_version"),
-        F.col("order.order_id").alias("order_id"),
-        F.col("order.bid_time").alias("bid_time"),
-        F.col("order.price").alias("price_text"),
-        price.alias("price"),
-        F.col("order.item").alias("item"),
-        F.col("order.supplier").alias("supplier"),
-        reason.alias("dead_letter_reason"),
-        *keep,
-    )
+class OrderDecoder:
+    """``decode_orders`` for one reader schema and set of writer versions, applicable to any number of
+    frames. Its columns are built once: building them takes hundreds of calls into the JVM, 0.15 to
+    0.2 s, which a micro-batch of a continuous deployment would otherwise pay each time."""
+
+    def __init__(self, reader_schema: str, versions: Mapping[int, WriterVersion]):
+        self.reader_schema, self.versions = reader_schema, dict(versions)
+        framed = F.length("value") >= 5
+        magic_ok = framed & (F.substring("value", 1, 1) == F.lit(b"\x00"))
+        id_bytes = F.substring("value", 2, 4)
+
+        def written_with(schema_id: int) -> Column:
+            # The frame's id bytes compared as bytes: a tenth of the job's time went to parsing them as
+            # a number (conv of hex) for every record.
+            return magic_ok & (id_bytes == F.lit(schema_id.to_bytes(4, "big", signed=True)))
+
+        writer_id = F.lit(None).cast("long")
+        for schema_id in versions:
+            writer_id = F.when(written_with(schema_id), F.lit(schema_id).cast("long")).otherwise(writer_id)
+        # An id no version has is parsed from the bytes, for the dead letter's reason.
+        self.writer_id = F.when(magic_ok, F.coalesce(writer_id, F.conv(F.hex(id_bytes), 16, 10).cast("long")))
+        body = F.expr("substring(value, 6, length(value) - 5)")
+        reader = json.loads(reader_schema)
+        # One decoder per readable version; the first (never true) gives the struct's type when there is none.
+        decoders = [F.when(F.lit(False), from_avro(body, reader_schema))] + [
+            F.when(written_with(schema_id), from_avro(body, version.schema, {
+                "mode": "PERMISSIVE", **({} if json.loads(version.schema) == reader else {"avroSchema": reader_schema})}))
+            for schema_id, version in sorted(versions.items()) if version.readable]
+        self.order = F.coalesce(*decoders)
+        unreadable = [(schema_id, version) for schema_id, version in sorted(versions.items()) if not version.readable]
+        version_of = F.lit(None).cast("int")
+        for schema_id, version in versions.items():
+            version_of = F.when(written_with(schema_id), F.lit(version.version)).otherwise(version_of)
+        price = F.expr(f"try_cast(order.price AS {PRICE_TYPE})")
+        # PERMISSIVE decoding turns a malformed body into a struct of nulls; order_id is the one field
+        # the schema makes non-nullable, so its absence means the body was not Avro of this schema.
+        malformed = F.col("order").isNull() | F.col("order.order_id").isNull()
+        missing = [F.when(F.col(f"order.{name}").isNull(), F.lit(name)) for name in REQUIRED_FIELDS]
+        reason = F.when(~framed | ~magic_ok, F.lit("not Confluent-framed Avro (missing magic byte 0)"))
+        for schema_id, version in unreadable:
+            reason = reason.when(written_with(schema_id), F.lit(version.dead_letter_reason))
+        reason = (
+            reason.when(version_of.isNull(), F.concat(F.lit("unexpected schema id "), F.col("schema_id").cast("string")))
+            .when(malformed, F.lit("value is not valid Avro for the registered schema"))
+            .when(F.concat_ws(",", *missing) != "", F.concat(F.lit("missing field: "), F.concat_ws(",", *missing)))
+            .when(price.isNull(), F.concat(F.lit("price '"), F.col("order.price"), F.lit(f"' is not a {PRICE_TYPE}")))
+        )
+        self.columns = (
+            *KAFKA_COLUMNS,
+            F.col("key").cast("string").alias("key"),
+            "value",
+            F.col("schema_id").cast("int").alias("schema_id"),
+            version_of.alias("schema_version"),
+            F.col("order.order_id").alias("order_id"),
+            F.col("order.bid_time").alias("bid_time"),
+            F.col("order.price").alias("price_text"),
+            price.alias("price"),
+            F.col("order.item").alias("item"),
+            F.col("order.supplier").alias("supplier"),
+            reason.alias("dead_letter_reason"),
+        )
+
+    def __call__(self, raw: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
+        return raw.withColumns({"schema_id": self.writer_id, "order": self.order}).select(*self.columns, *keep)
 
 
 def has_header(headers: str, key: str) -> Column:
