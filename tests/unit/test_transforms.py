@@ -127,6 +127,17 @@ def test_bad_records_are_routed_to_dead_letters_with_a_reason(spark):
     assert payload["value_base64"] == "cGxhaW4gdGV4dCwgbm8gZnJhbWluZw=="  # the original bytes, unchanged
 
 
+def test_one_decoder_decodes_each_batch_it_is_given_on_its_own(spark):
+    """A continuous ingestion builds its decoder once and applies it to every micro-batch."""
+    decoder = transforms.OrderDecoder(json.dumps(ORDERS_AVRO_SCHEMA), {SCHEMA_ID: registered(ORDERS_AVRO_SCHEMA)})
+    first = decoder(kafka_rows(spark, [confluent_avro(ORDERS_AVRO_SCHEMA, order(), SCHEMA_ID)])).collect()
+    second = decoder(kafka_rows(spark, [confluent_avro(ORDERS_AVRO_SCHEMA, order(price="7.10", supplier="Bob"), SCHEMA_ID),
+                                        b"garbage"])).orderBy("offset").collect()
+    assert [(r.supplier, r.price, r.dead_letter_reason) for r in first] == [("Alice", Decimal("12.50"), None)]
+    assert [(r.supplier, r.price) for r in second] == [("Bob", Decimal("7.10")), (None, None)]
+    assert second[1].dead_letter_reason.startswith("not Confluent-framed Avro")
+
+
 def test_archive_keeps_every_record_and_its_bytes(spark):
     values = [confluent_avro(ORDERS_AVRO_SCHEMA, order(), SCHEMA_ID), b"garbage"]
     archived = transforms.archive_records(decode(spark, values)).orderBy("offset").collect()
