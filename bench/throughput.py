@@ -157,7 +157,8 @@ class JobRounds:
 
 
 class ContinuousRounds:
-    """The ingestion as a continuous deployment runs it: micro-batches back to back (a trigger of 0 s),
+    """The ingestion as a continuous deployment runs it: with a progress file (each commit reports
+    the table after it, for the deployment's lineage), micro-batches back to back (a trigger of 0 s),
     each of at most 1.1/``BATCHES`` of the topic (Spark rounds each partition's share down: an exact
     eighth would leave a last batch of a few records), into ``table`` emptied before each round; drained once its
     commits hold the whole topic. Its rate is their warm rate (``iceberg_tables.warm_rate``): the
@@ -179,7 +180,9 @@ class ContinuousRounds:
         folder.mkdir(parents=True)
         drain = folder / "drain"
         iceberg_tables.drop(settings, self.table)
-        arguments = with_option(with_option(self.arguments, "--checkpoint", str(folder / "checkpoint")), "--drain-file", str(drain))
+        arguments = self.arguments
+        for option, value in (("--checkpoint", folder / "checkpoint"), ("--drain-file", drain), ("--progress-file", folder / "progress.jsonl")):
+            arguments = with_option(arguments, option, str(value))
         with ThreadPoolExecutor(1) as pool:
             run = pool.submit(self.spark_jobs.submit, LAKEHOUSE_ORDERS.job.source, arguments)
             try:

@@ -12,10 +12,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
-from pyspark.sql.types import NumericType
+from pyspark.sql.types import NumericType, StructType
 
 from lineage_assets.jobs import PROGRESS_PREFIX, Report
 from lineage_assets.source_schemas import RegistryError, registered_versions
@@ -182,6 +182,25 @@ class ProgressPrinter(StreamingQueryListener):
         print(f"{PROGRESS_PREFIX}query ended after {self.rows} rows", flush=True)
 
 
+def numeric_columns(schema: StructType, names: tuple[str, ...] | None = None) -> dict[str, bool]:
+    """Whether each column of ``schema`` (or each of ``names``, in that order) is numeric."""
+    numeric = {f.name: isinstance(f.dataType, NumericType) for f in schema.fields}
+    return numeric if names is None else {name: numeric[name] for name in names}
+
+
+def column_aggregates(numeric: dict[str, bool], where: Column | None = None) -> dict[str, Column]:
+    """Per column: its nulls, and the min and max of a numeric one, as aggregates named (and keyed)
+    ``column:nulls|min|max``; over the rows ``where`` holds (all rows without it)."""
+    aggregates = {}
+    for name, is_numeric in numeric.items():
+        column = F.col(f"`{name}`")
+        aggregates[f"{name}:nulls"] = F.count_if(column.isNull() if where is None else where & column.isNull())
+        if is_numeric:
+            counted = column if where is None else F.when(where, column)
+            aggregates |= {f"{name}:min": F.min(counted), f"{name}:max": F.max(counted)}
+    return {key: aggregate.alias(key) for key, aggregate in aggregates.items()}
+
+
 class ColumnMetrics:
     """Per column of the records a streaming query writes: nulls, and min and max of numeric columns,
     observed in each batch as it is written (no second pass over the data), summed over the run."""
@@ -194,14 +213,8 @@ class ColumnMetrics:
 
     def observed(self, records: DataFrame) -> DataFrame:
         """``records`` with their per-column metrics counted in each batch's progress."""
-        self.numeric = {f.name: isinstance(f.dataType, NumericType) for f in records.schema.fields}
-        metrics = []
-        for name, numeric in self.numeric.items():
-            column = F.col(f"`{name}`")
-            metrics.append(F.count_if(column.isNull()).alias(f"{name}:nulls"))
-            if numeric:
-                metrics += [F.min(column).alias(f"{name}:min"), F.max(column).alias(f"{name}:max")]
-        return records.observe(self.OBSERVATION, *metrics)
+        self.numeric = numeric_columns(records.schema)
+        return records.observe(self.OBSERVATION, *column_aggregates(self.numeric).values())
 
     def count_observed(self, progress) -> None:
         metrics = (progress.observedMetrics or {}).get(self.OBSERVATION)
@@ -330,14 +343,10 @@ def quality_entry(rows: int, size: int, files: int, columns: dict[str, dict]) ->
     return {"rows": rows, "bytes": size, "files": files, "columns": columns}
 
 
-def files_quality(files: DataFrame) -> dict | None:
-    """The ``quality`` entry of an Iceberg table from its ``files`` metadata table: the manifests'
-    record counts, file sizes and per-column statistics (``readable_metrics``), never the data.
-
-    Each number is exact or left out: a column's nulls when every file counted them, its min and max
-    when it is numeric (other bounds are not numbers, and strings' are truncated) and every file
-    with a value in it has bounds. None when the table has delete files: rows deleted by them are
-    still in the data files' counts."""
+def files_totals(files: DataFrame) -> tuple[dict, list[str]]:
+    """The totals of an Iceberg table's ``files`` metadata table that its ``quality`` entry is made
+    of (``table_quality_entry``), and its columns: the manifests' record counts, file sizes and
+    per-column statistics (``readable_metrics``), never the data."""
     metrics = files.schema["readable_metrics"].dataType
     numeric = {c.name for c in metrics.fields if isinstance(c.dataType["lower_bound"].dataType, NumericType)}
     aggregates = [F.count_if(F.col("content") != 0).alias("delete_files"), F.count(F.lit(1)).alias("files"),
@@ -350,12 +359,17 @@ def files_quality(files: DataFrame) -> dict | None:
             unbounded = column["lower_bound"].isNull() & ~column["null_value_count"].eqNullSafe(F.col("record_count"))
             aggregates += [F.min(column["lower_bound"]).alias(f"{name}:min"), F.max(column["upper_bound"]).alias(f"{name}:max"),
                            F.count_if(unbounded).alias(f"{name}:unbounded")]
-    totals = files.agg(*aggregates).collect()[0].asDict()
-    return table_quality_entry(totals, metrics.fieldNames())
+    return files.agg(*aggregates).collect()[0].asDict(), metrics.fieldNames()
 
 
 def table_quality_entry(totals: dict, columns: list[str]) -> dict | None:
-    """``files_quality``'s entry from its one row of totals (``column:nulls|counted|min|max|unbounded``)."""
+    """A table's ``quality`` entry from the totals of its files (``files_totals``:
+    ``column:nulls|counted|min|max|unbounded``).
+
+    Each number is exact or left out: a column's nulls when every file counted them, its min and max
+    when it is numeric (other bounds are not numbers, and strings' are truncated) and every file
+    with a value in it has bounds. None when the table has delete files: rows deleted by them are
+    still in the data files' counts."""
     if totals["delete_files"]:
         return None
 
@@ -386,8 +400,31 @@ def table_state(spark: SparkSession, table: str) -> dict:
 
 def table_quality(spark: SparkSession, table: str, snapshot_id: int | None) -> dict | None:
     """The ``quality`` entry of the Iceberg table as of ``snapshot_id`` (None: it has none, it is empty)."""
+    return table_quality_entry(*table_totals(spark, table, snapshot_id))
+
+
+def table_totals(spark: SparkSession, table: str, snapshot_id: int | None) -> tuple[dict, list[str]]:
+    """``files_totals`` of the Iceberg table as of ``snapshot_id`` (the current one when None)."""
     as_of = "" if snapshot_id is None else f" VERSION AS OF {snapshot_id}"
-    return files_quality(spark.sql(f"SELECT * FROM {table}.files{as_of}"))
+    return files_totals(spark.sql(f"SELECT * FROM {table}.files{as_of}"))
+
+
+def totals_after_append(totals: dict, summary: dict[str, str], appended: dict) -> dict:
+    """``files_totals`` of a table after an append to the snapshot they are of: the new snapshot's
+    summary (Iceberg's running totals of files, rows, bytes and delete files; the data files it
+    added) and the appended records' ``column_aggregates``, observed as they were written. Their
+    nulls are counted in every new file; their min and max are exact."""
+    added_files = int(summary["added-data-files"])
+    after = {**totals, "files": int(summary["total-data-files"]), "rows": int(summary["total-records"]),
+             "bytes": int(summary["total-files-size"]), "delete_files": int(summary["total-delete-files"])}
+    for key, value in appended.items():
+        name, metric = key.rsplit(":", 1)
+        before = totals.get(key)
+        if metric == "nulls":
+            after[key], after[f"{name}:counted"] = (before or 0) + value, totals[f"{name}:counted"] + added_files
+        elif value is not None:
+            after[key] = value if before is None else (min if metric == "min" else max)(before, value)
+    return after
 
 
 def write_report(path: str, report: type[Report], started: float, **fields) -> None:

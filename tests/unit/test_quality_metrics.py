@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import uuid
 from decimal import Decimal
 
-from pyspark.sql import Row
+from pyspark.sql import Observation, Row
 
 from spark import jobs
+from spark.ingest_orders import CommittedTable
 
 COLUMNS = ["order_id", "price"]
 
@@ -67,6 +70,55 @@ def test_an_iceberg_tables_metrics_come_from_its_files_metadata_table(spark, tmp
     assert entry["columns"] == {"order_id": {"nulls": 0}, "price": {"nulls": 1, "min": 1.5, "max": 99.99},
                                 "bid_time": {"nulls": 0}, "bid_hour": {"nulls": 0, "min": 0.0, "max": 23.0}}
     assert jobs.table_quality(spark, table, None)["rows"] == 4  # the current snapshot
+    spark.sql(f"DROP TABLE {table}")
+
+
+def test_an_append_adds_its_observed_metrics_and_its_snapshots_totals():
+    before = totals(**{"price:nulls": 2, "price:min": None, "price:max": None})  # its prices so far all null
+    summary = {"added-data-files": "1", "total-data-files": "3", "total-records": "7", "total-files-size": "4500",
+               "total-delete-files": "0"}
+    after = jobs.totals_after_append(before, summary, {"order_id:nulls": 0, "price:nulls": 1,
+                                                       "price:min": Decimal("5.00"), "price:max": Decimal("7.25")})
+    assert jobs.table_quality_entry(after, COLUMNS) == {
+        "rows": 7, "bytes": 4500, "files": 3,
+        "columns": {"order_id": {"nulls": 0}, "price": {"nulls": 3, "min": 5.0, "max": 7.25}}}
+    uncounted = jobs.totals_after_append(totals(**{"price:counted": 1}), summary, {"price:nulls": 0})
+    assert "nulls" not in jobs.table_quality_entry(uncounted, COLUMNS)["columns"]["price"]  # a file before never counted them
+
+
+def test_a_continuous_runs_table_after_each_commit_is_its_manifests_without_reading_them(spark, tmp_path):
+    spark.conf.set("spark.sql.catalog.committed_test", "org.apache.iceberg.spark.SparkCatalog")
+    spark.conf.set("spark.sql.catalog.committed_test.type", "hadoop")
+    spark.conf.set("spark.sql.catalog.committed_test.warehouse", tmp_path.as_uri())
+    table = "committed_test.db.orders"
+    schema = "order_id STRING, price DECIMAL(10,2), bid_time TIMESTAMP_NTZ"
+    spark.sql(f"CREATE TABLE {table} ({schema}) USING iceberg PARTITIONED BY (days(bid_time))")
+    committed = CommittedTable(table)
+    aggregates = jobs.column_aggregates(jobs.numeric_columns(spark.table(table).schema))
+    tracker = spark.sparkContext.statusTracker()
+
+    def append(*rows) -> tuple[dict, list[int]]:
+        """The table state ``committed`` gives after appending ``rows``, and the Spark jobs it ran."""
+        observation = Observation()
+        frame = spark.createDataFrame([(o, p and Decimal(p), dt.datetime.fromisoformat(t)) for o, p, t in rows], schema)
+        frame.observe(observation, *aggregates.values()).writeTo(table).append()
+        group = f"after-commit-{uuid.uuid4().hex}"  # a group of its own: this call's jobs only
+        spark.sparkContext.setJobGroup(group, "the table after a commit")
+        try:
+            return committed.after_commit(spark, observation.get), list(tracker.getJobIdsForGroup(group))
+        finally:
+            spark.sparkContext.setJobGroup("", "")
+
+    first, jobs_run = append(("a", None, "2026-11-20 10:00:00"), ("b", None, "2026-11-21 10:00:00"))
+    assert first == jobs.table_state(spark, table) and jobs_run  # read whole: the first commit seen
+    assert first["quality"]["columns"]["price"] == {"nulls": 2}  # no bounds: no price yet
+    second, jobs_run = append(("c", "5.00", "2026-11-21 11:00:00"), ("d", None, "2026-11-22 10:00:00"))
+    assert second == jobs.table_state(spark, table) and not jobs_run  # added to the first
+    assert second["quality"]["rows"] == 4 and second["quality"]["columns"]["price"] == {"nulls": 3, "min": 5.0, "max": 5.0}
+    spark.sql(f"INSERT INTO {table} VALUES ('e', 1.00, TIMESTAMP_NTZ'2026-11-22 12:00:00')")  # another writer's commit
+    third, jobs_run = append(("f", "9.99", "2026-11-23 10:00:00"))
+    assert third == jobs.table_state(spark, table) and jobs_run  # read whole again: the commit did not follow the last seen
+    assert third["quality"]["columns"]["price"] == {"nulls": 3, "min": 1.0, "max": 9.99}
     spark.sql(f"DROP TABLE {table}")
 
 
