@@ -47,32 +47,37 @@ def committed(spark: SparkSession, table: str, checkpoint: str, batch_id: int) -
 
 class CommittedTable:
     """The table after each commit of a continuous run, as a deployment's lineage reports it: its
-    snapshot, schema id and ``quality``. Read whole from the manifests at the first commit; a later
+    snapshot, schema id and ``quality``. Read whole from the manifests once, before the query; a
     commit whose snapshot follows the last one read is added to that from its summary and the
     metrics observed as its records were written, so no commit scans the table's metadata again
     (0.5 s of a continuous micro-batch of about 1.5 s, and growing with the table)."""
 
-    def __init__(self, table: str):
+    def __init__(self, spark: SparkSession, table: str):
         self.table = table
-        self.snapshot_id: int | None = None
-        self.totals: dict | None = None
-        self.columns: list[str] = []
+        self.snapshot_id = self._read(spark, self._current(spark).currentSnapshot())
 
     def after_commit(self, session: SparkSession, appended: dict) -> dict:
         """``jobs.table_state`` just after a commit, through the committing ``session`` (its catalog
         holds the table as the commit left it); ``appended``: the commit's ``column_aggregates``."""
-        iceberg = session._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(session._jsparkSession, self.table)
+        iceberg = self._current(session)
         snapshot = iceberg.currentSnapshot()
-        summary = dict(snapshot.summary())
-        follows = (self.totals is not None and snapshot.parentId() == self.snapshot_id
-                   and {key.rsplit(":", 1)[0] for key in appended} <= set(self.columns))
-        if follows:
-            self.totals = jobs.totals_after_append(self.totals, summary, appended)
-        else:
-            self.totals, self.columns = jobs.table_totals(session, self.table, snapshot.snapshotId())
-        self.snapshot_id = snapshot.snapshotId()
+        if snapshot.parentId() == self.snapshot_id and {key.rsplit(":", 1)[0] for key in appended} <= set(self.columns):
+            self.totals = jobs.totals_after_append(self.totals, dict(snapshot.summary()), appended)
+            self.snapshot_id = snapshot.snapshotId()
+        else:  # another writer committed in between
+            self.snapshot_id = self._read(session, snapshot)
         return {"snapshot_id": self.snapshot_id, "schema_id": iceberg.schema().schemaId(),
                 "quality": jobs.table_quality_entry(self.totals, self.columns)}
+
+    def _current(self, session: SparkSession):
+        """The Iceberg table as ``session``'s catalog has it."""
+        return session._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(session._jsparkSession, self.table)
+
+    def _read(self, session: SparkSession, snapshot) -> int | None:
+        """Read the totals of ``snapshot`` (None: the table has none yet) from its manifests; its id."""
+        snapshot_id = snapshot.snapshotId() if snapshot is not None else None
+        self.totals, self.columns = jobs.table_totals(session, self.table, snapshot_id)
+        return snapshot_id
 
 
 class BatchPlan:
@@ -125,7 +130,7 @@ def main() -> None:
     versions = jobs.SourceVersions(args)
     columns = jobs.numeric_columns(spark.table(args.table).schema, transforms.ICEBERG_ORDER_COLUMNS)
     plan = BatchPlan(args.value_schema, versions.by_id, columns)
-    committed_table = CommittedTable(args.table)
+    committed_table = CommittedTable(spark, args.table) if args.progress_file and args.mode == jobs.CONTINUOUS else None
 
     def send_dead_letters(decoded, batch_id: int) -> Counter:
         """The batch's dead letters to their topic (decoded again: they are rare); their reasons counted."""
@@ -163,6 +168,10 @@ def main() -> None:
          .append())
         seen = outcomes.get
         written, returned = seen["written"], seen["returned"]
+        # The table after this commit, for a deployment's lineage; an empty commit too, which the next
+        # one follows (a catch-up run reports the table once, at its end).
+        table_after = committed_table.after_commit(batch.sparkSession, {key: seen[key] for key in plan.column_metrics}) \
+            if committed_table else {}
         batch_days = [day for day in seen["days"].split(",") if day]
         by_version = Counter({schema_id: seen[str(schema_id)] for schema_id in versions.by_id if seen[str(schema_id)]})
         batch_reasons = send_dead_letters(plan.decode(batch), batch_id) if seen["dead_letters"] else Counter()
@@ -173,10 +182,7 @@ def main() -> None:
                 "event": "committed", "batch": batch_id, "rows": written, "days": batch_days,
                 "dead_letters": sum(batch_reasons.values()), "schema_incompatible": incompatible,
                 "dead_letters_replayed": returned, "schema_versions": versions.summary(by_version),
-                # The table after this commit, for a deployment's lineage (a catch-up run reports the
-                # table once, at its end).
-                **(committed_table.after_commit(batch.sparkSession, {key: seen[key] for key in plan.column_metrics})
-                   if written and args.mode == jobs.CONTINUOUS else {})})
+                **(table_after if written else {})})
         versions.batches[batch_id] = by_version
         totals["rows_written"] += written
         totals["dead_letters"] += sum(batch_reasons.values())

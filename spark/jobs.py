@@ -414,7 +414,7 @@ def totals_after_append(totals: dict, summary: dict[str, str], appended: dict) -
     summary (Iceberg's running totals of files, rows, bytes and delete files; the data files it
     added) and the appended records' ``column_aggregates``, observed as they were written. Their
     nulls are counted in every new file; their min and max are exact."""
-    added_files = int(summary["added-data-files"])
+    added_files = int(summary.get("added-data-files", "0"))  # absent from an empty commit's
     after = {**totals, "files": int(summary["total-data-files"]), "rows": int(summary["total-records"]),
              "bytes": int(summary["total-files-size"]), "delete_files": int(summary["total-delete-files"])}
     for key, value in appended.items():

@@ -93,7 +93,7 @@ def test_a_continuous_runs_table_after_each_commit_is_its_manifests_without_read
     table = "committed_test.db.orders"
     schema = "order_id STRING, price DECIMAL(10,2), bid_time TIMESTAMP_NTZ"
     spark.sql(f"CREATE TABLE {table} ({schema}) USING iceberg PARTITIONED BY (days(bid_time))")
-    committed = CommittedTable(table)
+    committed = CommittedTable(spark, table)  # the table read before the query: empty
     aggregates = jobs.column_aggregates(jobs.numeric_columns(spark.table(table).schema))
     tracker = spark.sparkContext.statusTracker()
 
@@ -110,14 +110,16 @@ def test_a_continuous_runs_table_after_each_commit_is_its_manifests_without_read
             spark.sparkContext.setJobGroup("", "")
 
     first, jobs_run = append(("a", None, "2026-11-20 10:00:00"), ("b", None, "2026-11-21 10:00:00"))
-    assert first == jobs.table_state(spark, table) and jobs_run  # read whole: the first commit seen
+    assert first == jobs.table_state(spark, table) and not jobs_run  # added to the empty table's totals
     assert first["quality"]["columns"]["price"] == {"nulls": 2}  # no bounds: no price yet
+    empty, jobs_run = append()  # a batch of dead letters only
+    assert empty == jobs.table_state(spark, table) and not jobs_run
     second, jobs_run = append(("c", "5.00", "2026-11-21 11:00:00"), ("d", None, "2026-11-22 10:00:00"))
-    assert second == jobs.table_state(spark, table) and not jobs_run  # added to the first
+    assert second == jobs.table_state(spark, table) and not jobs_run
     assert second["quality"]["rows"] == 4 and second["quality"]["columns"]["price"] == {"nulls": 3, "min": 5.0, "max": 5.0}
     spark.sql(f"INSERT INTO {table} VALUES ('e', 1.00, TIMESTAMP_NTZ'2026-11-22 12:00:00')")  # another writer's commit
     third, jobs_run = append(("f", "9.99", "2026-11-23 10:00:00"))
-    assert third == jobs.table_state(spark, table) and jobs_run  # read whole again: the commit did not follow the last seen
+    assert third == jobs.table_state(spark, table) and jobs_run  # read whole: the commit did not follow the last one seen
     assert third["quality"]["columns"]["price"] == {"nulls": 3, "min": 1.0, "max": 9.99}
     spark.sql(f"DROP TABLE {table}")
 
