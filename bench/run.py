@@ -3,7 +3,7 @@
     python -m bench.run [--quick] [--only NAME ...] [size options]
 
 Benchmarks that need servers get their own stack (state ``.state/bench``, ports shifted by 10600),
-started here and stopped at the end. Results are ratios and percentiles measured in one run on this
+started here once the others have run, and stopped at the end. Results are ratios and percentiles measured in one run on this
 machine; absolute seconds are only context.
 """
 
@@ -133,13 +133,16 @@ def main(argv: list[str] | None = None) -> int:
     info = machine()
     settings = bench_settings()
     environment = SettingsResource.of(settings)
-    supervisor = Supervisor(settings, progress=print) if any(BENCHMARKS[name].needs_stack for name in wanted) else None
+    # Those that need no server run first, alone: not beside the stack's JVMs on the machine's cores.
+    benchmarks = [run_one(name, args, environment) for name in wanted if not BENCHMARKS[name].needs_stack]
+    on_stack = [name for name in wanted if BENCHMARKS[name].needs_stack]
+    supervisor = Supervisor(settings, progress=print) if on_stack else None
     if supervisor:
         supervisor.up()
     try:
         with driver_options(QUICK_DRIVER_OPTIONS if args.quick else ""):
-            filled = fill_all_days(wanted, args, environment)
-            benchmarks = [run_one(name, args, environment) for name in wanted]
+            filled = fill_all_days(on_stack, args, environment)
+            benchmarks += [run_one(name, args, environment) for name in on_stack]
     finally:
         if supervisor:
             supervisor.down()
