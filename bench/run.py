@@ -3,8 +3,8 @@
     python -m bench.run [--quick] [--only NAME ...] [size options]
 
 Benchmarks that need servers get their own stack (state ``.state/bench``, ports shifted by 10600),
-started here once the others have run, and stopped at the end. Results are ratios and percentiles measured in one run on this
-machine; absolute seconds are only context.
+started here once the others have run, and stopped at the end. Results are ratios and percentiles
+measured in one run on this machine; absolute seconds are only context.
 """
 
 from __future__ import annotations

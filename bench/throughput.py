@@ -181,7 +181,8 @@ class ContinuousRounds:
         drain = folder / "drain"
         iceberg_tables.drop(settings, self.table)
         arguments = self.arguments
-        for option, value in (("--checkpoint", folder / "checkpoint"), ("--drain-file", drain), ("--progress-file", folder / "progress.jsonl")):
+        for option, value in (("--checkpoint", folder / "checkpoint"), ("--drain-file", drain),
+                              ("--progress-file", folder / "progress.jsonl")):
             arguments = with_option(arguments, option, str(value))
         with ThreadPoolExecutor(1) as pool:
             run = pool.submit(self.spark_jobs.submit, LAKEHOUSE_ORDERS.job.source, arguments)

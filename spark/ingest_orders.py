@@ -64,7 +64,7 @@ class CommittedTable:
         if snapshot.parentId() == self.snapshot_id and {key.rsplit(":", 1)[0] for key in appended} <= set(self.columns):
             self.totals = jobs.totals_after_append(self.totals, dict(snapshot.summary()), appended)
             self.snapshot_id = snapshot.snapshotId()
-        else:  # another writer committed in between
+        else:  # another writer committed in between (or the batch wrote columns the table had not)
             self.snapshot_id = self._read(session, snapshot)
         return {"snapshot_id": self.snapshot_id, "schema_id": iceberg.schema().schemaId(),
                 "quality": jobs.table_quality_entry(self.totals, self.columns)}
