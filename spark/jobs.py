@@ -185,6 +185,8 @@ class ProgressPrinter(StreamingQueryListener):
 def numeric_columns(schema: StructType, names: tuple[str, ...] | None = None) -> dict[str, bool]:
     """Whether each column of ``schema`` (or each of ``names``, in that order) is numeric."""
     numeric = {f.name: isinstance(f.dataType, NumericType) for f in schema.fields}
+    if missing := [name for name in names or () if name not in numeric]:
+        raise ValueError(f"no column {', '.join(map(repr, missing))} in {', '.join(numeric)}")
     return numeric if names is None else {name: numeric[name] for name in names}
 
 

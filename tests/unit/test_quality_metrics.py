@@ -7,7 +7,9 @@ import json
 import uuid
 from decimal import Decimal
 
+import pytest
 from pyspark.sql import Observation, Row
+from pyspark.sql.types import DecimalType, StringType, StructField, StructType
 
 from spark import jobs
 from spark.ingest_orders import CommittedTable
@@ -84,6 +86,13 @@ def test_an_append_adds_its_observed_metrics_and_its_snapshots_totals():
         "columns": {"order_id": {"nulls": 0}, "price": {"nulls": 3, "min": 5.0, "max": 7.25}}}
     uncounted = jobs.totals_after_append(totals(**{"price:counted": 1}), summary, {"price:nulls": 0})
     assert "nulls" not in jobs.table_quality_entry(uncounted, COLUMNS)["columns"]["price"]  # a file before never counted them
+
+
+def test_columns_missing_from_a_table_are_named():
+    schema = StructType([StructField("order_id", StringType()), StructField("price", DecimalType(10, 2))])
+    assert jobs.numeric_columns(schema, ("price", "order_id")) == {"price": True, "order_id": False}
+    with pytest.raises(ValueError, match="no column 'bid_time' in order_id, price"):
+        jobs.numeric_columns(schema, ("order_id", "bid_time"))
 
 
 def test_a_continuous_runs_table_after_each_commit_is_its_manifests_without_reading_them(spark, tmp_path):
