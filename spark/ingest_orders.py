@@ -98,7 +98,7 @@ class BatchPlan:
             F.array_join(F.array_sort(F.collect_set(F.when(valid, F.to_date("bid_time")))).cast("array<string>"), ",")
             .alias("days"),
             *[F.count_if(F.col("schema_id") == schema_id).alias(str(schema_id)) for schema_id in versions])
-        # The written columns' metrics (``columns``: whether each is numeric), for ``CommittedTable``.
+        # The metrics of the written ``columns`` (whether each is numeric; none: no metrics), for ``CommittedTable``.
         self.column_metrics = jobs.column_aggregates(columns, where=valid)
         self.outcomes += tuple(self.column_metrics.values())
 
@@ -128,9 +128,11 @@ def main() -> None:
     reasons = Counter()
     days: set[str] = set()
     versions = jobs.SourceVersions(args)
-    columns = jobs.numeric_columns(spark.table(args.table).schema, transforms.ICEBERG_ORDER_COLUMNS)
-    plan = BatchPlan(args.value_schema, versions.by_id, columns)
     committed_table = CommittedTable(spark, args.table) if args.progress_file and args.mode == jobs.CONTINUOUS else None
+    # The written columns' metrics are observed only for a CommittedTable: a catch-up run does without.
+    columns = jobs.numeric_columns(spark.table(args.table).schema, transforms.ICEBERG_ORDER_COLUMNS) \
+        if committed_table else {}
+    plan = BatchPlan(args.value_schema, versions.by_id, columns)
 
     def send_dead_letters(decoded, batch_id: int) -> Counter:
         """The batch's dead letters to their topic (decoded again: they are rare); their reasons counted."""
