@@ -260,6 +260,12 @@ class ObservedMetricsCounter(StreamingQueryListener):
 # prefetched data: at Kafka's default of 500 records a poll, 4,000 round trips per million records.
 # A catch-up ingestion of 2 M orders: 137-160 k -> 188-192 k orders/s (a bare read: 8 s -> 5.4 s).
 RECORDS_PER_POLL = 20_000
+# How long the broker may hold a fetch for new records. After each poll the consumer already has the
+# next fetch waiting at the broker; at the topic's end (the last poll of a catch-up run, every batch
+# of a live deployment) Spark's offset lookup then queues behind it for Kafka's default 500 ms. Measured
+# on 2 M orders: a continuous run's last batch 1.1 s -> 0.6 s; catch-up ingestion 196 k -> 209 k
+# orders/s, the archive 123 k -> 131 k (medians of two alternating pairs).
+FETCH_MAX_WAIT_MS = 10
 
 
 def kafka_source(spark: SparkSession, args: argparse.Namespace, headers: bool = False) -> DataFrame:
@@ -277,6 +283,7 @@ def kafka_source(spark: SparkSession, args: argparse.Namespace, headers: bool = 
         .option("failOnDataLoss", "true")
         .option("includeHeaders", str(headers).lower())
         .option("kafka.max.poll.records", str(RECORDS_PER_POLL))
+        .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))
         .load()
     )
 
