@@ -120,15 +120,12 @@ class IngestionPeer(PeerRounds):
                 "namespace": settings.iceberg_namespace, "table": TABLE}
 
     def check(self, round_number: int, output: dict[str, str]) -> None:
-        written = iceberg_tables.rows(self.settings, TABLE, COMPARED_COLUMNS)
-        if len(written) != self.count:
-            raise RuntimeError(f"the Flink peer wrote {len(written)} rows, expected {self.count}")
-        if round_number == 0:
-            expected = iceberg_tables.rows(self.settings, self.reference_table, COMPARED_COLUMNS)
-            if written != expected:
-                differing = next((pair for pair in zip(written, expected) if pair[0] != pair[1]), None)
-                raise RuntimeError(f"the Flink peer's rows differ from {self.reference_table}'s ({len(written)} against "
-                                   f"{len(expected)} rows); first difference, peer then project: {differing}")
+        if (written := iceberg_tables.row_count(self.settings, TABLE)) != self.count:
+            raise RuntimeError(f"the Flink peer wrote {written} rows, expected {self.count}")
+        if round_number == 0 and (differing := iceberg_tables.first_difference(
+                self.settings, TABLE, self.reference_table, COMPARED_COLUMNS)) is not None:
+            raise RuntimeError(f"the Flink peer's rows differ from {self.reference_table}'s; first difference, "
+                               f"peer then project: {differing}")
 
 
 class ContinuousIngestionPeer(IngestionPeer):

@@ -29,10 +29,28 @@ def drop(settings: Settings, table: str) -> None:
         pass
 
 
-def rows(settings: Settings, table: str, columns: tuple[str, ...]) -> list[tuple]:
-    """The table's current rows as tuples of ``columns``, sorted."""
-    data = catalog(settings).load_table((settings.iceberg_namespace, table)).scan(selected_fields=columns).to_arrow()
-    return sorted(zip(*(data.column(name).to_pylist() for name in columns)))
+def first_difference(settings: Settings, table: str, reference: str, columns: tuple[str, ...]) -> tuple | None:
+    """None when ``table`` holds the same rows of ``columns`` as ``reference`` (in any order); else the
+    first pair of rows, in sorted order, that differ (``table``'s, then ``reference``'s; None past its end).
+    Compared in Arrow: a continuous run's table has millions of rows."""
+    ordering = [(name, "ascending") for name in columns]
+    written, expected = (catalog(settings).load_table((settings.iceberg_namespace, name)).scan(selected_fields=columns)
+                         .to_arrow().select(list(columns)).sort_by(ordering).combine_chunks() for name in (table, reference))
+    if written.equals(expected):
+        return None
+    for start in range(0, max(written.num_rows, expected.num_rows), 100_000):  # the first differing slice, as Python rows
+        ours, theirs = (part.slice(start, 100_000).to_pylist() for part in (written, expected))
+        for index in range(max(len(ours), len(theirs))):
+            pair = tuple(tuple(rows[index].values()) if index < len(rows) else None for rows in (ours, theirs))
+            if pair[0] != pair[1]:
+                return pair
+    return None
+
+
+def row_count(settings: Settings, table: str) -> int:
+    """The rows of the table's current snapshot, from its summary (the tables here are only appended to)."""
+    snapshot = catalog(settings).load_table((settings.iceberg_namespace, table)).current_snapshot()
+    return int(snapshot.summary.additional_properties.get("total-records", 0)) if snapshot else 0
 
 
 def commits(settings: Settings, table: str) -> list[tuple[int, int]]:

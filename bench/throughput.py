@@ -12,7 +12,10 @@ round's Spark SQL executions with their seconds and tasks say where the query's 
 ceiling reads and counts the raw records, no decoding. The jobs run on their own topic, Iceberg table and archive prefix, emptied at the start.
 The ingestion's peer does less than the ingestion: no dead letters, no check for a batch already committed.
 "Continuous" is the ingestion as a deployment runs it, against the peer unbounded, each over the
-same topic: the rate of their Iceberg commits after the first, once the JVMs have warmed up.
+same topic: the rate of their Iceberg commits after the first, once the JVMs have warmed up. Twice:
+committing about every second (on the topic above), and at the deployments' own cadence (a commit
+every ``TRIGGER_SECONDS`` or more often, on a topic ``DEPLOYED_TOPIC_FACTOR`` times as large, so
+that such commits come several times).
 """
 
 from __future__ import annotations
@@ -40,10 +43,13 @@ from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import Settings
+from lineage_assets.streaming.deployments import TRIGGER_SECONDS
 
 TOPIC_PREFIX = "bench-throughput-"  # one topic per size and partition count: a job reads its topic whole
 TABLE = "bench_throughput_orders"
 CONTINUOUS_TABLE = "bench_throughput_continuous_orders"
+DEPLOYED_TABLE = "bench_throughput_deployed_orders"
+DEPLOYED_TOPIC_FACTOR = 4
 ARCHIVE_PREFIX = "bench-throughput"
 WINDOWS_TOPIC_PREFIX_PROJECT = "bench-"  # + the round's name: the live windows job's output topic of each round
 TARGET_TO_CEILING = {"ingestion": 0.3, "archive": 0.5}
@@ -159,19 +165,17 @@ class JobRounds:
 class ContinuousRounds:
     """The ingestion as a continuous deployment runs it: with a progress file (each commit reports
     the table after it, for the deployment's lineage), micro-batches back to back (a trigger of 0 s),
-    each of at most 1.1/``BATCHES`` of the topic (Spark rounds each partition's share down: an exact
-    eighth would leave a last batch of a few records), into ``table`` emptied before each round; drained once its
+    each of at most 1.1/``batches`` of the topic (Spark rounds each partition's share down: an exact
+    share would leave a last batch of a few records), into ``table`` emptied before each round; drained once its
     commits hold the whole topic. Its rate is their warm rate (``iceberg_tables.warm_rate``): the
     rows/s a deployment sustains once its JVM has warmed up, which a catch-up run of one batch never reaches."""
 
-    BATCHES = 8
-
-    def __init__(self, spark_jobs: SparkJobsResource, arguments: list[str], count: int, table: str):
+    def __init__(self, spark_jobs: SparkJobsResource, arguments: list[str], count: int, table: str, batches: int):
         self.spark_jobs, self.count, self.table = spark_jobs, count, table
         settings = spark_jobs.environment.settings
         self.arguments = with_option(with_option(with_option(
             with_option(arguments, "--table", iceberg_table_name(settings, table)), "--mode", "continuous"),
-            "--trigger-seconds", "0"), "--max-records-per-batch", str(max(1, count * 11 // (10 * self.BATCHES))))
+            "--trigger-seconds", "0"), "--max-records-per-batch", str(max(1, count * 11 // (10 * batches))))
         self.profiles: list[dict] = []
 
     def __call__(self, round_number: int) -> float | None:
@@ -203,6 +207,12 @@ class ContinuousRounds:
 FULL_ORDERS, QUICK_ORDERS = 2_000_000, 20_000
 
 
+def topic_environment(environment: SettingsResource, count: int, partitions: int) -> SettingsResource:
+    """``environment`` with its orders topic the bench's topic of ``count`` orders in ``partitions``."""
+    return SettingsResource(overrides={**environment.overrides, "LINEAGE_ASSETS_ORDERS_TOPIC": f"{TOPIC_PREFIX}{count}-p{partitions}",
+                                       "LINEAGE_ASSETS_ORDERS_PARTITIONS": str(partitions)})
+
+
 def run(environment: SettingsResource, quick: bool, count: int | None = None) -> dict:
     count = count or (QUICK_ORDERS if quick else FULL_ORDERS)
     # Three rounds: rounds of one subject spread by about ±5% on a 2-core machine, and a median of two is their mean.
@@ -210,12 +220,10 @@ def run(environment: SettingsResource, quick: bool, count: int | None = None) ->
     # Partitioned as the orders topic of a deployment that scales is: one partition for each core a
     # job has, so that both engines can read with all of them.
     partitions = environment.settings.spark_cores_per_job
-    bench_topic = SettingsResource(overrides={
-        **environment.overrides, "LINEAGE_ASSETS_ORDERS_TOPIC": f"{TOPIC_PREFIX}{count}-p{partitions}",
-        "LINEAGE_ASSETS_ORDERS_PARTITIONS": str(partitions)})
-    settings = bench_topic.settings
+    bench_topic, deployed_topic = (topic_environment(environment, orders, partitions) for orders in (count, count * DEPLOYED_TOPIC_FACTOR))
+    settings, deployed_settings = bench_topic.settings, deployed_topic.settings
     kafka, spark_jobs = KafkaResource(environment=bench_topic), SparkJobsResource(environment=bench_topic)
-    produced = fill_topic(kafka, count)
+    produced = fill_topic(kafka, count) + fill_topic(KafkaResource(environment=deployed_topic), count * DEPLOYED_TOPIC_FACTOR)
     empty_sinks(settings)
     jobs = {
         "ingestion": JobRounds(spark_jobs, LAKEHOUSE_ORDERS.job.source, with_option(
@@ -226,13 +234,22 @@ def run(environment: SettingsResource, quick: bool, count: int | None = None) ->
                                   count, fresh=("--output-topic", WINDOWS_TOPIC_PREFIX_PROJECT + "{name}"),
                                   prepare=kafka.ensure_topics),
     }
-    continuous = ContinuousRounds(spark_jobs, list(ingestion_job(settings).arguments), count, CONTINUOUS_TABLE)
+    # Micro-batches of an eighth of the topic commit about every 1.5 s; of a sixth of the larger
+    # topic, every 4 s once warm: as often as the peer's checkpoints, or more often.
+    continuous = {
+        "ingestion_continuous": ContinuousRounds(spark_jobs, list(ingestion_job(settings).arguments), count, CONTINUOUS_TABLE, batches=8),
+        "ingestion_continuous_deployed": ContinuousRounds(
+            SparkJobsResource(environment=deployed_topic), list(ingestion_job(deployed_settings).arguments),
+            count * DEPLOYED_TOPIC_FACTOR, DEPLOYED_TABLE, batches=6)}
+    # The peer's checkpoint intervals, for the full topic's size (scaled down with a quick run's).
+    scaled_ms = lambda full_ms: max(100, full_ms * count // FULL_ORDERS)  # noqa: E731
     peers = {"ingestion": IngestionPeer(settings, count, reference_table=TABLE),
              "live_windows": WindowsPeer(settings, count, reference_topic=lambda: jobs["live_windows"].outputs[0]),
-             # Checkpoints about as often as the project's continuous run commits (a second on the full topic).
-             "ingestion_continuous": ContinuousIngestionPeer(settings, count, reference_table=TABLE,
-                                                             checkpoint_ms=max(100, count // 2000))}
-    subjects = {"ceiling": lambda _: ceiling(settings, count), **jobs, "ingestion_continuous": continuous,
+             "ingestion_continuous": ContinuousIngestionPeer(settings, count, reference_table=TABLE, checkpoint_ms=scaled_ms(1000)),
+             "ingestion_continuous_deployed": ContinuousIngestionPeer(
+                 deployed_settings, count * DEPLOYED_TOPIC_FACTOR, reference_table=DEPLOYED_TABLE,
+                 checkpoint_ms=scaled_ms(int(TRIGGER_SECONDS * 1000)))}
+    subjects = {"ceiling": lambda _: ceiling(settings, count), **jobs, **continuous,
                 **{f"flink_{name}": peer for name, peer in peers.items()}}
     rates = alternate(rounds, subjects)
     delete_window_topics(settings)
@@ -248,7 +265,7 @@ def run(environment: SettingsResource, quick: bool, count: int | None = None) ->
             "orders": count, "partitions": partitions, "rounds": rounds, "produced_now": produced,
             "median_rows_per_s": medians, "ratios": ratios, "to_flink_peer": to_peer,
             "rates_rows_per_s": rounded(rates, 1),
-            "runs": {**{name: job.profiles for name, job in jobs.items()}, "ingestion_continuous": continuous.profiles,
+            "runs": {**{name: job.profiles for name, job in {**jobs, **continuous}.items()},
                      **{f"flink_{name}": peer.profiles for name, peer in peers.items()}}}
 
 

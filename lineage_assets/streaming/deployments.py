@@ -26,6 +26,10 @@ from lineage_assets.settings import Settings
 from lineage_assets.streaming.folder import DeploymentFolder
 
 
+# Seconds between a deployment's micro-batches: an order reaches the table about 4 s after it is produced.
+TRIGGER_SECONDS = 5.0
+
+
 class DeploymentError(RuntimeError):
     """A deployment could not be started or stopped; the message names it and its log."""
 
@@ -67,7 +71,7 @@ class Deployments(abc.ABC):
     """The streaming deployments: what they run, their status, deploy and stop. Where a runner lives
     (a local process, a container) is a backend's three hooks: ``_launch``, ``_running``, ``_signal``."""
 
-    def __init__(self, settings: Settings, running_interval: int = 10, trigger_seconds: float = 5.0):
+    def __init__(self, settings: Settings, running_interval: int = 10, trigger_seconds: float = TRIGGER_SECONDS):
         self.settings = settings
         self.running_interval = running_interval
         self.trigger_seconds = trigger_seconds
@@ -215,7 +219,7 @@ class DockerDeployments(Deployments):
 
     LABEL = "lineage-assets.deployment"
 
-    def __init__(self, settings: Settings, running_interval: int = 10, trigger_seconds: float = 5.0,
+    def __init__(self, settings: Settings, running_interval: int = 10, trigger_seconds: float = TRIGGER_SECONDS,
                  container_kwargs: dict | None = None, client=None):
         from dagster_docker.utils import validate_docker_config, validate_docker_image
 
