@@ -220,10 +220,11 @@ def run(environment: SettingsResource, quick: bool, count: int | None = None) ->
     # Partitioned as the orders topic of a deployment that scales is: one partition for each core a
     # job has, so that both engines can read with all of them.
     partitions = environment.settings.spark_cores_per_job
-    bench_topic, deployed_topic = (topic_environment(environment, orders, partitions) for orders in (count, count * DEPLOYED_TOPIC_FACTOR))
+    deployed_count = count * DEPLOYED_TOPIC_FACTOR
+    bench_topic, deployed_topic = (topic_environment(environment, orders, partitions) for orders in (count, deployed_count))
     settings, deployed_settings = bench_topic.settings, deployed_topic.settings
     kafka, spark_jobs = KafkaResource(environment=bench_topic), SparkJobsResource(environment=bench_topic)
-    produced = fill_topic(kafka, count) + fill_topic(KafkaResource(environment=deployed_topic), count * DEPLOYED_TOPIC_FACTOR)
+    produced = fill_topic(kafka, count) + fill_topic(KafkaResource(environment=deployed_topic), deployed_count)
     empty_sinks(settings)
     jobs = {
         "ingestion": JobRounds(spark_jobs, LAKEHOUSE_ORDERS.job.source, with_option(
@@ -240,14 +241,14 @@ def run(environment: SettingsResource, quick: bool, count: int | None = None) ->
         "ingestion_continuous": ContinuousRounds(spark_jobs, list(ingestion_job(settings).arguments), count, CONTINUOUS_TABLE, batches=8),
         "ingestion_continuous_deployed": ContinuousRounds(
             SparkJobsResource(environment=deployed_topic), list(ingestion_job(deployed_settings).arguments),
-            count * DEPLOYED_TOPIC_FACTOR, DEPLOYED_TABLE, batches=6)}
+            deployed_count, DEPLOYED_TABLE, batches=6)}
     # The peer's checkpoint intervals, for the full topic's size (scaled down with a quick run's).
     scaled_ms = lambda full_ms: max(100, full_ms * count // FULL_ORDERS)  # noqa: E731
     peers = {"ingestion": IngestionPeer(settings, count, reference_table=TABLE),
              "live_windows": WindowsPeer(settings, count, reference_topic=lambda: jobs["live_windows"].outputs[0]),
              "ingestion_continuous": ContinuousIngestionPeer(settings, count, reference_table=TABLE, checkpoint_ms=scaled_ms(1000)),
              "ingestion_continuous_deployed": ContinuousIngestionPeer(
-                 deployed_settings, count * DEPLOYED_TOPIC_FACTOR, reference_table=DEPLOYED_TABLE,
+                 deployed_settings, deployed_count, reference_table=DEPLOYED_TABLE,
                  checkpoint_ms=scaled_ms(int(TRIGGER_SECONDS * 1000)))}
     subjects = {"ceiling": lambda _: ceiling(settings, count), **jobs, **continuous,
                 **{f"flink_{name}": peer for name, peer in peers.items()}}
