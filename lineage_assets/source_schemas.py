@@ -110,14 +110,16 @@ class RegistryError(RuntimeError):
     """The schema registry could not be read; the message names its URL and the subject."""
 
 
-def registered_versions(registry_url: str, subject: str, reader_schema: str) -> dict[int, WriterVersion]:
+def registered_versions(registry_url: str, subject: str, reader_schema: str, client=None) -> dict[int, WriterVersion]:
     """Every registered version of ``subject``, by schema id, judged against ``reader_schema``.
 
-    A subject not registered yet has no versions (every record then carries an unknown id)."""
+    A subject not registered yet has no versions (every record then carries an unknown id). Asked
+    again with the same ``client`` (a ``SchemaRegistryClient``), only the list of versions is
+    fetched: a registered version never changes, and the client keeps those it has read."""
     from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.schema_registry.error import SchemaRegistryError
 
-    client = SchemaRegistryClient({"url": registry_url})
+    client = client or SchemaRegistryClient({"url": registry_url})
     reader = json.loads(reader_schema)
     try:
         numbers = client.get_versions(subject)
