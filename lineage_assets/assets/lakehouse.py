@@ -132,7 +132,7 @@ def supplier_stats_asset(settings: Settings) -> dg.AssetsDefinition:
     def supplier_stats(context: dg.AssetExecutionContext, environment: SettingsResource, spark_jobs: SparkJobsResource,
                        lineage: LineageResource) -> dg.MaterializeResult:
         """Recompute one day of hourly supplier totals; overwrites exactly that day."""
-        with lineage.asset_run(context, SUPPLIER_STATS) as run:
+        with lineage.asset_run(context, SUPPLIER_STATS, lifecycle="OVERWRITE") as run:
             application = run.spark_application()
             try:
                 report = spark_jobs.run(supplier_stats_job(environment.settings, context.partition_key),

@@ -63,6 +63,13 @@ class MarquezApi:
     def datasets(self, namespace: str) -> list[dict]:
         return self.get(f"namespaces/{_quote(namespace)}/datasets", limit=PAGE).get("datasets", [])
 
+    def dataset(self, namespace: str, name: str) -> dict:
+        return self.get(f"namespaces/{_quote(namespace)}/datasets/{_quote(name)}")
+
+    def dataset_versions(self, namespace: str, name: str) -> list[dict]:
+        """The dataset's versions, newest first, each with the run that made it (``createdByRun``)."""
+        return self.get(f"namespaces/{_quote(namespace)}/datasets/{_quote(name)}/versions", limit=PAGE).get("versions", [])
+
     def run(self, run_id: str) -> dict:
         return self.get(f"jobs/runs/{_quote(run_id)}")
 

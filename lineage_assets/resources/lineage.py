@@ -64,10 +64,11 @@ def ending(error: BaseException | None) -> RunState:
 class AssetRunLineage:
     """The lineage run of one materialization; the asset calls ``complete`` with what it wrote."""
 
-    def __init__(self, emitter: LineageEmitter, dataset: Dataset, dagster_run: events.DagsterRun, settings: Settings):
+    def __init__(self, emitter: LineageEmitter, dataset: Dataset, dagster_run: events.DagsterRun, settings: Settings,
+                 lifecycle: str | None = None):
         self.emitter, self.dataset, self.dagster_run, self.settings = emitter, dataset, dagster_run, settings
         self.statistics: events.OutputStatistics | None = None
-        self.lifecycle: str | None = None
+        self.lifecycle = lifecycle
         self.version: events.DatasetVersion | None = None
         self.quality: dict | None = None
         self.reads: tuple[events.SourceRead, ...] = ()
@@ -133,10 +134,13 @@ class LineageResource(dg.ConfigurableResource):
         end_dagster_run(self.environment.settings, context.instance, run.run_id,
                         dg.DagsterRunStatus.FAILURE if failed else dg.DagsterRunStatus.SUCCESS)
 
-    def asset_run(self, context: dg.AssetExecutionContext, dataset: Dataset):
-        """The lineage run of this materialization (``lineage_run``); the asset calls ``complete``."""
+    def asset_run(self, context: dg.AssetExecutionContext, dataset: Dataset, lifecycle: str | None = None):
+        """The lineage run of this materialization (``lineage_run``); the asset calls ``complete``.
+        ``lifecycle``: the change every run makes to its dataset (OVERWRITE), reported from START on.
+        Marquez keys a dataset version on the lifecycle change too, so a START without it would add
+        an empty version before COMPLETE's to the dataset's history at every run."""
         return self.lineage_run(context, lambda dagster_run: AssetRunLineage(
-            self.emitter(), dataset, dagster_run, self.environment.settings))
+            self.emitter(), dataset, dagster_run, self.environment.settings, lifecycle))
 
     def check_run(self, context: dg.AssetCheckExecutionContext, check: Check):
         """The lineage run of this check evaluation (``lineage_run``); the check returns ``result``."""

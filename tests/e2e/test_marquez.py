@@ -134,6 +134,24 @@ def test_the_same_asset_run_by_another_dagster_job_is_the_same_marquez_job_with_
         assert asset_runs and all(marquez_runs.get(run) == "COMPLETED" for run in asset_runs), dagster_job
 
 
+def test_each_overwrite_of_supplier_stats_is_one_dataset_version_in_marquez(runs, marquez, settings, instance):
+    """The day's table exists, so this run overwrites it: its START and COMPLETE describe one version,
+    the dataset's current one, with what the run wrote (the version history holds no empty twin)."""
+    definitions = build_definitions(SettingsResource.of(settings))
+    before = asset_runs_under(settings, SUPPLIER_STATS, dagster_runs_of(settings, "supplier_stats_job"))
+    assert definitions.resolve_job_def("supplier_stats_job").execute_in_process(
+        instance=instance, partition_key=runs[0].days[0]).success
+    assert emitter_for(settings).flush(timeout=DELIVERY_TIMEOUT_S)
+    asset_run, = asset_runs_under(settings, SUPPLIER_STATS, dagster_runs_of(settings, "supplier_stats_job")) - before
+
+    identity = SUPPLIER_STATS.identity(settings)
+    versions = [v for v in marquez.dataset_versions(identity.namespace, identity.name)
+                if (v.get("createdByRun") or {}).get("id") == asset_run]
+    assert [v["lifecycleState"] for v in versions] == ["OVERWRITE"]
+    assert {"dataQualityMetrics", "version", "columnLineage"} <= set(versions[0]["facets"])
+    assert marquez.dataset(identity.namespace, identity.name)["currentVersion"] == versions[0]["version"]
+
+
 def test_a_materialization_while_marquez_is_down_arrives_once_in_order_when_it_is_back(stack, marquez, settings, instance):
     emitter = emitter_for(settings)
     definitions = build_definitions(SettingsResource.of(settings))
@@ -180,8 +198,8 @@ def what_marquez_shows(api: MarquezApi, settings) -> dict:
     """What a user reads in Marquez about the project: each job's parent, datasets and runs (ids,
     states, times), the datasets there are, the graph from the orders topic. Not a dataset's fields
     or facets: Marquez shows those of the version it calls current, which it picks anew on every
-    event of a run from an unordered query over the run's versions (a materialization reports two:
-    START's and COMPLETE's with its lifecycle change), so they can change with no re-send."""
+    event of a run from an unordered query over the run's versions (a run that creates its dataset
+    reports two: START's, and COMPLETE's with CREATE), so they can change with no re-send."""
     jobs = {j["name"]: (j.get("parentJobName"), sorted(d["name"] for d in j["inputs"]), sorted(d["name"] for d in j["outputs"]),
                         sorted((r["id"], r["state"], r["startedAt"], r["endedAt"])
                                for r in api.runs(settings.lineage_namespace, j["name"])))
