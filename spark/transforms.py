@@ -11,6 +11,7 @@ id, then the Avro body.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -68,28 +69,35 @@ class OrderDecoder:
         self.writer_id = F.when(magic_ok, F.coalesce(writer_id, F.conv(F.hex(id_bytes), 16, 10).cast("long")))
         body = F.expr("substring(value, 6, length(value) - 5)")
         reader = json.loads(reader_schema)
+        # The columns below read the frame's id from ``schema_id``, made first (``__call__``): each
+        # comparison of the frame's bytes copies them out of the record again.
+        is_version = {schema_id: F.col("schema_id") == schema_id for schema_id in versions}
         # One decoder per readable version; the first (never true) gives the struct's type when there is none.
         decoders = [F.when(F.lit(False), from_avro(body, reader_schema))] + [
-            F.when(written_with(schema_id), from_avro(body, version.schema, {
+            F.when(is_version[schema_id], from_avro(body, version.schema, {
                 "mode": "PERMISSIVE", **({} if json.loads(version.schema) == reader else {"avroSchema": reader_schema})}))
             for schema_id, version in sorted(versions.items()) if version.readable]
         self.order = F.coalesce(*decoders)
         unreadable = [(schema_id, version) for schema_id, version in sorted(versions.items()) if not version.readable]
         version_of = F.lit(None).cast("int")
         for schema_id, version in versions.items():
-            version_of = F.when(written_with(schema_id), F.lit(version.version)).otherwise(version_of)
-        price = F.expr(f"try_cast(order.price AS {PRICE_TYPE})")
+            version_of = F.when(is_version[schema_id], F.lit(version.version)).otherwise(version_of)
+        # Parsed once, into a column of its own that the reason reads: inlined in both, each parsed it.
+        self.price = F.expr(f"try_cast(order.price AS {PRICE_TYPE})")
+        price = F.col("price")
         # PERMISSIVE decoding turns a malformed body into a struct of nulls; order_id is the one field
         # the schema makes non-nullable, so its absence means the body was not Avro of this schema.
         malformed = F.col("order").isNull() | F.col("order.order_id").isNull()
         missing = [F.when(F.col(f"order.{name}").isNull(), F.lit(name)) for name in REQUIRED_FIELDS]
         reason = F.when(~framed | ~magic_ok, F.lit("not Confluent-framed Avro (missing magic byte 0)"))
         for schema_id, version in unreadable:
-            reason = reason.when(written_with(schema_id), F.lit(version.dead_letter_reason))
+            reason = reason.when(is_version[schema_id], F.lit(version.dead_letter_reason))
         reason = (
             reason.when(version_of.isNull(), F.concat(F.lit("unexpected schema id "), F.col("schema_id").cast("string")))
             .when(malformed, F.lit("value is not valid Avro for the registered schema"))
-            .when(F.concat_ws(",", *missing) != "", F.concat(F.lit("missing field: "), F.concat_ws(",", *missing)))
+            # The names are joined only for a record that lacks one, not for every record.
+            .when(functools.reduce(Column.__or__, [F.col(f"order.{name}").isNull() for name in REQUIRED_FIELDS]),
+                  F.concat(F.lit("missing field: "), F.concat_ws(",", *missing)))
             .when(price.isNull(), F.concat(F.lit("price '"), F.col("order.price"), F.lit(f"' is not a {PRICE_TYPE}")))
         )
         self.columns = (
@@ -101,14 +109,15 @@ class OrderDecoder:
             F.col("order.order_id").alias("order_id"),
             F.col("order.bid_time").alias("bid_time"),
             F.col("order.price").alias("price_text"),
-            price.alias("price"),
+            "price",
             F.col("order.item").alias("item"),
             F.col("order.supplier").alias("supplier"),
             reason.alias("dead_letter_reason"),
         )
 
     def __call__(self, raw: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
-        return raw.withColumns({"schema_id": self.writer_id, "order": self.order}).select(*self.columns, *keep)
+        return (raw.withColumn("schema_id", self.writer_id).withColumn("order", self.order).withColumn("price", self.price)
+                .select(*self.columns, *keep))
 
 
 def has_header(headers: str, key: str) -> Column:
