@@ -119,6 +119,10 @@ class ProducingJob:
 
 @dataclass(frozen=True)
 class Dataset:
+    """``column_lineage`` is the expectation each run's observed lineage (what Spark planned) is held
+    against: per column, the input fields it is computed from or chosen by; ``indirect``: the input
+    fields that decide which rows there are (filters, group-by keys), so they shape every column."""
+
     key: str  # the Dagster asset key, "/"-separated
     kind: Kind
     job: ProducingJob
@@ -127,6 +131,8 @@ class Dataset:
     columns: tuple[Column, ...]
     identity: Callable[[Settings], Identity]
     column_lineage: dict[str, tuple[ColumnSource, ...]] = field(default_factory=dict)
+    indirect: tuple[ColumnSource, ...] = ()
+    record_key: str | None = None  # a topic's field that is also each record's key
 
     @property
     def asset_key_path(self) -> list[str]:
@@ -136,10 +142,17 @@ class Dataset:
     def upstream(self) -> tuple[str, ...]:
         """Datasets this one is computed from, in first-seen order (the asset graph's edges)."""
         seen: dict[str, None] = {}
-        for sources in self.column_lineage.values():
+        for sources in (*self.column_lineage.values(), self.indirect):
             for source in sources:
                 seen.setdefault(source.dataset, None)
         return tuple(seen)
+
+    @property
+    def expected_lineage(self) -> dict[str, tuple[ColumnSource, ...]]:
+        """Every column's expected inputs: its own, then the dataset-wide ``indirect`` ones."""
+        if not self.upstream:
+            return {}
+        return {column.name: (*self.column_lineage.get(column.name, ()), *self.indirect) for column in self.columns}
 
 
 def _named(naming, symlinks: tuple[Symlink, ...] = ()) -> Identity:
@@ -172,6 +185,10 @@ def iceberg_table_name(settings: Settings, table: str) -> str:
 
 def _identity_from(dataset: str, *columns: str) -> dict[str, tuple[ColumnSource, ...]]:
     return {column: (ColumnSource(dataset, column, Transformation.identity()),) for column in columns}
+
+
+def _every_field(dataset: str, fields: tuple[str, ...], transformation: Transformation) -> tuple[ColumnSource, ...]:
+    return tuple(ColumnSource(dataset, name, transformation) for name in fields)
 
 
 # --- the orders topic ---------------------------------------------------------------------------
@@ -228,6 +245,21 @@ def orders_reader_schema_json() -> str:
     return json.dumps(ORDERS_READER_SCHEMA)
 
 
+ORDER_FIELD_NAMES = tuple(c.name for c in ORDER_FIELDS)
+
+# Which writer version decodes a record is chosen by the schema id in its bytes: every field of the
+# record decides which decoder gives a decoded field its value.
+CHOSEN_BY_FRAME = Transformation("INDIRECT", "CONDITIONAL", "decoded with the writer version the frame's schema id names")
+# Only records that decode and pass validation: every field can make a record a dead letter.
+VALID_RECORDS = Transformation("INDIRECT", "FILTER", "valid records only; the others are dead letters")
+
+
+def _decoded(field_name: str, transformation: Transformation, dataset: str = "orders") -> tuple[ColumnSource, ...]:
+    """A field of an `orders` record read through the decoder: from that field, and chosen by the others."""
+    return (ColumnSource(dataset, field_name, transformation),
+            *_every_field(dataset, tuple(f for f in ORDER_FIELD_NAMES if f != field_name), CHOSEN_BY_FRAME))
+
+
 ORDERS = Dataset(
     key="orders",
     kind=Kind.KAFKA,
@@ -236,6 +268,7 @@ ORDERS = Dataset(
     description="Kafka topic `orders`: one Avro record per order (schema `orders-value` in the registry), key order_id.",
     columns=ORDER_FIELDS,
     identity=kafka_identity(lambda s: s.orders_topic),
+    record_key="order_id",
 )
 
 ARCHIVE = Dataset(
@@ -259,20 +292,25 @@ ARCHIVE = Dataset(
         Column("item", "string", "decoded item"),
         Column("supplier", "string", "decoded supplier"),
         Column("dead_letter_reason", "string", "why the record could not be decoded, if it could not"),
+        Column("date", "string", "UTC date of the Kafka record time (the partition folder)"),
+        Column("hour", "string", "UTC hour of the Kafka record time (the partition folder)"),
     ),
     identity=lambda s: _named(S3(bucket_name=s.archive_bucket, object_key=s.archive_prefix)),
+    # topic, partition, offset, timestamp and the folders made of it come from the record's metadata,
+    # which is no field of the topic's schema.
     column_lineage={
-        **_identity_from("orders", "order_id", "bid_time", "item", "supplier"),
-        "price_text": (ColumnSource("orders", "price", Transformation.identity()),),
-        "key": (ColumnSource("orders", "order_id", Transformation.identity()),),
-        "value_base64": tuple(
-            ColumnSource("orders", f.name, Transformation("DIRECT", "TRANSFORMATION", "Avro value bytes, base64"))
-            for f in ORDER_FIELDS
-        ),
+        **{name: _decoded(name, Transformation.identity()) for name in ("order_id", "bid_time", "item", "supplier")},
+        "price_text": _decoded("price", Transformation.identity()),
+        "key": (ColumnSource("orders", "order_id", Transformation("DIRECT", "TRANSFORMATION", "the record key's bytes as text")),),
+        "value_base64": _every_field("orders", ORDER_FIELD_NAMES, Transformation("DIRECT", "TRANSFORMATION", "Avro value bytes, base64")),
+        "schema_id": _every_field("orders", ORDER_FIELD_NAMES, Transformation(
+            "DIRECT", "TRANSFORMATION", "the writer schema id of the value's Confluent frame")),
+        "dead_letter_reason": _every_field("orders", ORDER_FIELD_NAMES, Transformation(
+            "DIRECT", "TRANSFORMATION", "why the value does not decode, or which field is missing or invalid")),
     },
 )
 
-WINDOW = Transformation("INDIRECT", "WINDOW", "5 s tumbling event-time window on bid_time, watermark 5 s")
+WINDOW = Transformation("INDIRECT", "GROUP_BY", "grouped by 5 s tumbling event-time window of bid_time")
 
 SUPPLIER_STATS_LIVE = Dataset(
     key="supplier_stats_live",
@@ -290,18 +328,18 @@ SUPPLIER_STATS_LIVE = Dataset(
     ),
     identity=kafka_identity(lambda s: s.supplier_stats_topic),
     column_lineage={
-        "window_start": (ColumnSource("orders", "bid_time", Transformation("DIRECT", "TRANSFORMATION", "window start of bid_time")),),
-        "window_end": (ColumnSource("orders", "bid_time", Transformation("DIRECT", "TRANSFORMATION", "window end of bid_time")),),
-        "supplier": (ColumnSource("orders", "supplier", Transformation.identity()),),
-        "total_price": (
-            ColumnSource("orders", "price", Transformation("DIRECT", "AGGREGATION", "SUM(CAST(price AS DECIMAL(10,2)))")),
-            ColumnSource("orders", "bid_time", WINDOW),
-        ),
-        "count": (
-            ColumnSource("orders", "order_id", Transformation("DIRECT", "AGGREGATION", "COUNT(*)")),
-            ColumnSource("orders", "bid_time", WINDOW),
-        ),
+        "window_start": _decoded("bid_time", Transformation("DIRECT", "TRANSFORMATION", "start of bid_time's window")),
+        "window_end": _decoded("bid_time", Transformation("DIRECT", "TRANSFORMATION", "end of bid_time's window")),
+        "supplier": _decoded("supplier", Transformation.identity()),
+        "total_price": _decoded("price", Transformation("DIRECT", "AGGREGATION", "SUM(CAST(price AS DECIMAL(10,2)))")),
+        # count is COUNT(*): it reads no column, only the rows the window and supplier group.
     },
+    indirect=(
+        *_every_field("orders", ORDER_FIELD_NAMES, VALID_RECORDS),
+        ColumnSource("orders", "bid_time", Transformation("INDIRECT", "FILTER", "records behind the 5 s watermark are dropped")),
+        ColumnSource("orders", "bid_time", WINDOW),
+        ColumnSource("orders", "supplier", Transformation("INDIRECT", "GROUP_BY", "grouped by supplier")),
+    ),
 )
 
 LAKEHOUSE_ORDERS = Dataset(
@@ -320,13 +358,14 @@ LAKEHOUSE_ORDERS = Dataset(
     ),
     identity=iceberg_identity("orders"),
     column_lineage={
-        **_identity_from("orders", "order_id", "item", "supplier"),
-        "price": (ColumnSource("orders", "price", Transformation("DIRECT", "TRANSFORMATION", "CAST(price AS DECIMAL(10,2))")),),
-        "bid_time": (ColumnSource("orders", "bid_time", Transformation("DIRECT", "TRANSFORMATION", "timestamp-millis to TIMESTAMP_NTZ (UTC)")),),
+        **{name: _decoded(name, Transformation.identity()) for name in ("order_id", "item", "supplier")},
+        "price": _decoded("price", Transformation("DIRECT", "TRANSFORMATION", "CAST(price AS DECIMAL(10,2))")),
+        "bid_time": _decoded("bid_time", Transformation("DIRECT", "TRANSFORMATION", "timestamp-millis to TIMESTAMP_NTZ (UTC)")),
     },
+    indirect=_every_field("orders", ORDER_FIELD_NAMES, VALID_RECORDS),
 )
 
-HOUR_GROUP = Transformation("INDIRECT", "GROUP_BY", "grouped by supplier, date and hour of bid_time")
+HOUR_GROUP = Transformation("INDIRECT", "GROUP_BY", "grouped by date and hour of bid_time")
 
 SUPPLIER_STATS = Dataset(
     key="lakehouse/supplier_stats",
@@ -348,15 +387,14 @@ SUPPLIER_STATS = Dataset(
         "supplier": (ColumnSource("lakehouse/orders", "supplier", Transformation.identity()),),
         "bid_date": (ColumnSource("lakehouse/orders", "bid_time", Transformation("DIRECT", "TRANSFORMATION", "to_date(bid_time)")),),
         "bid_hour": (ColumnSource("lakehouse/orders", "bid_time", Transformation("DIRECT", "TRANSFORMATION", "hour(bid_time)")),),
-        "total_price": (
-            ColumnSource("lakehouse/orders", "price", Transformation("DIRECT", "AGGREGATION", "SUM(price)")),
-            ColumnSource("lakehouse/orders", "bid_time", HOUR_GROUP),
-        ),
-        "total_count": (
-            ColumnSource("lakehouse/orders", "order_id", Transformation("DIRECT", "AGGREGATION", "COUNT(*)")),
-            ColumnSource("lakehouse/orders", "bid_time", HOUR_GROUP),
-        ),
+        "total_price": (ColumnSource("lakehouse/orders", "price", Transformation("DIRECT", "AGGREGATION", "SUM(price)")),),
+        # total_count is COUNT(*): it reads no column, only the rows each group holds.
     },
+    indirect=(
+        ColumnSource("lakehouse/orders", "bid_time", Transformation("INDIRECT", "FILTER", "orders of the run's day")),
+        ColumnSource("lakehouse/orders", "bid_time", HOUR_GROUP),
+        ColumnSource("lakehouse/orders", "supplier", Transformation("INDIRECT", "GROUP_BY", "grouped by supplier")),
+    ),
 )
 
 DATASETS: dict[str, Dataset] = {d.key: d for d in (ORDERS, ARCHIVE, SUPPLIER_STATS_LIVE, LAKEHOUSE_ORDERS, SUPPLIER_STATS)}

@@ -30,6 +30,9 @@ PROGRESS_PREFIX = "progress: "
 @dataclass(frozen=True, kw_only=True)
 class Report:
     duration_seconds: float
+    # What the written columns came from as Spark planned them (``spark/lineage.report``); None when
+    # the run wrote nothing it could observe (a catch-up run without a batch).
+    column_lineage: dict | None = None
 
     @classmethod
     def read(cls, path: Path):

@@ -16,7 +16,7 @@ import time
 from pyspark.sql import SparkSession
 
 from lineage_assets.jobs import ArchiveReport
-from spark import jobs, transforms
+from spark import jobs, lineage, transforms
 
 
 def main() -> None:
@@ -31,7 +31,9 @@ def main() -> None:
     columns = jobs.ColumnMetrics()
     source = jobs.kafka_source(spark, args)
     records = transforms.archive_records(versions.observed(transforms.decode_orders(source, args.value_schema, versions.by_id)))
-    writer = (columns.observed(records).writeStream.format("json").partitionBy("date", "hour")
+    written = columns.observed(records)
+    observed = jobs.observed_lineage(args, lineage.observe(written))
+    writer = (written.writeStream.format("json").partitionBy("date", "hour")
               .option("path", args.path).option("checkpointLocation", args.checkpoint))
     query = jobs.run_query(writer, args, spark, versions, columns)
 
@@ -40,7 +42,7 @@ def main() -> None:
     rows, files, size = summary["rows_in"], files_after - files_before, bytes_after - bytes_before
     jobs.write_report(
         args.report, ArchiveReport, started, **summary, rows_written=rows, files_written=files, bytes_written=size,
-        files_total=files_after, schema_versions=versions.summary(),
+        files_total=files_after, schema_versions=versions.summary(), column_lineage=observed,
         # Of the records this run archived: the sink keeps no statistics of its files to read.
         quality=jobs.quality_entry(rows, size, files, columns.summary()))
     spark.stop()

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from lineage_assets.dead_letters import REPLAY_HEADER
 from lineage_assets.jobs import IngestionReport
 from lineage_assets.source_schemas import SCHEMA_INCOMPATIBLE, WriterVersion
-from spark import jobs, transforms
+from spark import jobs, lineage, transforms
 
 QUERY_PROPERTY = "lineage-assets.checkpoint"
 BATCH_PROPERTY = "lineage-assets.batch-id"
@@ -101,6 +101,11 @@ class BatchPlan:
         # The metrics of the written ``columns`` (whether each is numeric; none: no metrics), for ``CommittedTable``.
         self.column_metrics = jobs.column_aggregates(columns, where=valid)
         self.outcomes += tuple(self.column_metrics.values())
+        self.lineage: dict | None = None  # of the rows written, observed in the first batch's plan
+
+    def rows(self, batch: DataFrame, observation: Observation) -> DataFrame:
+        """The batch's rows of the table, its outcomes counted as they are written."""
+        return transforms.iceberg_orders(transforms.valid_orders(self.observed(self.decode(batch), observation)))
 
     def decode(self, batch: DataFrame) -> DataFrame:
         return self.decoder(batch.withColumn("replayed", self.replayed), keep=("replayed",))
@@ -150,6 +155,7 @@ def main() -> None:
     # Only a run's first batch can be one that an earlier run wrote: Spark runs again the last batch
     # it planned without committing, and every later batch id is new. From a new checkpoint, none is.
     replay_possible = jobs.planned_batches(spark, args.checkpoint)
+    observed: dict[str, dict] = {}
 
     def write_batch(batch, batch_id: int) -> None:
         nonlocal replay_possible, plan
@@ -162,9 +168,12 @@ def main() -> None:
         elif versions.by_id != plan.decoder.versions:
             plan = BatchPlan(args.value_schema, versions.by_id, columns)
         outcomes = Observation(f"outcomes-{batch_id}")
+        rows = plan.rows(batch, outcomes)
+        if plan.lineage is None:  # a micro-batch's rows are the source's records: the plan does not name them
+            plan.lineage = observed["lineage"] = jobs.observed_lineage(args, lineage.observe(rows, source=f"kafka:{args.topic}"))
         # Every batch commits a snapshot, an empty one when all its records are dead letters: the
         # snapshot tells a replay of the batch that it is done.
-        (transforms.iceberg_orders(transforms.valid_orders(plan.observed(plan.decode(batch), outcomes))).writeTo(args.table)
+        (rows.writeTo(args.table)
          .option(f"snapshot-property.{QUERY_PROPERTY}", args.checkpoint)
          .option(f"snapshot-property.{BATCH_PROPERTY}", str(batch_id))
          .append())
@@ -202,6 +211,7 @@ def main() -> None:
         rows_written=totals["rows_written"], dead_letters=totals["dead_letters"], dead_letter_reasons=dict(reasons),
         batches_replayed=totals["batches_replayed"], schema_incompatible=totals["schema_incompatible"],
         dead_letters_replayed=totals["dead_letters_replayed"], schema_versions=versions.summary(), days=sorted(days),
+        column_lineage=observed.get("lineage"),
         table_created=created, snapshot_id=table["snapshot_id"], schema_id=table["schema_id"],
         # The manifests' count is exact without delete files (none here: the table is only appended to).
         table_rows=quality["rows"] if quality else spark.table(args.table).count(), quality=quality)

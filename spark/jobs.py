@@ -292,6 +292,14 @@ def kafka_source(spark: SparkSession, args: argparse.Namespace, headers: bool = 
     )
 
 
+def observed_lineage(args: argparse.Namespace, column_lineage: dict) -> dict:
+    """A job's observed column lineage (``spark/lineage.report``), also in its progress file at once,
+    so a deployment reports it from its first RUNNING event on."""
+    if args.progress_file:
+        append_progress(args.progress_file, {"event": "lineage", "column_lineage": column_lineage})
+    return column_lineage
+
+
 def run_query(writer, args: argparse.Namespace, spark: SparkSession, versions: SourceVersions | None = None,
               columns: ColumnMetrics | None = None):
     """Start a configured DataStreamWriter in the arguments' mode and wait for it to end.

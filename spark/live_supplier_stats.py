@@ -15,7 +15,7 @@ import time
 from pyspark.sql import SparkSession
 
 from lineage_assets.jobs import LiveStatsReport
-from spark import jobs, transforms
+from spark import jobs, lineage, transforms
 
 
 def main() -> None:
@@ -31,7 +31,10 @@ def main() -> None:
     source = jobs.kafka_source(spark, args)
     valid = transforms.valid_orders(versions.observed(transforms.decode_orders(source, args.value_schema, versions.by_id)))
     stats = transforms.windowed_supplier_stats(valid, args.window_seconds, args.watermark_seconds)
-    writer = (transforms.supplier_stats_records(stats).writeStream.format("kafka").outputMode("append")
+    records = transforms.supplier_stats_records(stats)
+    # The topic's columns are the fields of each record's JSON value.
+    observed = jobs.observed_lineage(args, lineage.observe(records, expand="value"))
+    writer = (records.writeStream.format("kafka").outputMode("append")
               .option("kafka.bootstrap.servers", args.bootstrap_servers).option("topic", args.output_topic)
               .option("checkpointLocation", args.checkpoint))
     query = jobs.run_query(writer, args, spark, versions)
@@ -39,7 +42,7 @@ def main() -> None:
     summary = jobs.progress_summary(query)
     sink_rows = sum(p.sink.numOutputRows for p in query.recentProgress if p.sink and p.sink.numOutputRows > 0)
     jobs.write_report(args.report, LiveStatsReport, started, **summary, windows_written=sink_rows,
-                      schema_versions=versions.summary())
+                      schema_versions=versions.summary(), column_lineage=observed)
     spark.stop()
 
 

@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lineage_assets.jobs import SupplierStatsReport
-from spark import jobs, transforms
+from spark import jobs, lineage, transforms
 
 
 def latest_day(spark: SparkSession, source: str) -> dt.date | None:
@@ -45,12 +45,13 @@ def main() -> None:
     print(f"{jobs.PROGRESS_PREFIX}computing {day} from {args.source}", flush=True)
     orders = transforms.orders_of_day(spark.table(args.source), day)
     stats = transforms.hourly_supplier_stats(orders).persist()
+    observed = lineage.observe(stats)
     stats.writeTo(args.target).overwrite(F.col("bid_date") == F.lit(day))
     print(f"{jobs.PROGRESS_PREFIX}replaced {day} in {args.target} after {time.monotonic() - started:.0f} s", flush=True)
     snapshot = spark.sql(f"SELECT snapshot_id, summary FROM {args.target}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()[0]
     totals = stats.orderBy("supplier", "bid_hour").collect()
     jobs.write_report(
-        args.report, SupplierStatsReport, started, day=day.isoformat(),
+        args.report, SupplierStatsReport, started, day=day.isoformat(), column_lineage=observed,
         rows_in=sum(r.total_count for r in totals),  # every order of the day is in exactly one total
         rows_written=len(totals), table_created=created, snapshot_id=snapshot.snapshot_id,
         schema_id=jobs.table_schema_id(spark, args.target),

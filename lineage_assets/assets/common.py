@@ -10,6 +10,7 @@ import dagster as dg
 from lineage_assets.datasets import DATASETS, OWNERS, Check, Dataset
 from lineage_assets.jobs import JobSpec, R, Report
 from lineage_assets.lineage.events import DatasetVersion, OutputStatistics, SourceRead
+from lineage_assets.lineage.observed import ColumnLineage, ObservationError, from_report
 from lineage_assets.lineage.queries import declared_impact
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lineage import LineageResource
@@ -27,10 +28,12 @@ def column_schema(dataset: Dataset) -> dg.TableSchema:
     return dg.TableSchema(columns=[dg.TableColumn(c.name, c.type, description=c.description) for c in dataset.columns])
 
 
-def column_lineage(dataset: Dataset) -> dg.TableColumnLineage:
+def column_lineage(lineage: ColumnLineage) -> dg.TableColumnLineage:
+    """Dagster's column lineage: each column's input fields (Dagster has no transformation types)."""
     return dg.TableColumnLineage(deps_by_column={
-        column: [dg.TableColumnDep(asset_key=asset_key(DATASETS[s.dataset]), column_name=s.column) for s in sources]
-        for column, sources in dataset.column_lineage.items()
+        column: [dg.TableColumnDep(asset_key=asset_key(DATASETS[dataset]), column_name=name)
+                 for dataset, name in dict.fromkeys((s.dataset, s.column) for s in sources)]
+        for column, sources in lineage.items() if sources
     })
 
 
@@ -41,8 +44,8 @@ def definition_metadata(dataset: Dataset, settings: Settings) -> dict:
         "openlineage/namespace": identity.namespace,
         "openlineage/name": identity.name,
     }
-    if dataset.column_lineage:
-        metadata["dagster/column_lineage"] = column_lineage(dataset)
+    if dataset.expected_lineage:  # the definition holds the expectation; a materialization, what ran
+        metadata["dagster/column_lineage"] = column_lineage(dataset.expected_lineage)
     impacted = declared_impact(dataset, settings)
     if impacted:  # "what breaks if I change this column", on the asset's page
         metadata["lineage/impact"] = dg.MetadataValue.md(f"```\n{impacted}\n```")
@@ -80,11 +83,24 @@ def ensure_not_deployed(dataset: Dataset, settings: Settings) -> None:
             f"asset up to date. Stop it first for a catch-up run: lineage-assets stop {dataset.key}")
 
 
-def run_metadata(dataset: Dataset, rows_in: int, rows_out: int, report: Report) -> dict:
-    """What every Spark-backed materialization reports: rows, the job's duration, column lineage."""
+def observed_lineage(dataset: Dataset, report: Report, settings: Settings, log) -> ColumnLineage | None:
+    """The column lineage the job observed in its plan, in the catalog's terms; None when it observed
+    none (a run without a batch) or named an input that is no asset (logged: `lineage check` then
+    finds the run without column lineage)."""
+    if not report.column_lineage:
+        return None
+    try:
+        return from_report(report.column_lineage, dataset, settings)
+    except ObservationError as error:
+        log.error(str(error))
+        return None
+
+
+def run_metadata(rows_in: int, rows_out: int, report: Report, observed: ColumnLineage | None) -> dict:
+    """What every Spark-backed materialization reports: rows, the job's duration, the column lineage it observed."""
     metadata = {"rows_in": rows_in, "rows_out": rows_out, "duration_seconds": report.duration_seconds}
-    if dataset.column_lineage:
-        metadata["dagster/column_lineage"] = column_lineage(dataset)
+    if observed:
+        metadata["dagster/column_lineage"] = column_lineage(observed)
     return metadata
 
 
@@ -129,10 +145,11 @@ def streaming_asset(job: Callable[[Settings], JobSpec[R]], settings: Settings, g
             created = kafka.ensure_topics(*topics(settings))
             report = spark_jobs.run(job(settings), log=context.log)
             result = outcome(StreamingRun(context, settings, kafka, report, created))
+            observed = observed_lineage(dataset, report, settings, context.log)
             run.complete(result.statistics, result.lifecycle, version=result.version, quality=result.quality,
-                         reads=result.reads)
+                         reads=result.reads, column_lineage=observed)
         return dg.MaterializeResult(metadata={
-            **run_metadata(dataset, report.rows_in, result.statistics.rows, report),
+            **run_metadata(report.rows_in, result.statistics.rows, report, observed),
             "kafka/start_offsets": dg.MetadataValue.json(report.start_offsets or {}),
             "kafka/end_offsets": dg.MetadataValue.json(report.end_offsets or {}),
             "schema_versions": dg.MetadataValue.json(

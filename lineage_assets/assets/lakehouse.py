@@ -14,6 +14,7 @@ from lineage_assets.assets.common import (
     asset_key,
     asset_spec_arguments,
     check_arguments,
+    observed_lineage,
     run_metadata,
     streaming_asset,
 )
@@ -141,11 +142,13 @@ def supplier_stats_asset(settings: Settings) -> dg.AssetsDefinition:
                 run.forward_spark_events(application, ended_by=error)  # Spark's own events, even from a failed job
                 raise
             run.forward_spark_events(application)
+            observed = observed_lineage(SUPPLIER_STATS, report, environment.settings, context.log)
             run.complete(OutputStatistics(rows=report.rows_written, bytes=report.bytes_written, files=report.files_written),
                          "CREATE" if report.table_created else "OVERWRITE",
-                         version=DatasetVersion(str(report.snapshot_id), report.schema_id), quality=report.quality)
+                         version=DatasetVersion(str(report.snapshot_id), report.schema_id), quality=report.quality,
+                         column_lineage=observed)
         return dg.MaterializeResult(metadata={
-            **run_metadata(SUPPLIER_STATS, report.rows_in, report.rows_written, report),
+            **run_metadata(report.rows_in, report.rows_written, report, observed),
             "day": report.day,
             "files_written": report.files_written,
             "bytes_written": report.bytes_written,

@@ -45,7 +45,7 @@ from openlineage.client.facet_v2 import (
 )
 from openlineage.client.uuid import generate_static_uuid
 
-from lineage_assets.datasets import DATASETS, ORCHESTRATOR_JOB, ORDERS, OWNERS, Check, Dataset, Transformation
+from lineage_assets.datasets import DATASETS, ORCHESTRATOR_JOB, ORDERS, OWNERS, Check, ColumnSource, Dataset, Transformation
 from lineage_assets.settings import PROJECT_ROOT, Settings
 from lineage_assets.source_schemas import value_subject
 
@@ -233,24 +233,31 @@ def deprecated_transformation_type(transformation: Transformation) -> str:
     return f"{transformation.type}/{transformation.subtype}"
 
 
-def column_lineage_facet(dataset: Dataset, settings: Settings) -> column_lineage_dataset.ColumnLineageDatasetFacet:
+def column_lineage_facet(lineage: dict[str, tuple[ColumnSource, ...]],
+                         settings: Settings) -> column_lineage_dataset.ColumnLineageDatasetFacet:
+    """``lineage`` (per column, each input field with one transformation) as the facet: one input
+    field per dataset and field, with all its transformations."""
     fields = {}
-    for column, sources in dataset.column_lineage.items():
-        inputs = []
+    for column, sources in lineage.items():
+        if not sources:  # made of no input field (a record's metadata, COUNT(*) with no grouping)
+            continue
+        grouped: dict[tuple[str, str], list[Transformation]] = {}
         for source in sources:
-            upstream = DATASETS[source.dataset].identity(settings)
+            grouped.setdefault((source.dataset, source.column), []).append(source.transformation)
+        inputs = []
+        for (key, field_name), transformations in grouped.items():
+            upstream = DATASETS[key].identity(settings)
             inputs.append(column_lineage_dataset.InputField(
-                namespace=upstream.namespace, name=upstream.name, field=source.column,
+                namespace=upstream.namespace, name=upstream.name, field=field_name,
                 transformations=[column_lineage_dataset.Transformation(
-                    type=source.transformation.type, subtype=source.transformation.subtype,
-                    description=source.transformation.description, masking=False)]))
+                    type=t.type, subtype=t.subtype, description=t.description, masking=False) for t in transformations]))
         # Both spellings: the spec's current per-input `transformations`, and the deprecated
         # per-column fields, which are the only ones Marquez (0.51) stores and shows.
-        transformations = list(dict.fromkeys(source.transformation for source in sources))
+        merged = sorted(dict.fromkeys(source.transformation for source in sources), key=lambda t: (t.type, t.subtype))
         fields[column] = column_lineage_dataset.Fields(
             inputFields=inputs,
-            transformationType=", ".join(dict.fromkeys(map(deprecated_transformation_type, transformations))),
-            transformationDescription="; ".join(t.description for t in transformations))
+            transformationType=", ".join(dict.fromkeys(map(deprecated_transformation_type, merged))),
+            transformationDescription="; ".join(dict.fromkeys(t.description for t in merged)))
     return column_lineage_dataset.ColumnLineageDatasetFacet(fields=fields)
 
 
@@ -313,17 +320,19 @@ def quality_facet(quality: dict) -> data_quality_metrics_dataset.DataQualityMetr
 
 
 def output(dataset: Dataset, settings: Settings, statistics: OutputStatistics | None = None,
-           lifecycle: str | None = None, version: DatasetVersion | None = None, quality: dict | None = None) -> OutputDataset:
+           lifecycle: str | None = None, version: DatasetVersion | None = None, quality: dict | None = None,
+           column_lineage: dict[str, tuple[ColumnSource, ...]] | None = None) -> OutputDataset:
     """The dataset a run writes; ``version`` is what it wrote (a registry version, an Iceberg snapshot),
-    ``quality`` its metrics (``quality_facet``)."""
+    ``quality`` its metrics (``quality_facet``), ``column_lineage`` what its columns came from as the
+    job's plan says (``lineage/observed.py``); never the catalog's, which is what it is held against."""
     identity = dataset.identity(settings)
     facets = _dataset_facets(dataset, settings)
     if version is not None:
         facets["version"] = TableVersionDatasetFacet(datasetVersion=version.version, schemaId=version.schema_id)
     if quality is not None:
         facets["dataQualityMetrics"] = quality_facet(quality)
-    if dataset.column_lineage:
-        facets["columnLineage"] = column_lineage_facet(dataset, settings)
+    if column_lineage:
+        facets["columnLineage"] = column_lineage_facet(column_lineage, settings)
     if lifecycle:
         facets["lifecycleStateChange"] = lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet(
             lifecycleStateChange=lifecycle_state_change_dataset.LifecycleStateChange[lifecycle])
@@ -383,7 +392,8 @@ def asset_event(state: RunState, dataset: Dataset, dagster_run: DagsterRun | Non
                 run_id: str | None = None, statistics: OutputStatistics | None = None, lifecycle: str | None = None,
                 error: BaseException | JobError | None = None, event_time: dt.datetime | None = None,
                 progress: StreamingProgressRunFacet | None = None, running_interval: int | None = None,
-                reads: tuple[SourceRead, ...] = (), version: DatasetVersion | None = None, quality: dict | None = None) -> RunEvent:
+                reads: tuple[SourceRead, ...] = (), version: DatasetVersion | None = None, quality: dict | None = None,
+                column_lineage: dict[str, tuple[ColumnSource, ...]] | None = None) -> RunEvent:
     """One lifecycle event of a lineage run of the dataset's producing job: a materialization inside
     ``dagster_run``, or (``dagster_run`` None, ``run_id`` given) a streaming deployment."""
     run_facets = _run_facets(dagster_run, settings, error)
@@ -397,7 +407,7 @@ def asset_event(state: RunState, dataset: Dataset, dagster_run: DagsterRun | Non
         run=Run(runId=run_id, facets=run_facets),
         job=job(dataset, settings, running_interval),
         inputs=inputs(dataset, settings, reads),
-        outputs=[output(dataset, settings, statistics, lifecycle, version, quality)],
+        outputs=[output(dataset, settings, statistics, lifecycle, version, quality, column_lineage)],
         producer=PRODUCER,
     )
 

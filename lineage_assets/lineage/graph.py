@@ -13,6 +13,32 @@ from dataclasses import dataclass, field
 TERMINAL = {"COMPLETE", "FAIL", "ABORT"}
 
 Node = tuple[str, str]  # a dataset's (namespace, name)
+Edge = tuple[Node, str, Node, str]  # (input dataset, field, output dataset, column)
+
+
+@dataclass(frozen=True)
+class ColumnHop:
+    """How one input field reaches one output column: its transformations ((type, subtype) each) and
+    their description. ``merged``: the column's transformations over all its inputs, not this input's
+    own (all that Marquez 0.51 keeps of a hop, and all an event without per-input ones says)."""
+
+    kinds: frozenset[tuple[str, str]]
+    description: str
+    merged: bool = False
+
+    @property
+    def spelled(self) -> str:
+        return ", ".join("IDENTITY" if kind == ("DIRECT", "IDENTITY") else f"{kind[0]}/{kind[1]}" for kind in sorted(self.kinds))
+
+
+def parse_kinds(merged: str | None) -> frozenset[tuple[str, str]]:
+    """A facet's deprecated per-column ``transformationType`` ("IDENTITY", "DIRECT/AGGREGATION, ...")."""
+    kinds = set()
+    for part in (merged or "").split(","):
+        part = part.strip()
+        if part:
+            kinds.add(("DIRECT", "IDENTITY") if part == "IDENTITY" else tuple(part.split("/", 1)) if "/" in part else (part, ""))
+    return frozenset(kinds)
 
 
 def job_key(namespace: str, name: str) -> str:
@@ -73,15 +99,33 @@ class JobSummary:
         return self.latest_time if self.state in TERMINAL else self.latest_started
 
 
+def column_hops(node: Node, facet: dict) -> dict[Edge, ColumnHop]:
+    """A ``columnLineage`` facet of ``node``: each input's own transformations, or the column's merged
+    ones where the input has none."""
+    hops = {}
+    for column, lineage in (facet.get("fields") or {}).items():
+        for source in lineage.get("inputFields", []):
+            edge = ((source["namespace"], source["name"]), source["field"], node, column)
+            own = source.get("transformations") or []
+            if own:
+                hops[edge] = ColumnHop(frozenset((t["type"], t.get("subtype") or "") for t in own),
+                                       "; ".join(dict.fromkeys(t["description"] for t in own if t.get("description"))))
+            else:
+                hops[edge] = ColumnHop(parse_kinds(lineage.get("transformationType")),
+                                       lineage.get("transformationDescription") or "", merged=True)
+    return hops
+
+
 @dataclass
 class LineageGraph:
     """What the events say: job -> inputs/outputs, column edges, dataset aliases and fields, runs."""
 
     inputs: dict[str, set[Node]] = field(default_factory=lambda: defaultdict(set))
     outputs: dict[str, set[Node]] = field(default_factory=lambda: defaultdict(set))
-    column_edges: set[tuple[Node, str, Node, str]] = field(default_factory=set)
-    column_transformations: dict[tuple[Node, str, Node, str], str | None] = field(default_factory=dict)  # edge -> type
-    column_descriptions: dict[tuple[Node, str, Node, str], str | None] = field(default_factory=dict)  # edge -> description
+    # Per writer (None: not known, as in Marquez's column graph) and output dataset, the column lineage
+    # of its latest report, and the run that reported it: what ran last.
+    column_lineage: dict[tuple[str | None, Node], dict[Edge, ColumnHop]] = field(default_factory=dict)
+    column_runs: dict[tuple[str | None, Node], str] = field(default_factory=dict)
     aliases: dict[tuple[str, str, str], set[Node]] = field(default_factory=lambda: defaultdict(set))
     schemas: dict[Node, dict[str, dict[str, str]]] = field(default_factory=lambda: defaultdict(dict))  # job -> column -> type
     run_states: dict[str, list[tuple[str, str]]] = field(default_factory=lambda: defaultdict(list))  # run -> [(job, state)]
@@ -96,10 +140,22 @@ class LineageGraph:
             graph.jobs.setdefault(job, JobSummary(job)).record(event)
             for side, target in (("inputs", graph.inputs), ("outputs", graph.outputs)):
                 for dataset in event.get(side) or []:
-                    graph._add_dataset(job, target, dataset)
+                    graph._add_dataset(job, target, dataset, event["run"]["runId"] if side == "outputs" else None)
         return graph
 
-    def _add_dataset(self, job: str, side: dict[str, set[Node]], dataset: dict) -> None:
+    @property
+    def column_hops(self) -> dict[Edge, ColumnHop]:
+        return {edge: hop for hops in self.column_lineage.values() for edge, hop in hops.items()}
+
+    @property
+    def column_edges(self) -> set[Edge]:
+        return set(self.column_hops)
+
+    def lineage_into(self, job: str, node: Node) -> dict[Edge, ColumnHop] | None:
+        """The latest column lineage ``job`` reported into ``node`` (or that the source shows with no writer)."""
+        return self.column_lineage.get((job, node), self.column_lineage.get((None, node)))
+
+    def _add_dataset(self, job: str, side: dict[str, set[Node]], dataset: dict, run_id: str | None) -> None:
         node = (dataset["namespace"], dataset["name"])
         side[job].add(node)
         facets = dataset.get("facets") or {}
@@ -107,14 +163,9 @@ class LineageGraph:
             self.aliases[(identifier["namespace"], identifier["name"], identifier["type"])].add(node)
         if "schema" in facets:
             self.schemas[node][job] = {column["name"]: column.get("type", "") for column in facets["schema"].get("fields", [])}
-        for column, lineage in ((facets.get("columnLineage") or {}).get("fields") or {}).items():
-            for source in lineage.get("inputFields", []):
-                edge = ((source["namespace"], source["name"]), source["field"], node, column)
-                self.column_edges.add(edge)
-                transformation = (source.get("transformations") or [{}])[0]
-                # The column's own type and description (not the input's): all Marquez keeps of a hop.
-                self.column_transformations[edge] = lineage.get("transformationType") or transformation.get("type")
-                self.column_descriptions[edge] = lineage.get("transformationDescription") or transformation.get("description")
+        if run_id is not None and "columnLineage" in facets:  # a later report replaces the job's earlier one
+            self.column_lineage[(job, node)] = column_hops(node, facets["columnLineage"])
+            self.column_runs[(job, node)] = run_id
 
     def columns(self, node: Node, trusted: set[str]) -> dict[str, str]:
         """A dataset's columns as the ``trusted`` jobs last reported them (others only when none did:

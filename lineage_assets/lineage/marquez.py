@@ -18,7 +18,7 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 
-from lineage_assets.lineage.graph import JobSummary, LineageGraph, job_key
+from lineage_assets.lineage.graph import ColumnHop, JobSummary, LineageGraph, job_key, parse_kinds
 
 # Marquez's run states as the OpenLineage event types that lead to them.
 RUN_STATE_EVENTS = {"NEW": "START", "RUNNING": "START", "COMPLETED": "COMPLETE", "FAILED": "FAIL", "ABORTED": "ABORT"}
@@ -138,11 +138,11 @@ def _add_column_lineage(graph: LineageGraph, column_lineage: dict) -> None:
     field's transformation (Marquez 0.51 keeps the per-column one, not a per-input one)."""
     for node in column_lineage.get("graph", []):
         data = node.get("data") or {}
+        target = (data["namespace"], data["dataset"])
         for source in data.get("inputFields") or []:
-            edge = ((source["namespace"], source["dataset"]), source["field"], (data["namespace"], data["dataset"]), data["field"])
-            graph.column_edges.add(edge)
-            graph.column_transformations[edge] = source.get("transformationType")
-            graph.column_descriptions[edge] = source.get("transformationDescription")
+            edge = ((source["namespace"], source["dataset"]), source["field"], target, data["field"])
+            graph.column_lineage.setdefault((None, target), {})[edge] = ColumnHop(
+                parse_kinds(source.get("transformationType")), source.get("transformationDescription") or "", merged=True)
 
 
 def lineage_nodes(api: MarquezApi, namespace: str, name: str) -> tuple[set[str], set[tuple[str, str]]]:

@@ -2,8 +2,8 @@
 
 Both walk one ``LineageGraph``, read from the project's event log or from Marquez's API, so either
 source gives the same answer. Datasets are named by their Dagster asset key (or
-``namespace:name``), as the catalog names them. A hop's transformation is the column's own
-(``transformationType`` and ``transformationDescription``): the part of a hop Marquez 0.51 keeps.
+``namespace:name``), as the catalog names them. A hop's transformation is that input field's own as
+the events carry it; Marquez 0.51 keeps only the column's merged one, and an answer read from it says so.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ class Hop:
     description: str  # e.g. SUM(price)
     job: str | None  # the job ("namespace/name") that writes the downstream dataset from the upstream one
     latest_run: LatestRun | None  # that job's latest run
+    merged: bool = False  # the transformation is the downstream column's over all its inputs (Marquez 0.51 keeps no other)
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,8 @@ class Answer:
 
 
 def _hop_line(hop: Hop, column: str) -> str:
-    line = f"{column}  ({hop.transformation}: {hop.description})"
+    merged = " [the column's, over all its inputs: Marquez keeps no per-input one]" if hop.merged else ""
+    line = f"{column}  ({hop.transformation}: {hop.description}){merged}"
     if hop.job:
         line += f"  job {hop.job.split('/', 1)[1]}"
     if hop.latest_run:
@@ -190,8 +192,8 @@ def declared_graph(settings: Settings) -> LineageGraph:
     would record it, less those runs: what the queries answer before any run."""
     declared_run = events.DagsterRun(run_id="declared", job_name="declared", started_at=dt.datetime.now(dt.UTC))
     graph = LineageGraph.from_events([
-        *(Serde.to_dict(events.asset_event(RunState.COMPLETE, dataset, None, settings, run_id=str(generate_new_uuid())))
-          for dataset in DATASETS.values()),
+        *(Serde.to_dict(events.asset_event(RunState.COMPLETE, dataset, None, settings, run_id=str(generate_new_uuid()),
+                                           column_lineage=dataset.expected_lineage)) for dataset in DATASETS.values()),
         *(Serde.to_dict(events.check_event(RunState.COMPLETE, check, declared_run, settings)) for check in CHECKS.values())])
     return dataclasses.replace(graph, jobs={}, run_states=defaultdict(list))
 
@@ -231,9 +233,10 @@ def _walk(graph: LineageGraph, starts: list[tuple[Node, str]], downstream: bool,
             if (source if downstream else target) != here:
                 continue
             writers = sorted(j for j, written in graph.outputs.items() if target[0] in written and source[0] in graph.inputs.get(j, ()))
+            hop = graph.column_hops[edge]
             for job in writers or [None]:
-                hops.add(Hop(label(*source), label(*target), graph.column_transformations.get(edge) or "",
-                             graph.column_descriptions.get(edge) or "", job, _latest_run(graph, job)))
+                hops.add(Hop(label(*source), label(*target), hop.spelled, hop.description, job, _latest_run(graph, job),
+                             hop.merged))
             there = target if downstream else source
             if there not in seen:
                 seen.add(there)

@@ -16,6 +16,7 @@ from openlineage.client.event_v2 import RunState
 from lineage_assets.datasets import Check, Dataset
 from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import LineageEmitter, emitter_for
+from lineage_assets.lineage.observed import ColumnLineage
 from lineage_assets.lineage.spark_agent import SparkApplication
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings
@@ -72,6 +73,7 @@ class AssetRunLineage:
         self.version: events.DatasetVersion | None = None
         self.quality: dict | None = None
         self.reads: tuple[events.SourceRead, ...] = ()
+        self.column_lineage: ColumnLineage | None = None
 
     @property
     def run_id(self) -> str:
@@ -79,14 +81,18 @@ class AssetRunLineage:
 
     def complete(self, statistics: events.OutputStatistics, lifecycle: str | None = None, *,
                  version: events.DatasetVersion | None = None,
-                 quality: dict | None = None, reads: tuple[events.SourceRead, ...] = ()) -> None:
-        """What the run wrote (the version it made, the job's ``quality`` report entry), and what it read of its inputs."""
+                 quality: dict | None = None, reads: tuple[events.SourceRead, ...] = (),
+                 column_lineage: ColumnLineage | None = None) -> None:
+        """What the run wrote (the version it made, the job's ``quality`` report entry, where its columns
+        came from as the job observed it), and what it read of its inputs."""
         self.statistics, self.lifecycle, self.version, self.quality, self.reads = statistics, lifecycle, version, quality, reads
+        self.column_lineage = column_lineage
 
     def emit(self, state: RunState, error: BaseException | None = None) -> None:
         self.emitter.emit(events.asset_event(state, self.dataset, self.dagster_run, self.settings,
                                              statistics=self.statistics, lifecycle=self.lifecycle, error=error,
-                                             version=self.version, quality=self.quality, reads=self.reads))
+                                             version=self.version, quality=self.quality, reads=self.reads,
+                                             column_lineage=self.column_lineage))
 
     def spark_application(self) -> SparkApplication:
         """The Spark application this run submits, nested under it in the lineage."""

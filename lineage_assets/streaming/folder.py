@@ -22,6 +22,7 @@ from openlineage.client.event_v2 import RunState
 from lineage_assets.datasets import DATASETS
 from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import file_lock
+from lineage_assets.lineage.observed import ColumnLineage, ObservationError, from_report
 from lineage_assets.processes import command_line, names, pids_naming, terminate
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.settings import Settings
@@ -86,7 +87,7 @@ class DeploymentFolder:
         return self.drain_file.exists()
 
     def progress(self, event: str = "progress") -> list[dict]:
-        """The Spark job's progress records of one kind: "progress" (one per batch) or "committed"."""
+        """The Spark job's progress records of one kind: "progress" (one per batch), "committed" or "lineage"."""
         if not self.progress_file.exists():
             return []
         records = (json.loads(line) for line in self.progress_file.read_text().splitlines() if line.strip())
@@ -130,6 +131,18 @@ class DeploymentFolder:
             rows = sum(record.get("rows", 0) for record in progress)
             return None, {"rows": rows, "bytes": None, "files": None, "columns": progress[-1]["columns"]}
         return None, None
+
+    def column_lineage(self, settings: Settings) -> ColumnLineage | None:
+        """The column lineage the job last observed in its plan (``observed.from_report``); None
+        before it did, or when it names an input that is no asset (the lineage check then finds the
+        run without column lineage)."""
+        reports = self.progress("lineage")
+        if not reports:
+            return None
+        try:
+            return from_report(reports[-1]["column_lineage"], DATASETS[self.spec()["dataset"]], settings)
+        except ObservationError:
+            return None
 
     def clear_run(self) -> None:
         """Forget the last run's files before a new run starts in this folder."""
@@ -181,7 +194,7 @@ class DeploymentFolder:
             emitter.emit(events.asset_event(
                 state, DATASETS[spec["dataset"]], None, settings, run_id=run_id, running_interval=spec["running_interval"],
                 error=error, statistics=events.OutputStatistics(rows=progress.processedRows), progress=progress,
-                version=version, quality=quality))
+                version=version, quality=quality, column_lineage=self.column_lineage(settings)))
         ended = {"state": state.value, "run_id": run_id, "at": dt.datetime.now(dt.UTC).isoformat(), "by": by,
                  "reason": error.message if error else None, **record}
         temporary = self.path / "ended.json.tmp"

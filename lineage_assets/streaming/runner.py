@@ -87,7 +87,8 @@ def main(folder: Path) -> int:
             progress = deployment.progress_facet()
             version, quality = deployment.output_written()
             emit(RunState.RUNNING, progress=progress, statistics=events.OutputStatistics(rows=progress.processedRows),
-                 reads=(events.orders_read(settings, deployment.versions_read()),), version=version, quality=quality)
+                 reads=(events.orders_read(settings, deployment.versions_read()),), version=version, quality=quality,
+                 column_lineage=deployment.column_lineage(settings))
             last_running = time.monotonic()
         time.sleep(0.5)
     # A driver killed alone leaves its Python process (or its JVM) behind: nothing outlives the run.

@@ -49,7 +49,8 @@ def every_kind_of_event():
         yield events.asset_event(RunState.START, dataset, RUN, SETTINGS)
         yield events.asset_event(RunState.COMPLETE, dataset, RUN, SETTINGS,
                                  statistics=events.OutputStatistics(rows=10, bytes=2048, files=2), lifecycle="OVERWRITE",
-                                 quality=QUALITY, version=events.DatasetVersion("4412", schema_id=1), reads=(READ,))
+                                 quality=QUALITY, version=events.DatasetVersion("4412", schema_id=1), reads=(READ,),
+                                 column_lineage=dataset.expected_lineage)
         yield events.asset_event(RunState.FAIL, dataset, RUN, SETTINGS, error=failure)
         yield events.asset_event(RunState.ABORT, dataset, RUN, SETTINGS)
     yield events.asset_event(RunState.RUNNING, LAKEHOUSE_ORDERS, RUN, SETTINGS, running_interval=30,
@@ -118,27 +119,34 @@ def test_run_ids_are_uuid7_stable_per_dagster_run_and_asset():
 
 
 def test_inputs_and_outputs_are_the_asset_graph_edges_named_by_the_catalog():
-    body = as_json(events.asset_event(RunState.COMPLETE, SUPPLIER_STATS, RUN, SETTINGS))
+    assert "columnLineage" not in as_json(events.asset_event(RunState.START, SUPPLIER_STATS, RUN, SETTINGS))["outputs"][0]["facets"]
+    # Column lineage only as a run observed it (here: as the catalog expects it).
+    body = as_json(events.asset_event(RunState.COMPLETE, SUPPLIER_STATS, RUN, SETTINGS, column_lineage=SUPPLIER_STATS.expected_lineage))
     assert [(d["namespace"], d["name"]) for d in body["inputs"]] == [("s3://warehouse", "default/orders")]
     output = body["outputs"][0]
     assert (output["namespace"], output["name"]) == ("s3://warehouse", "default/supplier_stats")
     assert output["facets"]["symlinks"]["identifiers"] == [
         {"namespace": SETTINGS.iceberg_catalog_url, "name": "default.supplier_stats", "type": "TABLE"}]
     total_price = output["facets"]["columnLineage"]["fields"]["total_price"]["inputFields"]
-    assert {(f["name"], f["field"], f["transformations"][0]["subtype"]) for f in total_price} == {
-        ("default/orders", "price", "AGGREGATION"), ("default/orders", "bid_time", "GROUP_BY")}
+    # One input field per dataset field, with each of its transformations.
+    assert {(f["name"], f["field"], tuple(t["subtype"] for t in f["transformations"])) for f in total_price} == {
+        ("default/orders", "price", ("AGGREGATION",)), ("default/orders", "bid_time", ("FILTER", "GROUP_BY")),
+        ("default/orders", "supplier", ("GROUP_BY",))}
     # The deprecated per-column spelling too: the one Marquez 0.51 stores.
     fields = output["facets"]["columnLineage"]["fields"]
-    assert fields["total_price"]["transformationType"] == "DIRECT/AGGREGATION, INDIRECT/GROUP_BY"
-    assert fields["total_price"]["transformationDescription"].startswith("SUM(price); grouped by supplier")
+    assert fields["total_price"]["transformationType"] == "DIRECT/AGGREGATION, INDIRECT/FILTER, INDIRECT/GROUP_BY"
+    assert fields["total_price"]["transformationDescription"].startswith("SUM(price); orders of the run's day")
     assert body["job"]["facets"]["jobType"]["processingType"] == "BATCH"
-    ingestion = as_json(events.asset_event(RunState.START, LAKEHOUSE_ORDERS, RUN, SETTINGS))
+    ingestion = as_json(events.asset_event(RunState.COMPLETE, LAKEHOUSE_ORDERS, RUN, SETTINGS,
+                                           column_lineage=LAKEHOUSE_ORDERS.expected_lineage))
     assert ingestion["job"]["name"] == "dagster.iceberg-ingestion"
     assert ingestion["job"]["facets"]["jobType"]["processingType"] == "STREAMING"
-    assert ingestion["outputs"][0]["facets"]["columnLineage"]["fields"]["price"]["inputFields"] == [{
+    assert ingestion["outputs"][0]["facets"]["columnLineage"]["fields"]["price"]["inputFields"][0] == {
         "namespace": "kafka://127.0.0.1:19092", "name": "orders", "field": "price",
-        "transformations": [{"type": "DIRECT", "subtype": "TRANSFORMATION",
-                             "description": "CAST(price AS DECIMAL(10,2))", "masking": False}]}]
+        "transformations": [{"type": "DIRECT", "subtype": "TRANSFORMATION", "description": "CAST(price AS DECIMAL(10,2))",
+                             "masking": False},
+                            {"type": "INDIRECT", "subtype": "FILTER", "description": "valid records only; the others are dead letters",
+                             "masking": False}]}
 
 
 def test_failure_carries_the_exception_and_its_stack():

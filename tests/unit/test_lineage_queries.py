@@ -30,7 +30,9 @@ def run_id(name: str) -> str:
 
 
 def run_events(dataset, name: str, *states_and_seconds) -> list[dict]:
-    return [json.loads(event_line(events.asset_event(state, dataset, None, SETTINGS, run_id=run_id(name), event_time=at(second))))
+    """The run's events, its jobs observing the lineage the catalog expects."""
+    return [json.loads(event_line(events.asset_event(state, dataset, None, SETTINGS, run_id=run_id(name), event_time=at(second),
+                                                     column_lineage=dataset.expected_lineage)))
             for state, second in states_and_seconds]
 
 
@@ -54,22 +56,30 @@ def hops_of(answer) -> set[tuple[str, str, str]]:
     return {(hop.upstream, hop.downstream, hop.description) for hop in answer.hops}
 
 
+def kinds_of(answer) -> dict[tuple[str, str], str]:
+    return {(hop.upstream, hop.downstream): hop.transformation for hop in answer.hops}
+
+
 def test_impact_of_the_topic_price_reaches_every_column_computed_from_it(graph):
     answer = impact(graph, resolve("orders.price", SETTINGS), SETTINGS)
-    # From the asset graph: the archive keeps it (as text and inside the value bytes), the live
-    # stats and the Iceberg table compute from it, and supplier_stats sums the table's price.
-    assert hops_of(answer) == {
-        ("orders.price", "orders_archive.price_text", "copied unchanged"),
-        ("orders.price", "orders_archive.value_base64", "Avro value bytes, base64"),
-        ("orders.price", "supplier_stats_live.total_price",
-         "SUM(CAST(price AS DECIMAL(10,2))); 5 s tumbling event-time window on bid_time, watermark 5 s"),
-        ("orders.price", "lakehouse/orders.price", "CAST(price AS DECIMAL(10,2))"),
-        ("lakehouse/orders.price", "lakehouse/supplier_stats.total_price", "SUM(price); grouped by supplier, date and hour of bid_time"),
-    }
+    kinds = kinds_of(answer)
+    # What is computed from it, each hop with that input's own transformation: the archive keeps it
+    # (as text and inside the value bytes), the live stats and the table compute from it, and
+    # supplier_stats sums the table's price.
+    assert kinds[("orders.price", "orders_archive.price_text")] == "IDENTITY"
+    assert kinds[("orders.price", "orders_archive.value_base64")] == "DIRECT/TRANSFORMATION"
+    assert kinds[("orders.price", "supplier_stats_live.total_price")] == "DIRECT/AGGREGATION, INDIRECT/FILTER"
+    assert kinds[("orders.price", "lakehouse/orders.price")] == "DIRECT/TRANSFORMATION, INDIRECT/FILTER"
+    assert kinds[("lakehouse/orders.price", "lakehouse/supplier_stats.total_price")] == "DIRECT/AGGREGATION"
+    # And what it only decides: which records are valid (the live count), which decoder reads a field.
+    assert kinds[("orders.price", "supplier_stats_live.count")] == "INDIRECT/FILTER"
+    assert kinds[("orders.price", "lakehouse/orders.supplier")] == "INDIRECT/CONDITIONAL, INDIRECT/FILTER"
+    assert ("orders.price", "orders_archive.offset") not in kinds  # the record's metadata
     assert answer.assets == ("lakehouse/orders", "lakehouse/supplier_stats", "orders_archive", "supplier_stats_live")
     assert set(answer.jobs) == {f"{NS}/{d.job.lineage_name}" for d in DATASETS.values() if d is not ORDERS}
     cast = next(hop for hop in answer.hops if hop.downstream == "lakehouse/orders.price")
-    assert (cast.transformation, cast.job) == ("DIRECT/TRANSFORMATION", f"{NS}/dagster.iceberg-ingestion")
+    assert cast.job == f"{NS}/dagster.iceberg-ingestion"
+    assert cast.description == "CAST(price AS DECIMAL(10,2)); valid records only; the others are dead letters"
 
 
 def test_impact_names_the_asset_checks_that_ran_on_what_it_reaches(graph):
@@ -82,7 +92,7 @@ def test_impact_names_the_asset_checks_that_ran_on_what_it_reaches(graph):
 
     # orders_values_in_range tests lakehouse/orders.price, which the topic's price feeds.
     assert checks("orders.price") == checks("lakehouse/orders.price") == ("orders_values_in_range",)
-    assert checks("orders.item") == ()  # no check tests lakehouse/orders.item
+    assert checks("lakehouse/orders.item") == ()  # no check tests lakehouse/orders.item or what it feeds
     assert checks("orders") == tuple(sorted(CHECKS))  # a dataset: every check of what it reaches
     assert checks("orders.price", graph) == ()  # no check has run
     assert impact(checked, resolve("orders.price", SETTINGS), SETTINGS).tree().splitlines()[-1] == (
@@ -108,13 +118,17 @@ def test_impact_of_a_dataset_also_names_readers_that_report_no_column_lineage(gr
 
 def test_trace_of_total_price_reaches_the_topic_fields_with_each_hops_latest_run(graph):
     answer = trace(graph, resolve("lakehouse/supplier_stats.total_price", SETTINGS), SETTINGS)
-    grouped = "SUM(price); grouped by supplier, date and hour of bid_time"
-    assert hops_of(answer) == {
-        ("lakehouse/orders.price", "lakehouse/supplier_stats.total_price", grouped),
-        ("lakehouse/orders.bid_time", "lakehouse/supplier_stats.total_price", grouped),
-        ("orders.price", "lakehouse/orders.price", "CAST(price AS DECIMAL(10,2))"),
-        ("orders.bid_time", "lakehouse/orders.bid_time", "timestamp-millis to TIMESTAMP_NTZ (UTC)"),
-    }
+    # Each input with its own transformation, not the column's merged one.
+    kinds = kinds_of(answer)
+    assert {hop for hop in kinds if hop[1] == "lakehouse/supplier_stats.total_price"} == {
+        ("lakehouse/orders.price", "lakehouse/supplier_stats.total_price"),
+        ("lakehouse/orders.bid_time", "lakehouse/supplier_stats.total_price"),
+        ("lakehouse/orders.supplier", "lakehouse/supplier_stats.total_price")}
+    assert kinds[("lakehouse/orders.price", "lakehouse/supplier_stats.total_price")] == "DIRECT/AGGREGATION"
+    assert kinds[("lakehouse/orders.bid_time", "lakehouse/supplier_stats.total_price")] == "INDIRECT/FILTER, INDIRECT/GROUP_BY"
+    assert kinds[("orders.price", "lakehouse/orders.price")] == "DIRECT/TRANSFORMATION, INDIRECT/FILTER"
+    assert {hop.upstream for hop in answer.hops if hop.downstream == "lakehouse/orders.price"} == {
+        f"orders.{field}" for field in ("order_id", "bid_time", "price", "item", "supplier")}
     assert answer.assets == ("lakehouse/orders", "orders")
     runs = {hop.downstream.split(".")[0]: hop.latest_run for hop in answer.hops}
     # The failed second run of supplier_stats is its latest, ended when it failed; the deployed
@@ -129,8 +143,8 @@ def test_the_trace_tree_puts_each_source_under_the_column_it_feeds(graph):
     lines = trace(graph, resolve("lakehouse/supplier_stats.total_price", SETTINGS), SETTINGS).tree().splitlines()
     assert lines[0] == "trace of lakehouse/supplier_stats.total_price"
     table = next(i for i, line in enumerate(lines) if "── lakehouse/orders.price  (DIRECT/AGGREGATION" in line)
-    topic = next(i for i, line in enumerate(lines) if "── orders.price  (DIRECT/TRANSFORMATION: CAST" in line)
-    assert topic == table + 1 and lines[topic].index("orders.price") > lines[table].index("lakehouse/orders.price")
+    topic = next(i for i, line in enumerate(lines) if "── orders.price  (DIRECT/TRANSFORMATION, INDIRECT/FILTER: CAST" in line)
+    assert table < topic <= table + 5 and lines[topic].index("orders.price") > lines[table].index("lakehouse/orders.price")
     assert f"job {SUPPLIER_STATS.job.lineage_name}, latest run {run_id('run-stats-2')} FAIL" in lines[table]
 
 
@@ -143,6 +157,7 @@ def test_a_job_that_rewrites_its_own_column_is_walked_once():
               "job": {"namespace": NS, "name": "fix-prices"}, "inputs": [dataset], "outputs": [dataset]}
     answer = impact(LineageGraph.from_events([*pipeline_events(), upsert]), resolve("orders.price", SETTINGS), SETTINGS)
     assert ("lakehouse/orders.price", "lakehouse/orders.price", "ROUND(price, 1)") in hops_of(answer)
+    assert ("orders.price", "lakehouse/orders.price") in kinds_of(answer)  # the ingestion's lineage stays
     assert sum("lakehouse/orders.price  (DIRECT/TRANSFORMATION: ROUND" in line for line in answer.tree().splitlines()) == 1
 
 
@@ -172,7 +187,9 @@ def test_an_unknown_dataset_or_column_is_one_line_naming_what_exists(graph):
 
 def test_the_live_stats_total_is_traced_to_the_topic_without_the_lakehouse(graph):
     answer = trace(graph, resolve("supplier_stats_live.total_price", SETTINGS), SETTINGS)
-    assert {hop.upstream for hop in answer.hops} == {"orders.price", "orders.bid_time"}
+    assert {hop.upstream for hop in answer.hops} == {f"orders.{field}" for field in ("order_id", "bid_time", "price", "item", "supplier")}
+    assert kinds_of(answer)[("orders.bid_time", "supplier_stats_live.total_price")] == (
+        "INDIRECT/CONDITIONAL, INDIRECT/FILTER, INDIRECT/GROUP_BY")
     assert [d.asset_key for d in answer.datasets] == [ORDERS.key]
     assert answer.jobs == (f"{NS}/{SUPPLIER_STATS_LIVE.job.lineage_name}",)
 
