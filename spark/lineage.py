@@ -16,6 +16,7 @@ observed`` maps them onto the dataset catalog.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -268,7 +269,9 @@ def leaf_identity(leaf, default: str | None) -> str | None:
 def observe(frame: DataFrame, source: str | None = None, expand: str | None = None) -> dict[str, Any]:
     """The column lineage of ``frame`` as its analyzed plan says (``report``); ``source``: the
     identity of a leaf the plan does not name (``leaf_identity``)."""
+    started = time.perf_counter()
     analyzed = frame._jdf.queryExecution().analyzed()
     jleaves = analyzed.collectLeaves()
     leaves = [leaf_identity(jleaves.apply(i), source) for i in range(jleaves.size())]
-    return report(PlanLineage(tree(json.loads(analyzed.toJSON())), leaves), expand)
+    observed = report(PlanLineage(tree(json.loads(analyzed.toJSON())), leaves), expand)
+    return {**observed, "seconds": round(time.perf_counter() - started, 3)}  # what observing cost the job

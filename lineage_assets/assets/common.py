@@ -10,7 +10,8 @@ import dagster as dg
 from lineage_assets.datasets import DATASETS, OWNERS, Check, Dataset
 from lineage_assets.jobs import JobSpec, R, Report
 from lineage_assets.lineage.events import DatasetVersion, OutputStatistics, SourceRead
-from lineage_assets.lineage.observed import ColumnLineage, ObservationError, from_report
+from lineage_assets.lineage.observed import ColumnLineage, ObservationError, from_facet, from_report
+from lineage_assets.lineage.spark_agent import AgentEvidence
 from lineage_assets.lineage.queries import declared_impact
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lineage import LineageResource
@@ -83,14 +84,16 @@ def ensure_not_deployed(dataset: Dataset, settings: Settings) -> None:
             f"asset up to date. Stop it first for a catch-up run: lineage-assets stop {dataset.key}")
 
 
-def observed_lineage(dataset: Dataset, report: Report, settings: Settings, log) -> ColumnLineage | None:
-    """The column lineage the job observed in its plan, in the catalog's terms; None when it observed
-    none (a run without a batch) or named an input that is no asset (logged: `lineage check` then
-    finds the run without column lineage)."""
-    if not report.column_lineage:
-        return None
+def observed_lineage(dataset: Dataset, report: Report, settings: Settings, log,
+                     agent: AgentEvidence | None = None) -> ColumnLineage | None:
+    """The column lineage of what the job wrote, in the catalog's terms: openlineage-spark's where it
+    reached the job's write (``agent``), else what the job read in its own plan. None when neither
+    observed any (a run without a batch) or one names an input that is no asset (logged: `lineage
+    check` then finds the run without column lineage)."""
     try:
-        return from_report(report.column_lineage, dataset, settings)
+        if agent is not None and agent.column_lineage:
+            return from_facet(agent.column_lineage, dataset, settings, agent.columns)
+        return from_report(report.column_lineage, dataset, settings) if report.column_lineage else None
     except ObservationError as error:
         log.error(str(error))
         return None

@@ -141,8 +141,8 @@ def supplier_stats_asset(settings: Settings) -> dg.AssetsDefinition:
             except BaseException as error:
                 run.forward_spark_events(application, ended_by=error)  # Spark's own events, even from a failed job
                 raise
-            run.forward_spark_events(application)
-            observed = observed_lineage(SUPPLIER_STATS, report, environment.settings, context.log)
+            agent = run.forward_spark_events(application)
+            observed = observed_lineage(SUPPLIER_STATS, report, environment.settings, context.log, agent)
             run.complete(OutputStatistics(rows=report.rows_written, bytes=report.bytes_written, files=report.files_written),
                          "CREATE" if report.table_created else "OVERWRITE",
                          version=DatasetVersion(str(report.snapshot_id), report.schema_id), quality=report.quality,

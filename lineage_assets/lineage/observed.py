@@ -92,6 +92,40 @@ def from_report(report: Mapping, dataset: Dataset, settings: Settings) -> Column
     return lineage
 
 
+def from_facet(facet: Mapping, dataset: Dataset, settings: Settings, columns: list[str] = ()) -> ColumnLineage:
+    """A ``columnLineage`` facet that openlineage-spark derived for ``dataset`` as the catalog's types:
+    per written column (``columns``, and those the facet names) each input field with each of its
+    transformations; the facet's dataset-wide inputs apply to every column."""
+    by_node = {}
+    for candidate in DATASETS.values():
+        identity = candidate.identity(settings)
+        by_node[identity.node] = candidate
+        by_node.update({(symlink.namespace, symlink.name): candidate for symlink in identity.symlinks})
+    expected = dataset.expected_lineage
+    unresolved = []
+
+    def sources(field: Mapping, column: str) -> list[ColumnSource]:
+        upstream = by_node.get((field["namespace"], field["name"]))
+        if upstream is None:
+            unresolved.append(f"input {field['namespace']}:{field['name']} is no dataset of the catalog")
+            return []
+        described = {(s.dataset, s.column, s.transformation.type, s.transformation.subtype): s.transformation
+                     for s in expected.get(column, ())}
+        return [ColumnSource(upstream.key, field["field"], described.get(
+                    (upstream.key, field["field"], t["type"], t.get("subtype") or ""),
+                    Transformation(t["type"], t.get("subtype") or "", t.get("description") or "in openlineage-spark's plan")))
+                for t in field.get("transformations") or [{"type": "DIRECT", "subtype": "IDENTITY"}]]
+
+    shared = facet.get("dataset") or []
+    fields = facet.get("fields") or {}
+    lineage = {column: tuple(dict.fromkeys(source for field in [*(fields.get(column) or {}).get("inputFields", []), *shared]
+                                           for source in sources(field, column)))
+               for column in dict.fromkeys([*columns, *fields])}
+    if unresolved:
+        raise ObservationError(f"openlineage-spark's lineage of {dataset.key} cannot be read: {'; '.join(dict.fromkeys(unresolved))}")
+    return lineage
+
+
 def kinds_of(sources: tuple[ColumnSource, ...]) -> Kinds:
     kinds: Kinds = {}
     for source in sources:

@@ -4,7 +4,7 @@ its agent's events forwarded into the project's log."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from openlineage.client.event_v2 import RunState
@@ -16,9 +16,10 @@ from lineage_assets.lineage.emitter import LineageEmitter
 from lineage_assets.settings import Settings
 
 LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"  # openlineage-spark
-# Root nodes (optimized logical plans) of the Spark actions the agent would report as jobs of their own.
+# Root nodes (optimized logical plans) of Spark actions whose lineage says nothing of the asset: the
+# table's creation, and the job's reads of the table's metadata and of its own totals for its report.
 ACTIONS_WITHOUT_LINEAGE = tuple(f"org.apache.spark.sql.catalyst.plans.logical.{node}" for node in (
-    "CreateTable", "OverwriteByExpression", "GlobalLimit", "Sort"))
+    "CreateTable", "GlobalLimit", "Sort"))
 
 
 def agent_conf(events_file: Path) -> dict[str, str]:
@@ -45,10 +46,9 @@ class SparkApplication:
         """openlineage-spark configuration nesting the application under the asset's run.
 
         The agent names the application's job after the application, and Marquez shows it under the
-        asset's job (``dagster.daily-supplier-stats.daily_supplier_stats_spark``).
-        Its actions report no datasets: the asset's own run reports the asset's edges and column
-        lineage from the catalog, and each action would otherwise be a job of its own in the graph (a
-        second writer of the asset's table, a reader of its metadata tables)."""
+        asset's job (``dagster.daily-supplier-stats.daily_supplier_stats_spark``). Its actions' events
+        are evidence only (``forward_events``): each would otherwise be a job of its own in the graph
+        (a second writer of the asset's table, a reader of its metadata tables)."""
         namespace = self.settings.lineage_namespace
         return {
             **agent_conf(self.events_file),  # its events then join the project's log and sender
@@ -61,23 +61,48 @@ class SparkApplication:
             "spark.openlineage.rootParentJobName": ORCHESTRATOR_JOB,
             "spark.openlineage.rootParentRunId": self.root_run_id,
             "spark.openlineage.filter.deniedSparkNodes": f"[{';'.join(ACTIONS_WITHOUT_LINEAGE)}]",  # the agent's list syntax
+            # Filters and group-by keys as the facet's dataset-wide inputs: otherwise a column of no
+            # direct input (COUNT(*)) is left out with the rows that shape it.
+            "spark.openlineage.columnLineage.datasetLineageEnabled": "true",
         }
 
     def forward_events(self, emitter: LineageEmitter, state: RunState = RunState.COMPLETE,
-                       error: BaseException | None = None) -> int:
-        """Forward the agent's events into the log. When the asset run ends ``state`` ABORT or FAIL,
-        the application's COMPLETE takes that state: a stopped driver shuts its SparkContext down
-        normally, and the agent reports any such end COMPLETE, which the application was not."""
+                       error: BaseException | None = None) -> AgentEvidence:
+        """Forward the application's events into the log, and keep its actions' as evidence: the
+        column lineage the agent derived for what the job wrote. When the asset run ends ``state``
+        ABORT or FAIL, the application's COMPLETE takes that state: a stopped driver shuts its
+        SparkContext down normally, and the agent reports any such end COMPLETE, which the application
+        was not."""
+        evidence = AgentEvidence()
         if not self.events_file.exists():
-            return 0
-        lines = [line for line in self.events_file.read_text().splitlines() if line.strip()]
-        for line in lines:
-            event = json.loads(line) if state != RunState.COMPLETE else None
-            if event is not None and event.get("eventType") == RunState.COMPLETE.value:
+            return evidence
+        output = self.dataset.identity(self.settings).node
+        for line in (line for line in self.events_file.read_text().splitlines() if line.strip()):
+            event = json.loads(line)
+            if event["job"]["name"] != self.dataset.job.spark_application:  # an action of the application
+                for written in event.get("outputs") or []:
+                    facets = written.get("facets") or {}
+                    if facets.get("columnLineage") and (written["namespace"], written["name"]) == output:
+                        evidence.column_lineage = facets["columnLineage"]
+                        evidence.columns = [f["name"] for f in (facets.get("schema") or {}).get("fields", [])]
+                continue
+            if state != RunState.COMPLETE and event.get("eventType") == RunState.COMPLETE.value:
                 event["eventType"] = state.value
                 event["run"].setdefault("facets", {})["errorMessage"] = Serde.to_dict(events.error_facet(
                     error, f"the asset run ended {state.value} while the Spark application ran"))
                 line = json.dumps(event)
             emitter.emit(line)
+            evidence.forwarded += 1
         self.events_file.unlink()
-        return len(lines)
+        return evidence
+
+
+@dataclass
+class AgentEvidence:
+    """What the agent's events of one application gave: how many were forwarded (the application's
+    own), and the ``columnLineage`` facet its actions reported for the asset's dataset, with the
+    columns it wrote (its ``schema``)."""
+
+    forwarded: int = 0
+    column_lineage: dict | None = None
+    columns: list[str] = field(default_factory=list)

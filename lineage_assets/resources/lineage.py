@@ -17,7 +17,7 @@ from lineage_assets.datasets import Check, Dataset
 from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import LineageEmitter, emitter_for
 from lineage_assets.lineage.observed import ColumnLineage
-from lineage_assets.lineage.spark_agent import SparkApplication
+from lineage_assets.lineage.spark_agent import AgentEvidence, SparkApplication
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings
 
@@ -98,8 +98,9 @@ class AssetRunLineage:
         """The Spark application this run submits, nested under it in the lineage."""
         return SparkApplication(self.settings, self.dataset, self.run_id, self.dagster_run.lineage_run_id)
 
-    def forward_spark_events(self, application: SparkApplication, ended_by: BaseException | None = None) -> int:
-        """The application's own events into the log, ending as this run ends when ``ended_by`` ends it."""
+    def forward_spark_events(self, application: SparkApplication, ended_by: BaseException | None = None) -> AgentEvidence:
+        """The application's own events into the log, ending as this run ends when ``ended_by`` ends it;
+        its actions' lineage kept as evidence."""
         return application.forward_events(self.emitter, ending(ended_by), ended_by)
 
 

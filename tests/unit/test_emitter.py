@@ -14,7 +14,7 @@ import dagster as dg
 import pytest
 from dagster._core.errors import DagsterExecutionInterruptedError
 
-from lineage_assets.datasets import SUPPLIER_STATS
+from lineage_assets.datasets import DATASETS, SUPPLIER_STATS
 from lineage_assets.lineage import sender
 from lineage_assets.lineage.check import check
 from lineage_assets.lineage.emitter import Backend, LineageEmitter
@@ -155,11 +155,48 @@ def test_the_spark_application_run_ends_as_the_asset_run_did(tmp_path, ended_by,
     agent = application.events_file  # as the agent's file transport writes its application run
     agent.parent.mkdir(parents=True)
     agent.write_text("".join(json.dumps({"eventType": kind, "eventTime": "2026-11-23T18:00:00Z", "producer": "spark",
-                                         "run": {"runId": "01a2-app", "facets": {}}, "job": {"namespace": "n", "name": "app"}}) + "\n"
+                                         "run": {"runId": "01a2-app", "facets": {}},
+                                         "job": {"namespace": "n", "name": SUPPLIER_STATS.job.spark_application}}) + "\n"
                              for kind in ("START", "COMPLETE")))
-    assert run.forward_spark_events(application, ended_by=ended_by) == 2 and not agent.exists()
+    assert run.forward_spark_events(application, ended_by=ended_by).forwarded == 2 and not agent.exists()
     start, end = emitter.events()
     assert (start["eventType"], end["eventType"]) == ("START", terminal)
     if ended_by is not None:
         assert end["run"]["facets"]["errorMessage"]["message"].startswith(
             f"the asset run ended {terminal} while the Spark application ran: {type(ended_by).__name__}")
+
+
+def test_the_agents_actions_are_evidence_of_column_lineage_never_jobs_of_their_own(tmp_path):
+    """An action's event (a job of its own under the application) is not forwarded; its column lineage
+    of the asset's dataset is kept, in the catalog's terms."""
+    from lineage_assets.lineage.events import DagsterRun
+    from lineage_assets.lineage.observed import from_facet
+    from lineage_assets.resources.lineage import AssetRunLineage
+
+    settings = Settings(state_dir=tmp_path)
+    emitter = LineageEmitter(tmp_path / "lineage", None)
+    run = AssetRunLineage(emitter, SUPPLIER_STATS, DagsterRun("r1", "supplier_stats_job", dt.datetime.now(dt.UTC)), settings)
+    application = run.spark_application()
+    stats, orders = SUPPLIER_STATS.identity(settings), DATASETS["lakehouse/orders"].identity(settings)
+
+    def field(name: str, kind: str, subtype: str) -> dict:
+        return {"namespace": orders.namespace, "name": orders.name, "field": name,
+                "transformations": [{"type": kind, "subtype": subtype, "description": "", "masking": False}]}
+
+    facet = {"fields": {"total_price": {"inputFields": [field("price", "DIRECT", "AGGREGATION")]}},
+             "dataset": [field("bid_time", "INDIRECT", "GROUP_BY")]}
+    action = {"eventType": "COMPLETE", "eventTime": "2026-11-23T18:00:00Z", "producer": "spark", "run": {"runId": "01a2-action"},
+              "job": {"namespace": "n", "name": f"{SUPPLIER_STATS.job.spark_application}.overwrite_by_expression"},
+              "inputs": [{"namespace": orders.namespace, "name": orders.name}],
+              "outputs": [{"namespace": stats.namespace, "name": stats.name, "facets": {
+                  "columnLineage": facet, "schema": {"fields": [{"name": "total_price"}, {"name": "total_count"}]}}}]}
+    application.events_file.parent.mkdir(parents=True)
+    application.events_file.write_text(json.dumps(action) + "\n")
+    evidence = run.forward_spark_events(application)
+    assert evidence.forwarded == 0 and emitter.events() == []
+    lineage = from_facet(evidence.column_lineage, SUPPLIER_STATS, settings, evidence.columns)
+    kinds = {column: {(s.dataset, s.column, s.transformation.subtype) for s in sources} for column, sources in lineage.items()}
+    # The dataset-wide group-by reaches total_count too, which has no direct input.
+    assert kinds == {"total_price": {("lakehouse/orders", "price", "AGGREGATION"), ("lakehouse/orders", "bid_time", "GROUP_BY")},
+                     "total_count": {("lakehouse/orders", "bid_time", "GROUP_BY")}}
+    assert next(s for s in lineage["total_price"] if s.column == "price").transformation.description == "SUM(price)"  # the catalog's words
