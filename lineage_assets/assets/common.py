@@ -10,7 +10,7 @@ import dagster as dg
 from lineage_assets.datasets import DATASETS, OWNERS, Check, Dataset
 from lineage_assets.jobs import JobSpec, R, Report
 from lineage_assets.lineage.events import DatasetVersion, OutputStatistics, SourceRead
-from lineage_assets.lineage.observed import ColumnLineage, ObservationError, from_facet, from_report
+from lineage_assets.lineage.observed import ColumnLineage, ObservationError, disagreements, from_facet, from_report
 from lineage_assets.lineage.spark_agent import AgentEvidence
 from lineage_assets.lineage.queries import declared_impact
 from lineage_assets.resources.kafka import KafkaResource
@@ -86,14 +86,19 @@ def ensure_not_deployed(dataset: Dataset, settings: Settings) -> None:
 
 def observed_lineage(dataset: Dataset, report: Report, settings: Settings, log,
                      agent: AgentEvidence | None = None) -> ColumnLineage | None:
-    """The column lineage of what the job wrote, in the catalog's terms: openlineage-spark's where it
-    reached the job's write (``agent``), else what the job read in its own plan. None when neither
-    observed any (a run without a batch) or one names an input that is no asset (logged: `lineage
-    check` then finds the run without column lineage)."""
+    """The column lineage of what the job wrote as its own plan says, in the catalog's terms. None
+    when it observed none (a run without a batch) or named an input that is no asset (logged: `lineage
+    check` then finds the run without column lineage). Where openlineage-spark reached the write too
+    (``agent``), a difference between the two is logged: the agent labels a group-by key that passes
+    through an alias as a direct copy into every column, so it is a witness, not the observation."""
     try:
-        if agent is not None and agent.column_lineage:
-            return from_facet(agent.column_lineage, dataset, settings, agent.columns)
-        return from_report(report.column_lineage, dataset, settings) if report.column_lineage else None
+        observed = from_report(report.column_lineage, dataset, settings) if report.column_lineage else None
+        if observed is not None and agent is not None and agent.column_lineage:
+            witness = from_facet(agent.column_lineage, dataset, settings, agent.columns)
+            if differences := disagreements(observed, witness):
+                log.warning(f"openlineage-spark's column lineage of {dataset.key} differs from the job's plan: "
+                            + "; ".join(differences))
+        return observed
     except ObservationError as error:
         log.error(str(error))
         return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from lineage_assets.datasets import CHECKS, DATASETS, ORCHESTRATOR_JOB, Check, Dataset, retired_jobs
 from lineage_assets.lineage import observed
-from lineage_assets.lineage.graph import TERMINAL, LineageGraph, Node, job_key
+from lineage_assets.lineage.graph import TERMINAL, LineageGraph, Node, column_hops, job_key
 from lineage_assets.lineage.marquez import MarquezApi, lineage_nodes, read_graph
 from lineage_assets.settings import Settings
 
@@ -37,10 +37,17 @@ def check(events: list[dict], settings: Settings, running_jobs: set[str] = froze
 
 
 def check_marquez(api: MarquezApi, settings: Settings, running_jobs: set[str] = frozenset()) -> list[str]:
-    """``check`` of what Marquez shows: its jobs, runs and column lineage, plus its lineage graph
+    """``check`` of what Marquez shows: its jobs, runs and each asset's column lineage as its current
+    version keeps it (Marquez's column-lineage graph also keeps every field pair it was ever sent, so a
+    derivation changed since lingers there), plus its lineage graph
     (asset and check jobs only) around every asset and every dataset the project's jobs read or write there. Other datasets in
     the same namespaces (another team's topics on a shared cluster) are not the project's."""
     graph = read_graph(api, settings)
+    for dataset in DATASETS.values():  # the column lineage Marquez keeps with each asset's current version
+        node = dataset.identity(settings).node
+        facet = (api.dataset(*node).get("facets") or {}).get("columnLineage")
+        if facet:
+            graph.column_lineage[(None, node)] = column_hops(node, facet)
     gaps = check_graph(graph, settings, running_jobs)
     retired = _retired_jobs(settings)
     for job in sorted(set(graph.jobs) & set(retired)):

@@ -253,7 +253,7 @@ def column_lineage_facet(lineage: dict[str, tuple[ColumnSource, ...]],
                     type=t.type, subtype=t.subtype, description=t.description, masking=False) for t in transformations]))
         # Both spellings: the spec's current per-input `transformations`, and the deprecated
         # per-column fields, which are the only ones Marquez (0.51) stores and shows.
-        merged = sorted(dict.fromkeys(source.transformation for source in sources), key=lambda t: (t.type, t.subtype))
+        merged = sorted(dict.fromkeys(source.transformation for source in sources), key=lambda t: (t.type, t.subtype, t.description))
         fields[column] = column_lineage_dataset.Fields(
             inputFields=inputs,
             transformationType=", ".join(dict.fromkeys(map(deprecated_transformation_type, merged))),

@@ -133,6 +133,18 @@ def kinds_of(sources: tuple[ColumnSource, ...]) -> Kinds:
     return kinds
 
 
+def disagreements(ours: ColumnLineage, theirs: ColumnLineage) -> list[str]:
+    """Where two observations of one write differ: per column and input field, each one's kinds."""
+    found = []
+    for column in dict.fromkeys([*ours, *theirs]):
+        mine, other = kinds_of(ours.get(column, ())), kinds_of(theirs.get(column, ()))
+        for source in sorted(set(mine) | set(other)):
+            if mine.get(source) != other.get(source):
+                found.append(f"{column} from {source[0]}.{source[1]}: {_spell(mine.get(source, set()))} "
+                             f"against {_spell(other.get(source, set()))}")
+    return found
+
+
 def _spell(kinds: set[tuple[str, str]]) -> str:
     return ", ".join(f"{kind}/{subtype}" for kind, subtype in sorted(kinds)) or "nothing"
 

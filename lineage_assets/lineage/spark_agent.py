@@ -73,7 +73,7 @@ class SparkApplication:
     def forward_events(self, emitter: LineageEmitter, state: RunState = RunState.COMPLETE,
                        error: BaseException | None = None) -> AgentEvidence:
         """Forward the application's events into the log, and keep its actions' as evidence: the
-        column lineage the agent derived for what the job wrote. When the asset run ends ``state``
+        column lineage the agent derived for what the job wrote (a witness of the job's own). When the asset run ends ``state``
         ABORT or FAIL, the application's COMPLETE takes that state: a stopped driver shuts its
         SparkContext down normally, and the agent reports any such end COMPLETE, which the application
         was not."""

@@ -1,6 +1,7 @@
 """Column lineage is what ran: a copy of the batch job whose derivation of one column changed, run on
 the test stack through the real asset, is a gap that names that column with both derivations, and
-Marquez then shows the derivation that ran. The real job runs again at the end."""
+Marquez then shows the derivation that ran. The real job runs again at the end, and openlineage-spark,
+the witness of the batch job's own plan, agrees with it there."""
 
 from __future__ import annotations
 
@@ -66,10 +67,13 @@ def test_a_changed_group_by_is_a_gap_of_that_column_and_marquez_shows_what_ran(r
              for source in node["data"]["inputFields"]}
     table = LAKEHOUSE_ORDERS.identity(settings).name
     assert (table, "item") in shown and (table, "supplier") not in shown
-    assert any("lakehouse/supplier_stats.supplier from lakehouse/orders.item" in gap for gap in check_marquez(marquez, settings))
+    assert [gap for gap in check_marquez(marquez, settings) if gap.startswith("column lineage")] == [
+        gap.rsplit(" (run ", 1)[0] for gap in gaps]  # Marquez's current version holds what the log holds
 
     # The real job again: what ran is again what the catalog expects, in the log and in Marquez.
-    assert materialize(settings, instance).success
+    restored = materialize(settings, instance)
+    assert restored.success
     assert check(events.events(), settings) == []
     assert events.flush(timeout=DELIVERY_TIMEOUT_S)
     assert not [gap for gap in check_marquez(marquez, settings) if gap.startswith("column lineage")]
+    assert not [entry for entry in instance.all_logs(restored.run_id) if "differs from the job's plan" in entry.user_message]
