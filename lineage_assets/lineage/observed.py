@@ -24,6 +24,13 @@ class ObservationError(ValueError):
     """A job's observed lineage names an input that is no dataset of the catalog."""
 
 
+def _described(dataset: Dataset, column: str) -> dict[tuple[str, str, str, str], Transformation]:
+    """The catalog's transformations of ``column`` by (input dataset, field, type, subtype): an observed
+    one the catalog expects keeps the catalog's description."""
+    return {(s.dataset, s.column, s.transformation.type, s.transformation.subtype): s.transformation
+            for s in dataset.expected_lineage.get(column, ())}
+
+
 def _datasets_by_source(settings: Settings) -> dict[str, Dataset]:
     """The catalog's datasets by the names a Spark plan gives them: ``kafka:<topic>``, ``table:<name>``."""
     by_source = {}
@@ -57,15 +64,13 @@ def from_report(report: Mapping, dataset: Dataset, settings: Settings) -> Column
     functions Spark's plan applies."""
     by_source = _datasets_by_source(settings)
     unresolved = list(report.get("unresolved") or [])
-    expected = dataset.expected_lineage
 
     def sources(entry: Mapping, column: str) -> list[ColumnSource]:
         upstream = by_source.get(entry["source"])
         if upstream is None:
             unresolved.append(f"input {entry['source']} is no dataset of the catalog")
             return []
-        described = {(s.dataset, s.column, s.transformation.type, s.transformation.subtype): s.transformation
-                     for s in expected.get(column, ())}
+        described = _described(dataset, column)
         result = []
         for name in _fields(upstream, entry["field"]):
             kind = (upstream.key, name, entry["type"], entry["subtype"])
@@ -101,7 +106,6 @@ def from_facet(facet: Mapping, dataset: Dataset, settings: Settings, columns: li
         identity = candidate.identity(settings)
         by_node[identity.node] = candidate
         by_node.update({(symlink.namespace, symlink.name): candidate for symlink in identity.symlinks})
-    expected = dataset.expected_lineage
     unresolved = []
 
     def sources(field: Mapping, column: str) -> list[ColumnSource]:
@@ -109,8 +113,7 @@ def from_facet(facet: Mapping, dataset: Dataset, settings: Settings, columns: li
         if upstream is None:
             unresolved.append(f"input {field['namespace']}:{field['name']} is no dataset of the catalog")
             return []
-        described = {(s.dataset, s.column, s.transformation.type, s.transformation.subtype): s.transformation
-                     for s in expected.get(column, ())}
+        described = _described(dataset, column)
         return [ColumnSource(upstream.key, field["field"], described.get(
                     (upstream.key, field["field"], t["type"], t.get("subtype") or ""),
                     Transformation(t["type"], t.get("subtype") or "", t.get("description") or "in openlineage-spark's plan")))

@@ -225,15 +225,15 @@ def _walk(graph: LineageGraph, starts: list[tuple[Node, str]], downstream: bool,
     def label(node: Node, column: str) -> str:
         return f"{keys.get(node) or f'{node[0]}:{node[1]}'}.{column}"
 
+    column_hops = graph.column_hops  # built once: the graph keeps them per writer and dataset
     hops, seen, queue = set(), set(starts), list(starts)
     while queue:
         here = queue.pop()
-        for edge in graph.column_edges:
+        for edge, hop in column_hops.items():
             source, target = (edge[0], edge[1]), (edge[2], edge[3])
             if (source if downstream else target) != here:
                 continue
             writers = sorted(j for j, written in graph.outputs.items() if target[0] in written and source[0] in graph.inputs.get(j, ()))
-            hop = graph.column_hops[edge]
             for job in writers or [None]:
                 hops.add(Hop(label(*source), label(*target), hop.spelled, hop.description, job, _latest_run(graph, job),
                              hop.merged))
