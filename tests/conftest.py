@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from lineage_assets.processes import pids_naming, terminate
 from lineage_assets.settings import Settings
 from lineage_assets.stack.supervisor import Supervisor
 
@@ -45,6 +46,9 @@ def settings() -> Settings:
 def stack(settings: Settings):
     supervisor = Supervisor(settings, progress=print)
     supervisor.down()  # whatever an interrupted earlier session left behind
+    # An earlier session's lineage senders too: still lingering, each would deliver this session's
+    # new log again (it holds the lock of the log folder deleted here, not of the new one).
+    terminate(pids_naming(settings.lineage_dir), timeout=10)
     shutil.rmtree(settings.state_dir, ignore_errors=True)
     supervisor.up()
     yield supervisor
