@@ -44,6 +44,7 @@ class PipelineRun:
     checks: dict[str, bool] = field(default_factory=dict)
     held_back: list[str] = field(default_factory=list)  # days supplier_stats waits on (schema_incompatible dead letters)
     outstanding: int = 0  # those dead letters, not replayed yet
+    run_ids: list[str] = field(default_factory=list)  # the Dagster runs, in order
 
 
 def _raise_failures(result: dg.ExecuteInJobResult) -> None:
@@ -88,11 +89,13 @@ def run_pipeline(environment: SettingsResource, instance: dg.DagsterInstance, or
         log(f"orders: producing {orders_config.get('count', 'the default number of')} orders")
         result = dg.materialize(assets, instance=instance, selection=[asset_key(ORDERS)], resources=resources,
                                 run_config={"ops": {_node(ORDERS): {"config": orders_config}}})
+        run.run_ids.append(result.run_id)
         run.rows[ORDERS.key] = _metadata(result, ORDERS)["rows_out"]
 
     log("streaming jobs (catch-up): " + ", ".join(d.key for d in STREAMING))
     result = dg.materialize(assets, instance=instance, selection=dg.AssetSelection.assets(*[asset_key(d) for d in STREAMING]),
                             resources=resources, raise_on_error=False)
+    run.run_ids.append(result.run_id)
     _raise_failures(result)
     for dataset in STREAMING:
         run.rows[dataset.key] = _metadata(result, dataset)["rows_out"]
@@ -106,6 +109,7 @@ def run_pipeline(environment: SettingsResource, instance: dg.DagsterInstance, or
         log(f"supplier_stats: day {day}")
         result = dg.materialize(assets, instance=instance, selection=[asset_key(SUPPLIER_STATS)], partition_key=day,
                                 resources=resources)
+        run.run_ids.append(result.run_id)
         totals: dict[str, tuple[Decimal, int]] = defaultdict(lambda: (Decimal("0"), 0))
         for row in _metadata(result, SUPPLIER_STATS)["totals"]:
             total, count = totals[row["supplier"]]

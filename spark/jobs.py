@@ -457,16 +457,22 @@ def create_table(spark: SparkSession, table: str, columns: str, partitioned_by: 
                  properties: dict[str, str] | None = None) -> bool:
     """Create the Iceberg table (format v2, parquet, snappy, and ``properties``) and its namespace if
     missing; True when this call created it. ``columns``: the catalog's, as
-    ``lineage_assets.jobs.table_columns`` lists them."""
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {table.rsplit('.', 1)[0]}")
-    existed = spark.catalog.tableExists(table.replace("`", ""))
+    ``lineage_assets.jobs.table_columns`` lists them.
+
+    What exists is asked of the catalog, not left to ``IF NOT EXISTS``: such a statement ends at once,
+    before openlineage-spark's listener looks its execution up, which the agent logs as an ERROR."""
+    if spark.catalog.tableExists(table.replace("`", "")):
+        return False
+    namespace = table.rsplit(".", 1)[0]
+    if not spark.catalog.databaseExists(namespace.replace("`", "")):
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
     chosen = {"format-version": "2", "write.format.default": "parquet", "write.parquet.compression-codec": "snappy",
               **(properties or {})}
     spark.sql(f"""
         CREATE TABLE IF NOT EXISTS {table} ({columns})
         USING iceberg PARTITIONED BY ({partitioned_by})
         TBLPROPERTIES ({", ".join(f"'{key}'='{value}'" for key, value in chosen.items())})""")
-    return not existed
+    return True
 
 
 def _hadoop_path(spark: SparkSession, location: str):

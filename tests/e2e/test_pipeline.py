@@ -16,6 +16,7 @@ from confluent_kafka import Consumer
 
 from lineage_assets.datasets import iceberg_table_name
 from lineage_assets.generator import generate_orders
+from lineage_assets.jobs import PROGRESS_PREFIX
 from lineage_assets.spark_conf import committed_table
 from tests.e2e.conftest import GENERATOR
 
@@ -130,3 +131,10 @@ def test_asset_checks_pass(runs):
     assert first.checks == {"archive_reconciles_with_topic": True, "orders_reconcile_with_topic": True,
                             "orders_values_in_range": True, "orders_schema_readable": True}
     assert all(second.checks.values())
+
+
+def test_no_spark_job_of_the_pipeline_logs_an_error(runs, instance):
+    # A driver's ERROR lines (Spark's, the agent's, the listener's) are relayed into its run's log.
+    messages = [entry.user_message for run in runs for run_id in run.run_ids for entry in instance.all_logs(run_id)]
+    assert any(message.startswith(PROGRESS_PREFIX) for message in messages)  # the drivers' lines are relayed
+    assert [message for message in messages if " ERROR " in message] == []
