@@ -23,7 +23,8 @@ from openlineage.client.event_v2 import RunState
 from bench.measure import percentile
 from lineage_assets.datasets import SUPPLIER_STATS
 from lineage_assets.lineage import events
-from lineage_assets.lineage.emitter import Backend, LineageEmitter
+from lineage_assets.lineage.delivery import Backend
+from lineage_assets.lineage.emitter import LineageEmitter
 from lineage_assets.settings import Settings
 
 

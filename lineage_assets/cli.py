@@ -57,7 +57,7 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _lineage(args: argparse.Namespace, settings: Settings) -> int:
-    from lineage_assets.lineage.check import check, check_marquez, report, retire
+    from lineage_assets.lineage.check import check_log, check_marquez, not_delivered, report, retire
     from lineage_assets.lineage.marquez import MarquezApi, MarquezError
     from lineage_assets.lineage.emitter import emitter_for
 
@@ -79,6 +79,10 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
         delivered = emitter.flush(timeout=args.timeout)
         print(f"{'all events delivered' if delivered else f'{emitter.pending()} events still wait'} ({emitter.log_path})")
         return 0 if delivered else 1
+    if args.action == "status":
+        return _delivery_status(emitter)
+    if args.action == "dead-letters":
+        return _dead_letters(args, emitter)
     if args.action == "retire":
         try:
             hidden = retire(MarquezApi(settings.marquez_api_url), settings)
@@ -105,15 +109,51 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
     if args.source == "marquez":
         where = f"Marquez at {settings.marquez_api_url}"
         try:
-            gaps = check_marquez(MarquezApi(settings.marquez_api_url), settings)
+            gaps = not_delivered(emitter.log) + check_marquez(MarquezApi(settings.marquez_api_url), settings)
         except MarquezError as error:
             print(f"lineage-assets: {error}", file=sys.stderr)
             return 2
     else:
-        where = f"the lineage in {emitter.log_path} ({len(emitter.events())} events)"
-        gaps = check(emitter.events(), settings)
+        where = f"the lineage in {emitter.log_path}"
+        gaps = check_log(emitter.log, settings)
     print(report(gaps, where))
     return 1 if gaps else 0
+
+
+def _delivery_status(emitter) -> int:
+    """What waits, what was set aside, where it goes and the last error; 0 when all is delivered."""
+    log, delivery = emitter.log, emitter.delivery
+    waiting, dead = log.pending(), len(log.dead_letters())
+    backend = delivery.backend()
+    transport = (backend.client_config or {}).get("transport", {}) if backend else {}
+    target = " ".join(str(transport[key]) for key in ("type", "url") if key in transport) or \
+        ("the standard openlineage-python configuration" if backend else "none (the log only records)")
+    print(f"event log     {log.path}: {waiting} events wait for delivery")
+    print(f"dead letters  {dead}" + (f" in {log.dead_letters_path} (`lineage-assets lineage dead-letters`)" if dead else ""))
+    print(f"backend       {target}")
+    print(f"sender        {'running' if delivery.running() else 'not running'}")
+    if (last := delivery.last_error()) is not None:
+        print(f"last error    {last['at']}: {last['last_error']}")
+    return 1 if waiting or dead else 0
+
+
+def _dead_letters(args: argparse.Namespace, emitter) -> int:
+    """List the dead letters; ``--retry`` sends them again, ``--discard`` drops them once read."""
+    log = emitter.log
+    if args.retry:
+        taken, left = emitter.transport.retry_dead_letters()
+        print(f"the backend took {taken} dead letters; {len(left)} left")
+    elif args.discard:
+        dropped = len(log.dead_letters())
+        log.replace_dead_letters([])
+        print(f"dropped {dropped} dead letters")
+        return 0
+    records = log.dead_letters()
+    for record in records:
+        print(f"{record['at']}  byte {record['offset']}  {record['reason']}\n    {record['line'][:160]}")
+    if not args.retry:
+        print(f"{len(records)} dead letters in {log.dead_letters_path}")
+    return 1 if records else 0
 
 
 def _show(args: argparse.Namespace, settings: Settings, emitter) -> int:
@@ -246,9 +286,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=_demo)
 
     lineage = commands.add_parser("lineage", help="check, export or deliver the OpenLineage events")
-    lineage.add_argument("action", choices=["check", "export", "flush", "show", "impact", "trace", "retire"],
+    lineage.add_argument("action", choices=["check", "export", "flush", "status", "dead-letters", "show", "impact",
+                                            "trace", "retire"],
                          help="check: compare with the asset graph; export: write every event as JSON lines; "
                               "flush: deliver waiting events to the configured backend; "
+                              "status: what waits for delivery, what was set aside, the last error; "
+                              "dead-letters: list the events delivery set aside (unreadable, or refused by the backend); "
                               "show: draw the graph as a self-contained HTML page (and PNG); "
                               "impact: everything downstream of SUBJECT; trace: everything upstream of SUBJECT; "
                               "retire: hide in Marquez the jobs renamed since (their runs stay)")
@@ -261,6 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
     lineage.add_argument("--png", help="show: also render the page, column edges shown, to this PNG (needs Chromium)")
     lineage.add_argument("--events", help="show: read an exported JSON-lines file instead of the event log")
     lineage.add_argument("--timeout", type=float, default=30.0, help="flush: how long to keep trying")
+    dead = lineage.add_mutually_exclusive_group()
+    dead.add_argument("--retry", action="store_true", help="dead-letters: send them again (those refused again stay)")
+    dead.add_argument("--discard", action="store_true", help="dead-letters: drop them (after reading them)")
     lineage.add_argument("--source", choices=["log", "marquez"], default="log",
                          help="check, impact, trace: the project's event log (default) or what Marquez's API shows")
     lineage.set_defaults(handler=_lineage)

@@ -20,8 +20,9 @@ from lineage_assets.datasets import DATASETS, LAKEHOUSE_ORDERS, ORDERS, ORDERS_A
 from lineage_assets.dead_letters import TEACH_THEN_REPLAY
 from lineage_assets.definitions import build_definitions
 from lineage_assets.generator import GeneratedOrder, GeneratorConfig, generate_orders, produce_orders
-from lineage_assets.lineage.check import check, check_marquez, report, retire
-from lineage_assets.lineage.emitter import Backend, LineageEmitter
+from lineage_assets.lineage.check import check_log, check_marquez, not_delivered, report, retire
+from lineage_assets.lineage.delivery import Backend
+from lineage_assets.lineage.emitter import LineageEmitter
 from lineage_assets.lineage.marquez import MarquezApi, MarquezError
 from lineage_assets.lineage.queries import ask
 from lineage_assets.resources.settings import SettingsResource
@@ -148,7 +149,7 @@ def marquez_gaps(emitter: LineageEmitter, settings: Settings) -> list[str]:
         hidden = retire(api, settings)  # jobs renamed since an earlier demo on this stack
         if hidden:
             print(f"hid in Marquez the jobs renamed since: {', '.join(hidden)}")
-        gaps = check_marquez(api, settings)
+        gaps = not_delivered(emitter.log) + check_marquez(api, settings)
     except MarquezError as error:  # Marquez is down: its events wait in the log, whose check stands
         print(f"lineage check in Marquez skipped: {error}")
         return []
@@ -165,7 +166,7 @@ def main_demo(settings: Settings, orders: int, seed: int, continuous: bool = Fal
     emitter = emitter_for(settings)
     if not emitter.flush(timeout=30):
         print(f"lineage: {emitter.pending()} events wait for the backend in {emitter.log_path} (`lineage-assets lineage flush`)")
-    gaps = check(emitter.events(), settings)
+    gaps = check_log(emitter.log, settings)
     print("\n" + report(gaps, f"the lineage in {emitter.log_path} ({len(emitter.events())} events)"))
     gaps += marquez_gaps(emitter, settings)
     if continuous:

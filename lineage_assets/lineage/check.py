@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from lineage_assets.datasets import CHECKS, DATASETS, ORCHESTRATOR_JOB, Check, Dataset, retired_jobs
 from lineage_assets.lineage import observed
+from lineage_assets.lineage.event_log import EventLog
 from lineage_assets.lineage.graph import TERMINAL, LineageGraph, Node, column_hops, job_key
 from lineage_assets.lineage.marquez import MarquezApi, lineage_nodes, read_graph
 from lineage_assets.settings import Settings
@@ -149,6 +150,24 @@ def retire(api: MarquezApi, settings: Settings) -> list[str]:
     for name in hidden:
         api.delete_job(settings.lineage_namespace, name)
     return hidden
+
+
+def check_log(log: EventLog, settings: Settings) -> list[str]:
+    """``check`` of the log's events, after a gap for each line of it that is no run event."""
+    events, unreadable = log.read()
+    return [f"unreadable event at {line}" for line in unreadable] + check(events, settings)
+
+
+def not_delivered(log: EventLog) -> list[str]:
+    """Events of the log the backend does not have: waiting, or set aside as dead letters. While there
+    are any, what Marquez shows is not the whole lineage, whatever else it matches."""
+    found = []
+    if waiting := log.pending():
+        found.append(f"{waiting} events of {log.path} wait for delivery (`lineage-assets lineage status`)")
+    if dead := len(log.dead_letters()):
+        found.append(f"{dead} events were set aside in {log.dead_letters_path} and never delivered "
+                     "(`lineage-assets lineage dead-letters`)")
+    return found
 
 
 def report(gaps: list[str], where: str) -> str:

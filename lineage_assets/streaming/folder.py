@@ -21,7 +21,7 @@ from openlineage.client.event_v2 import RunState
 
 from lineage_assets.datasets import DATASETS
 from lineage_assets.lineage import events
-from lineage_assets.lineage.emitter import file_lock
+from lineage_assets.lineage.event_log import file_lock
 from lineage_assets.lineage.observed import ColumnLineage, ObservationError, from_report
 from lineage_assets.processes import command_line, names, pids_naming, terminate
 from lineage_assets.lineage.emitter import emitter_for

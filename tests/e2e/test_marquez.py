@@ -16,7 +16,7 @@ from openlineage.client.uuid import generate_new_uuid
 from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORCHESTRATOR_JOB, ORDERS, SUPPLIER_STATS
 from lineage_assets.definitions import build_definitions
 from lineage_assets.lineage.check import check_marquez, retire
-from lineage_assets.lineage.emitter import file_lock
+from lineage_assets.lineage.event_log import file_lock
 from lineage_assets.lineage.events import PRODUCER, column_lineage_facet
 from lineage_assets.lineage.marquez import MarquezApi, dataset_names, dataset_node, job_node, lineage_nodes
 from lineage_assets.resources.settings import SettingsResource
@@ -216,9 +216,9 @@ def test_a_sender_that_lost_its_place_resends_the_whole_log_and_marquez_shows_th
     assert emitter.flush(timeout=DELIVERY_TIMEOUT_S)
     before = what_marquez_shows(marquez, settings)
     # As after a sender crash that lost its cursor, under the lock every sender takes.
-    with file_lock(emitter.sender_lock_path):
-        emitter.cursor_path.write_text("0")
+    with file_lock(emitter.delivery.lock_path):
+        emitter.log.cursor_path.write_text("0")
         assert emitter.pending() == len(emitter.events())
-        assert emitter.deliver_locked()
+        assert emitter.delivery.deliver_locked()
     assert emitter.pending() == 0
     assert what_marquez_shows(marquez, settings) == before

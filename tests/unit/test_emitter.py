@@ -17,7 +17,8 @@ from dagster._core.errors import DagsterExecutionInterruptedError
 from lineage_assets.datasets import DATASETS, SUPPLIER_STATS
 from lineage_assets.lineage import sender
 from lineage_assets.lineage.check import check
-from lineage_assets.lineage.emitter import Backend, LineageEmitter
+from lineage_assets.lineage.delivery import Backend, Delivery
+from lineage_assets.lineage.emitter import LineageEmitter
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.lineage import LineageResource, emitter_for
 from lineage_assets.settings import Settings
@@ -38,15 +39,19 @@ def received(folder) -> list[int]:
     return [int(json.loads(line)["run"]["runId"][-12:]) for line in path.read_text().splitlines()] if path.exists() else []
 
 
+def wait_for_sender(emitter: LineageEmitter) -> None:
+    deadline = time.monotonic() + 60
+    while not emitter.sender_running():
+        assert time.monotonic() < deadline, "the sender process did not start"
+        time.sleep(0.1)
+
+
 def test_events_wait_while_the_backend_is_down_and_arrive_in_order_once_it_is_back(tmp_path):
     down = tmp_path / "backend"  # missing: the transport cannot write
     emitter = LineageEmitter(tmp_path / "lineage", backend(down))
     for n in range(50):
         emitter.emit(event(n))  # returns at once, whatever the backend does
-    deadline = time.monotonic() + 60
-    while not emitter.sender_running():  # delivery is another process's work, once it has started
-        assert time.monotonic() < deadline, "the sender process did not start"
-        time.sleep(0.1)
+    wait_for_sender(emitter)  # delivery is another process's work, once it has started
     assert emitter.flush(timeout=0.5) is False
     assert emitter.pending() == 50 and emitter.emit_failures == 0
 
@@ -75,16 +80,71 @@ def test_a_later_process_delivers_what_an_earlier_one_left(tmp_path):
     assert again.flush(timeout=5) and received(down) == [0, 1, 2, 3, 4, 5]  # nothing sent twice
 
 
-def test_a_sender_leaves_once_the_log_is_still_delivered_or_not(tmp_path):
+def test_a_sender_stays_while_events_wait_and_leaves_once_all_is_delivered_and_the_log_is_still(tmp_path):
     recorder = LineageEmitter(tmp_path / "lineage")  # records only
     for n in range(3):
         recorder.emit(event(n))
     down = tmp_path / "backend"
-    assert sender.main(tmp_path / "lineage", backend(down), linger_s=0.3) == 0  # backend down: leaves, events kept
-    assert received(down) == [] and LineageEmitter(tmp_path / "lineage", backend(down)).pending() == 3
+    Delivery(tmp_path / "lineage").name_backend(backend(down))
+    started = time.monotonic()
+    assert sender.main(tmp_path / "lineage", linger_s=0.3, give_up_s=2.0) == 0  # down: it tried for give_up_s
+    assert time.monotonic() - started >= 2.0
+    assert received(down) == [] and recorder.pending() == 3
     down.mkdir()
-    assert sender.main(tmp_path / "lineage", backend(down), linger_s=0.3) == 0
-    assert received(down) == [0, 1, 2]
+    assert sender.main(tmp_path / "lineage", linger_s=0.3) == 0  # no give_up_s: it leaves once all is delivered
+    assert received(down) == [0, 1, 2] and recorder.pending() == 0
+
+
+def test_a_torn_tail_is_set_aside_before_the_next_append_and_nothing_waits_behind_it(tmp_path):
+    backend_folder = tmp_path / "backend"
+    backend_folder.mkdir()
+    emitter = LineageEmitter(tmp_path / "lineage", backend(backend_folder))
+    emitter.emit(event(0))
+    with emitter.log_path.open("a") as log:  # what a crash mid-append leaves
+        log.write(json.dumps(event(1))[:40])
+    assert emitter.pending() == 1 and len(emitter.events()) == 1  # a tail without its newline is no line yet
+    for n in range(2, 5):
+        emitter.emit(event(n))
+    assert emitter.flush(timeout=30)
+    assert received(backend_folder) == [0, 2, 3, 4]
+    (torn,) = emitter.log.dead_letters()
+    assert torn["reason"].startswith("torn") and torn["line"] == json.dumps(event(1))[:40]
+    assert [e["run"]["runId"][-1] for e in emitter.events()] == ["0", "2", "3", "4"]  # the log itself is whole again
+    emitter.stop_sender()
+
+
+def test_a_line_that_is_no_event_is_dead_lettered_named_and_delivery_goes_on(tmp_path):
+    backend_folder = tmp_path / "backend"
+    backend_folder.mkdir()
+    emitter = LineageEmitter(tmp_path / "lineage", backend(backend_folder))
+    emitter.emit(event(0))
+    emitter.emit("{not json")
+    emitter.emit({"eventType": "START", "eventTime": "2026-11-21T00:00:00Z", "run": {"runId": "r"}})  # no job
+    emitter.emit(event(3))
+    assert emitter.flush(timeout=30)
+    assert received(backend_folder) == [0, 3]
+    assert [record["reason"].split(":")[0] for record in emitter.log.dead_letters()] == ["unreadable", "unreadable"]
+    events, unreadable = emitter.log.read()
+    assert len(events) == 2 and [line.number for line in unreadable] == [2, 3]
+    assert str(unreadable[1]) == f"{emitter.log_path} line 3: not an OpenLineage run event (no job)"
+    emitter.stop_sender()
+
+
+def test_the_sender_follows_the_backend_the_settings_name_now(tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    before = LineageEmitter(tmp_path / "lineage", backend(first))
+    before.emit(event(0))
+    wait_for_sender(before)  # it lingers after delivering, with the first backend
+    assert before.flush(timeout=30)
+    after = LineageEmitter(tmp_path / "lineage", backend(second))  # a later run, other settings
+    for n in range(1, 4):
+        after.emit(event(n))
+    assert after.flush(timeout=30)
+    assert received(first) == [0] and received(second) == [1, 2, 3]
+    before.stop_sender()
+    after.stop_sender()
 
 
 def test_emit_never_raises_even_when_it_cannot_record(tmp_path):

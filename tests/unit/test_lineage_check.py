@@ -11,7 +11,7 @@ from openlineage.client.event_v2 import RunState
 from lineage_assets.datasets import ARCHIVE, CHECKS, DATASETS, SUPPLIER_STATS
 from lineage_assets.lineage import events
 from lineage_assets.lineage.check import check
-from lineage_assets.lineage.emitter import event_line
+from lineage_assets.lineage.transport import event_line
 from lineage_assets.settings import Settings
 
 SETTINGS = Settings()

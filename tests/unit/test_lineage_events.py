@@ -11,7 +11,7 @@ from openlineage.client.serde import Serde
 
 from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS
 from lineage_assets.lineage import events
-from lineage_assets.lineage.emitter import event_line
+from lineage_assets.lineage.transport import event_line
 from lineage_assets.lineage.validation import validate_event
 from lineage_assets.settings import PROJECT_ROOT, Settings
 

@@ -11,7 +11,7 @@ from openlineage.client.event_v2 import RunState
 
 from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS, SUPPLIER_STATS_LIVE
 from lineage_assets.lineage import events
-from lineage_assets.lineage.emitter import event_line
+from lineage_assets.lineage.transport import event_line
 from lineage_assets.lineage.graph import LineageGraph
 from lineage_assets.lineage.queries import QueryError, impact, resolve, trace
 from lineage_assets.settings import Settings

@@ -1,0 +1,230 @@
+"""Delivery of a lineage folder's event log, in order, to the backend the settings name.
+
+The backend is recorded in the folder (``backend.json``) by whoever emits or flushes; the process
+delivering reads it again before each event, so a change of settings is followed at once and no event
+goes to a backend the settings no longer name. One process at a time delivers (a lock in the folder).
+A line that is not an event, or an event the backend refuses as invalid, is set aside as a dead
+letter with the reason and delivery goes on; a backend that is down or slow keeps every event
+waiting, in order.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+import attrs
+from openlineage.client import OpenLineageClient
+
+from lineage_assets.lineage.event_log import EventLog, Line, file_lock, run_event
+
+log = logging.getLogger(__name__)
+
+
+@attrs.frozen
+class Backend:
+    """Where events are delivered: an ``OpenLineageClient`` configuration (``None``: the standard
+    sources, read by the delivering process from the environment and working folder it inherits)."""
+
+    client_config: dict | None = None
+
+    def transport(self):
+        """openlineage-python's transport for this configuration; None when it resolves to nothing (its
+        fallback, the console, is not a lineage backend, and the durable transport would log to itself)."""
+        client_log = logging.getLogger("openlineage.client.client")
+        level = client_log.level
+        client_log.setLevel(logging.ERROR)  # its "no configuration, printing to console" notice: no backend is fine here
+        try:
+            transport = OpenLineageClient(config=self.client_config).transport
+        finally:
+            client_log.setLevel(level)
+        return None if transport is None or transport.kind in ("console", "noop", "durable") else transport
+
+    @classmethod
+    def marquez(cls, url: str) -> Backend:
+        # Its bounded retries end with the last response, not urllib3's bare RetryError: the body of a
+        # 500 tells a refused event from a failing server.
+        return cls({"transport": {"type": "http", "url": url, "retry": {"raise_on_status": False}}})
+
+    def to_json(self) -> str:
+        return json.dumps(attrs.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Backend:
+        return cls(**json.loads(text))
+
+
+def configured_backend(marquez_url: str) -> Backend:
+    """The backend openlineage-python's standard configuration names, or else Marquez at ``marquez_url``."""
+    standard = Backend()
+    return standard if standard.transport() is not None else Backend.marquez(marquez_url)
+
+
+def rejection(error: Exception) -> str | None:
+    """Why the backend refused the event itself (it will refuse it again), or None: the backend is
+    unavailable or failing, and the event waits. A 4xx other than a timeout or a rate limit is a
+    refusal; so is a 5xx whose body names a client error (Marquez answers an unreadable
+    ``eventTime`` with HTTP 500 and ``{"code": 400, …}``)."""
+    response = getattr(error, "response", None)
+    status = getattr(response, "status_code", None)
+    if status is None:
+        return None
+    body = (response.text or "").strip()
+    if 400 <= status < 500 and status not in (408, 429):
+        return f"HTTP {status}: {body[:500]}"
+    if status >= 500:
+        try:
+            code = json.loads(body).get("code")
+        except (ValueError, AttributeError):
+            return None
+        if isinstance(code, int) and 400 <= code < 500:
+            return f"HTTP {status} naming a client error {code}: {body[:500]}"
+    return None
+
+
+class Delivery:
+    """The delivering side of a lineage folder: its backend, its lock, its status."""
+
+    def __init__(self, folder: Path):
+        self.log = EventLog(folder)
+        self.backend_path = folder / "backend.json"
+        self.lock_path = folder / "sender.lock"
+        self.status_path = folder / "delivery.json"
+        self._backend_seen: tuple[float, str] | None = None
+        self._transport = None
+
+    # --- the backend the settings name --------------------------------------------------------
+    def name_backend(self, backend: Backend) -> None:
+        """Record ``backend`` as where the folder's events go, unless it already is."""
+        text = backend.to_json()
+        try:
+            if self.backend_path.read_text() == text:
+                return
+        except FileNotFoundError:
+            pass
+        temporary = self.backend_path.with_name(f".backend.{time.monotonic_ns()}.tmp")
+        temporary.write_text(text)
+        temporary.replace(self.backend_path)
+
+    def backend(self) -> Backend | None:
+        try:
+            return Backend.from_json(self.backend_path.read_text())
+        except FileNotFoundError:
+            return None
+
+    def transport(self):
+        """The transport of the backend recorded now (made again when the record changes)."""
+        try:
+            stamp = self.backend_path.stat().st_mtime_ns
+        except FileNotFoundError:
+            return None
+        if self._backend_seen is None or self._backend_seen[0] != stamp:
+            text = self.backend_path.read_text()
+            if self._backend_seen is None or self._backend_seen[1] != text:
+                self._transport = Backend.from_json(text).transport()
+            self._backend_seen = (stamp, text)
+        return self._transport
+
+    # --- delivering ---------------------------------------------------------------------------
+    def running(self) -> bool:
+        """True while some process (a sender, or a flush) holds the delivery lock."""
+        with file_lock(self.lock_path, blocking=False) as lock:
+            return lock is None
+
+    def deliver_pending(self, should_stop=lambda: False) -> bool | None:
+        """Send what the log holds beyond the cursor, in order. True when all is delivered or set
+        aside, False when the backend is unavailable, None when another process is delivering or
+        ``should_stop()`` turned true."""
+        with file_lock(self.lock_path, blocking=False) as lock:
+            return None if lock is None else self.deliver_locked(should_stop)
+
+    def deliver_locked(self, should_stop=lambda: False, batch: int = 50) -> bool | None:
+        """``deliver_pending`` for the holder of the lock. ``should_stop()`` is checked between
+        events. The cursor advances every ``batch`` events: after a crash at most that many are sent
+        again, each with its run id, so no run is ever doubled."""
+        offset = start = self.log.cursor()
+        sent = 0
+        try:
+            for line in self.log.lines(offset):
+                if should_stop():
+                    return None
+                transport = self.transport()
+                if transport is None:
+                    return True  # no backend named: the log keeps the events
+                if not self._send(transport, line):
+                    return False
+                sent += 1
+                offset = line.end
+                if sent % batch == 0:
+                    self.log.advance(offset)
+        finally:
+            if offset != start:
+                self.log.advance(offset)
+        return True
+
+    def _send(self, transport, line: Line) -> bool:
+        """True once ``line`` is delivered or set aside; False when the backend is unavailable."""
+        try:
+            event = run_event(line.text)
+        except ValueError as error:
+            self._set_aside(line, f"unreadable: {str(error).splitlines()[0]}")
+            return True
+        try:
+            transport.emit(event)
+        except Exception as error:
+            if (reason := rejection(error)) is None:
+                self._record(last_error=f"backend unavailable: {error}")
+                log.warning("lineage backend unavailable (%s); events wait in %s", error, self.log.path)
+                return False
+            self._set_aside(line, f"refused by the backend: {reason}")
+        return True
+
+    def _set_aside(self, line: Line, reason: str) -> None:
+        self.log.set_aside(line, reason)
+        self._record(last_error=f"set aside the event at byte {line.offset}: {reason}")
+        log.warning("lineage event at byte %d of %s set aside (%s); delivery goes on", line.offset, self.log.path, reason)
+
+    def _record(self, **status) -> None:
+        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        temporary = self.status_path.with_name(f".delivery.{time.monotonic_ns()}.tmp")
+        temporary.write_text(json.dumps({**status, "at": at}))
+        temporary.replace(self.status_path)
+
+    def last_error(self) -> dict | None:
+        try:
+            return json.loads(self.status_path.read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def flush(self, timeout: float = 10.0, retry_seconds: float = 0.5) -> bool:
+        """Deliver everything within ``timeout`` (here, or by waiting for a running sender); what is
+        left stays in the log for later."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.deliver_pending(should_stop=lambda: time.monotonic() > deadline) or self.log.pending() == 0:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(min(retry_seconds, max(0.0, deadline - time.monotonic())))
+
+    def retry_dead_letters(self) -> tuple[int, list[dict]]:
+        """Send each dead letter again, in order: how many the backend took, and those left (with the
+        latest reason). Under the delivery lock, so the log's own delivery waits meanwhile."""
+        with file_lock(self.lock_path):
+            transport = self.transport()
+            if transport is None:
+                return 0, self.log.dead_letters()
+            taken, left = 0, []
+            for record in self.log.dead_letters():
+                try:
+                    transport.emit(run_event(record["line"]))
+                    taken += 1
+                except ValueError as error:
+                    left.append({**record, "reason": f"unreadable: {str(error).splitlines()[0]}"})
+                except Exception as error:
+                    reason = rejection(error)
+                    left.append({**record, "reason": f"refused by the backend: {reason}" if reason else f"backend unavailable: {error}"})
+            self.log.replace_dead_letters(left)
+            return taken, left

@@ -1,0 +1,185 @@
+"""A lineage folder's event log: every OpenLineage event the project emitted, one JSON line each, in
+order; how far delivery got; and the dead letters, the lines delivery set aside.
+
+Only complete lines count. An append that did not finish (a crash or a full disk mid-write) leaves a
+torn tail without its newline: the next append sets it aside as a dead letter before it writes, so no
+event is ever glued onto it, and delivery never reads past a line that has no newline yet.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import attrs
+
+PRIVATE = 0o700  # lineage carries table locations and job arguments: for the owner only
+
+
+@contextmanager
+def file_lock(path: Path, blocking: bool = True):
+    path.parent.mkdir(mode=PRIVATE, parents=True, exist_ok=True)
+    with path.open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield None
+            return
+        try:
+            yield handle
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@attrs.frozen
+class Line:
+    """One complete line of the log: where it starts, its number (from 1, when counted) and its bytes."""
+
+    offset: int
+    text: bytes
+    number: int | None = None
+
+    @property
+    def end(self) -> int:
+        return self.offset + len(self.text)
+
+
+@attrs.frozen
+class Unreadable:
+    """A line of the log that is not an OpenLineage run event."""
+
+    path: Path
+    number: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path} line {self.number}: {self.reason}"
+
+
+def run_event(text: bytes | str) -> dict:
+    """The event a line holds; ValueError naming what is wrong when it is not a run event."""
+    event = json.loads(text)
+    if not isinstance(event, dict):
+        raise ValueError(f"a JSON {type(event).__name__}, not an event")
+    missing = [name for name in ("eventTime", "run", "job") if not isinstance(event.get(name), (str, dict)) or not event[name]]
+    if missing or "runId" not in event["run"] or not {"namespace", "name"} <= set(event["job"]):
+        raise ValueError(f"not an OpenLineage run event (no {', '.join(missing) or 'run id or job name'})")
+    return event
+
+
+class EventLog:
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.path = folder / "events.jsonl"
+        self.cursor_path = folder / "delivered.offset"
+        self.dead_letters_path = folder / "dead-letters.jsonl"
+        self._append_lock = folder / "events.lock"
+        folder.mkdir(mode=PRIVATE, parents=True, exist_ok=True)
+
+    # --- writing ------------------------------------------------------------------------------
+    def append(self, line: str) -> None:
+        """Append one line (it ends with a newline), after setting aside a torn tail."""
+        with file_lock(self._append_lock), self.path.open("a+b") as log:
+            self._set_aside_torn_tail(log)
+            log.write(line.encode())
+
+    def _set_aside_torn_tail(self, log) -> None:
+        size = log.seek(0, os.SEEK_END)
+        if size == 0:
+            return
+        log.seek(size - 1)
+        if log.read(1) == b"\n":
+            return
+        start = self._line_start(log, size)
+        log.seek(start)
+        torn = log.read(size - start)
+        self.set_aside(Line(start, torn), "torn: an append that did not finish (a crash or a full disk)")
+        log.truncate(start)
+
+    @staticmethod
+    def _line_start(log, end: int, chunk: int = 65536) -> int:
+        """Where the line holding byte ``end - 1`` starts."""
+        position = end
+        while position > 0:
+            step = min(chunk, position)
+            log.seek(position - step)
+            found = log.read(step).rfind(b"\n")
+            if found >= 0:
+                return position - step + found + 1
+            position -= step
+        return 0
+
+    def set_aside(self, line: Line, reason: str) -> None:
+        """``line`` into the dead letters, with why and when."""
+        record = {"offset": line.offset, "reason": reason, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                  "line": line.text.decode(errors="replace").rstrip("\n")}
+        with file_lock(self.folder / "dead-letters.lock"), self.dead_letters_path.open("a") as out:
+            out.write(json.dumps(record) + "\n")
+
+    # --- reading ------------------------------------------------------------------------------
+    def lines(self, offset: int = 0) -> Iterator[Line]:
+        """The complete lines from ``offset`` on (blank ones skipped); a tail without its newline is not
+        a line yet."""
+        if not self.path.exists():
+            return
+        with self.path.open("rb") as source:
+            source.seek(offset)
+            for text in source:
+                if not text.endswith(b"\n"):
+                    return
+                if text.strip():
+                    yield Line(offset, text)
+                offset += len(text)
+
+    def read(self, run_id: str | None = None) -> tuple[list[dict], list[Unreadable]]:
+        """Every run event recorded (of one run, when given), in order, and the lines that are none."""
+        events, unreadable = [], []
+        if not self.path.exists():
+            return events, unreadable
+        with self.path.open("rb") as source:
+            for number, text in enumerate(source, start=1):
+                if not text.endswith(b"\n"):
+                    break  # not a line yet
+                if not text.strip() or (run_id is not None and run_id.encode() not in text):
+                    continue
+                try:
+                    event = run_event(text)
+                except ValueError as error:
+                    unreadable.append(Unreadable(self.path, number, str(error).split("\n")[0]))
+                    continue
+                if run_id is None or event["run"]["runId"] == run_id:
+                    events.append(event)
+        return events, unreadable
+
+    def dead_letters(self) -> list[dict]:
+        if not self.dead_letters_path.exists():
+            return []
+        with self.dead_letters_path.open() as source:
+            return [json.loads(line) for line in source if line.strip()]
+
+    def replace_dead_letters(self, kept: list[dict]) -> None:
+        with file_lock(self.folder / "dead-letters.lock"):
+            temporary = self.dead_letters_path.with_suffix(".tmp")
+            temporary.write_text("".join(json.dumps(record) + "\n" for record in kept))
+            temporary.replace(self.dead_letters_path)
+
+    # --- delivery's cursor --------------------------------------------------------------------
+    def cursor(self) -> int:
+        try:
+            return int(self.cursor_path.read_text().strip() or 0)
+        except FileNotFoundError:
+            return 0
+
+    def advance(self, offset: int) -> None:
+        temporary = self.cursor_path.with_suffix(".tmp")
+        temporary.write_text(str(offset))
+        temporary.replace(self.cursor_path)
+
+    def pending(self) -> int:
+        """Complete lines not yet delivered (nor set aside)."""
+        return sum(1 for _ in self.lines(self.cursor()))
