@@ -8,6 +8,7 @@ event is ever glued onto it, and delivery never reads past a line that has no ne
 
 from __future__ import annotations
 
+import datetime as dt
 import fcntl
 import json
 import os
@@ -69,6 +70,12 @@ def run_event(text: bytes | str) -> dict:
     missing = [name for name in ("eventTime", "run", "job") if not isinstance(event.get(name), (str, dict)) or not event[name]]
     if missing or "runId" not in event["run"] or not {"namespace", "name"} <= set(event["job"]):
         raise ValueError(f"not an OpenLineage run event (no {', '.join(missing) or 'run id or job name'})")
+    try:
+        zoned = dt.datetime.fromisoformat(event["eventTime"]).tzinfo is not None
+    except (TypeError, ValueError):
+        zoned = False
+    if not zoned:
+        raise ValueError(f"eventTime {event['eventTime']!r} is no ISO 8601 time with its zone")
     return event
 
 
