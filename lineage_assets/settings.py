@@ -25,8 +25,8 @@ def _parse_bool(raw: str) -> bool:
     return words[raw.strip().lower()]
 
 
-def _setting(default, help: str):
-    return field(default=default, metadata={"help": help})
+def _setting(default, help: str, secret: bool = False):
+    return field(default=default, metadata={"help": help, "secret": secret})
 
 
 @dataclass(frozen=True)
@@ -52,14 +52,14 @@ class Settings:
 
     kafka_bootstrap: str = _setting("", "Kafka bootstrap servers; empty = the local brokers")
     s3_endpoint: str = _setting("", "S3 endpoint URL; empty = the local s3proxy")
-    s3_access_key: str = _setting("local-access-key", "S3 access key")
-    s3_secret_key: str = _setting("local-secret-key", "S3 secret key")
+    s3_access_key: str = _setting("local-access-key", "S3 access key", secret=True)
+    s3_secret_key: str = _setting("local-secret-key", "S3 secret key", secret=True)
     s3_region: str = _setting("us-east-1", "S3 region")
     registry_url: str = _setting("", "schema registry URL (Confluent API); empty = the local one")
     catalog_url: str = _setting("", "Iceberg REST catalog URL; empty = the local one")
     marquez_url: str = _setting("", "Marquez base URL; empty = the local stack's Marquez")
     postgres_user: str = _setting("postgres", "PostgreSQL user of the local stack's databases")
-    postgres_password: str = _setting("", "PostgreSQL password (the local stack trusts loopback)")
+    postgres_password: str = _setting("", "PostgreSQL password (the local stack trusts loopback)", secret=True)
 
     kafka_brokers: int = _setting(1, "brokers of the local Kafka: 1, or 3 (each also a KRaft controller, a quorum of three); "
                                      "a change needs a fresh state (`make clean`)")
@@ -117,9 +117,15 @@ class Settings:
                 raise ValueError(f"{name}={raw!r} is not a valid {kind.__name__} ({f.metadata['help']})") from None
         return cls(**values)
 
-    def as_environment(self) -> dict[str, str]:
-        """These settings as ``LINEAGE_ASSETS_*`` variables (``from_env`` of them gives them back)."""
-        return {ENV_PREFIX + f.name.upper(): str(getattr(self, f.name)) for f in dataclasses.fields(self)}
+    def as_environment(self, secrets: bool = True) -> dict[str, str]:
+        """These settings as ``LINEAGE_ASSETS_*`` variables (``from_env`` of them gives them back);
+        without ``secrets``, what may be written to a file or shown."""
+        return {ENV_PREFIX + f.name.upper(): str(getattr(self, f.name)) for f in dataclasses.fields(self)
+                if secrets or not f.metadata["secret"]}
+
+    def secret_environment(self) -> dict[str, str]:
+        """The secret settings as variables: for a child process's environment, never its arguments."""
+        return {ENV_PREFIX + f.name.upper(): str(getattr(self, f.name)) for f in dataclasses.fields(self) if f.metadata["secret"]}
 
     @classmethod
     def documentation(cls) -> list[tuple[str, str, str]]:

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
 
 from lineage_assets.lineage.spark_agent import agent_conf
+from lineage_assets.private_files import write_private
 from lineage_assets.settings import PROJECT_ROOT, Settings
 
 
@@ -103,13 +105,11 @@ def class_archive_writing_conf(conf: dict[str, str], archive: Path, agent_events
 
 
 def cluster_conf(settings: Settings) -> dict[str, str]:
-    """What a job needs on a standalone cluster (``spark://``): executors that reach the driver on the
-    settings' interface, a share of the cluster, and this interpreter and project for Python work."""
+    """What a job needs on a standalone cluster (``spark://``): a share of the cluster, and this
+    interpreter and project for Python work."""
     if not settings.spark_master.startswith("spark://"):
         return {}
     return {
-        "spark.driver.host": settings.host,
-        "spark.driver.bindAddress": settings.host,
         "spark.cores.max": str(settings.spark_cores_per_job),
         "spark.executor.cores": "1",
         "spark.executor.memory": settings.spark_executor_memory,
@@ -125,6 +125,10 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     return {
         DRIVER_JAVA_OPTIONS: " ".join([JVM_OPTIONS, *class_sharing_options(settings)]),
         **cluster_conf(settings),
+        # The driver's RPC and block manager listen on the settings' interface only (loopback by
+        # default), in local mode too; a cluster's executors reach it there.
+        "spark.driver.host": settings.host,
+        "spark.driver.bindAddress": settings.host,
         "spark.master": settings.spark_master,
         "spark.driver.memory": settings.spark_driver_memory,
         **jar_conf(settings),
@@ -162,13 +166,27 @@ def local_session(settings: Settings, app_name: str, extra_conf: dict[str, str] 
     return builder.getOrCreate()
 
 
+# Spark's own default of spark.redaction.regex: the keys whose values it hides in its UI and logs.
+SECRET_KEY = re.compile(r"(?i)secret|password|token|access[.]key")
+
+
 def spark_submit_command(settings: Settings, script: Path, arguments: list[str],
-                         extra_conf: dict[str, str] | None = None) -> list[str]:
-    """The ``spark-submit`` command line for one of the scripts under ``spark/``."""
+                         extra_conf: dict[str, str] | None = None, secrets_file: Path | None = None) -> list[str]:
+    """The ``spark-submit`` command line for one of the scripts under ``spark/``. The entries Spark
+    treats as secret go into ``secrets_file`` (written here, readable by the owner only), never onto
+    the command line, which any user of the machine can read."""
     submit = Path(sys.executable).with_name("spark-submit")
     command = [str(submit)]
-    for key, value in {**spark_conf(settings), **(extra_conf or {})}.items():
-        command += ["--conf", f"{key}={value}"]
+    conf = {**spark_conf(settings), **(extra_conf or {})}
+    secret = {key: value for key, value in conf.items() if SECRET_KEY.search(key)}
+    if secret:
+        if secrets_file is None:
+            raise ValueError(f"{', '.join(secret)}: secret Spark settings need a secrets file, not the command line")
+        write_private(secrets_file, "".join(f"{key}={value.replace(chr(92), chr(92) * 2)}\n" for key, value in secret.items()))
+        command += ["--properties-file", str(secrets_file)]
+    for key, value in conf.items():
+        if key not in secret:
+            command += ["--conf", f"{key}={value}"]
     return [*command, str(script), *arguments]
 
 

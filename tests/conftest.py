@@ -7,6 +7,7 @@ running stack is never touched; it is started once per session and stopped at th
 from __future__ import annotations
 
 import dataclasses
+import secrets
 import shutil
 import time
 from pathlib import Path
@@ -39,7 +40,8 @@ def wait_for(condition, timeout: float, what: str, poll: float = 1.0):
 
 @pytest.fixture(scope="session")
 def settings() -> Settings:
-    return isolated_settings("test-stack")
+    # A credential of the session's own, which the exposure tests look for everywhere.
+    return isolated_settings("test-stack", s3_secret_key=f"test-secret-{secrets.token_hex(8)}")
 
 
 @pytest.fixture(scope="session")

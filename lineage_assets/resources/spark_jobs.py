@@ -42,7 +42,8 @@ class SparkJobsResource(dg.ConfigurableResource):
             if trains:
                 training.parent.mkdir(parents=True, exist_ok=True)
                 conf = class_archive_writing_conf(conf, training, Path(folder) / "agent-events.jsonl")
-            command = spark_submit_command(settings, PROJECT_ROOT / script, [*arguments, "--report", str(report)], conf)
+            command = spark_submit_command(settings, PROJECT_ROOT / script, [*arguments, "--report", str(report)], conf,
+                                           secrets_file=Path(folder) / "spark-secrets.properties")
             tail: deque[str] = deque(maxlen=40)
             # Spark 4 leaves an `artifacts` folder in its working directory: keep it in the state folder.
             workdir = settings.state_dir / "spark"

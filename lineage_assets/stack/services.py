@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lineage_assets.private_files import write_private
 from lineage_assets.settings import PROJECT_ROOT, Settings
 from lineage_assets.spark_conf import spark_home
 
@@ -80,10 +81,8 @@ class Service:
 
 
 def render(template: str, target: Path, **values) -> Path:
-    text = string.Template((CONF_DIR / template).read_text()).substitute(values)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text)
-    return target
+    """A configuration file from its template, for the server's owner only (some hold credentials)."""
+    return write_private(target, string.Template((CONF_DIR / template).read_text()).substitute(values))
 
 
 def _tool(name: str, install: str) -> str:
@@ -374,15 +373,17 @@ def _iceberg_rest_env(settings: Settings) -> dict[str, str]:
         "CATALOG_CATALOG__IMPL": "org.apache.iceberg.jdbc.JdbcCatalog",
         "CATALOG_URI": settings.catalog_jdbc_url,
         "CATALOG_JDBC_USER": settings.postgres_user,
-        "CATALOG_JDBC_PASSWORD": settings.postgres_password,
+        # No password: the local PostgreSQL trusts loopback, and the server logs its properties.
         "CATALOG_JDBC_SCHEMA__VERSION": "V1",
         "CATALOG_WAREHOUSE": settings.warehouse_url,
         "CATALOG_IO__IMPL": "org.apache.iceberg.aws.s3.S3FileIO",
         "CATALOG_S3_ENDPOINT": settings.s3_url,
         "CATALOG_S3_PATH__STYLE__ACCESS": "true",
-        "CATALOG_S3_ACCESS__KEY__ID": settings.s3_access_key,
-        "CATALOG_S3_SECRET__ACCESS__KEY": settings.s3_secret_key,
+        # The S3 client's own credential chain, not catalog properties: the server logs those at start.
+        "AWS_ACCESS_KEY_ID": settings.s3_access_key,
+        "AWS_SECRET_ACCESS_KEY": settings.s3_secret_key,
         "CATALOG_CLIENT_REGION": settings.s3_region,
+        "CATALOG_REST_HOST": settings.host,
         "CATALOG_REST_PORT": str(settings.iceberg_rest_port),
         # s3proxy rejects the SDK's default flexible-checksum headers.
         "AWS_REQUEST_CHECKSUM_CALCULATION": "WHEN_REQUIRED",
@@ -396,7 +397,7 @@ ICEBERG_REST = Service(
     ports=lambda s: [s.iceberg_rest_port],
     command=lambda s: [
         java(), "-Xmx512m", f"-Dlog4j2.configurationFile={CONF_DIR / 'jvm-log4j2.properties'}",
-        "-cp", jar_classpath(s, "iceberg-rest"), "org.apache.iceberg.rest.RESTCatalogServer",
+        "-cp", jar_classpath(s, "iceberg-rest"), str(CONF_DIR / "IcebergRestOnHost.java"),  # on the settings' host
     ],
     healthy=lambda s: http_ok(f"{s.iceberg_catalog_url}/v1/config"),
     address=lambda s: s.iceberg_catalog_url,

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from lineage_assets.private_files import private_folder
 from lineage_assets.processes import command_line, terminate
 from lineage_assets.settings import ENV_PREFIX, Settings
 from lineage_assets.stack.services import SERVICES, Service, StackError, as_user
@@ -95,6 +96,7 @@ class Supervisor:
 
     # --- up -------------------------------------------------------------------------------------
     def up(self, names: Iterable[str] | None = None) -> list[ServiceStatus]:
+        private_folder(self.settings.state_dir)  # logs, data and configurations with credentials
         wanted = [service for service in self._with_requirements(self.selected(names))
                   if not self._skipped_as_replaced(service, "started")]
         # A requirement run elsewhere counts as healthy: the stack neither starts nor waits for it.

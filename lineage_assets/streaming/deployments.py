@@ -95,7 +95,7 @@ class Deployments(abc.ABC):
             "script": job.script,
             "arguments": [*job.arguments, "--mode", "continuous", "--trigger-seconds", str(self.trigger_seconds),
                           "--progress-file", str(files.progress_file), "--drain-file", str(files.drain_file)],
-            "environment": self.settings.as_environment(),
+            "environment": self.settings.as_environment(secrets=False),  # the runner's own environment has them
             "running_interval": self.running_interval,
         }
         spec["config_hash"] = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
@@ -195,6 +195,7 @@ class LocalDeployments(Deployments):
         with DeploymentFolder(folder).runner_log.open("ab") as log:
             process = subprocess.Popen(
                 [sys.executable, "-m", "lineage_assets.streaming.runner", str(folder)],
+                env={**os.environ, **self.settings.secret_environment()},
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         return process.poll
 

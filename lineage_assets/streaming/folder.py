@@ -67,6 +67,11 @@ class DeploymentFolder:
     def spark_log(self) -> Path:
         return self.path / "spark.log"
 
+    @property
+    def secrets_file(self) -> Path:
+        """The Spark settings that are secrets, for the owner only, while the job runs."""
+        return self.path / "spark-secrets.properties"
+
     def spec(self) -> dict:
         return read_json(self.path / "deployment.json") or {}
 

@@ -62,7 +62,8 @@ def main(folder: Path) -> int:
 
     command = spark_submit_command(settings, PROJECT_ROOT / spec["script"],
                                    [*spec["arguments"], "--report", str(deployment.report_file)],
-                                   {"spark.app.name": f"{dataset.job.name}-deployment"})
+                                   {"spark.app.name": f"{dataset.job.name}-deployment"},
+                                   secrets_file=deployment.secrets_file)
     workdir = settings.state_dir / "spark"
     workdir.mkdir(parents=True, exist_ok=True)
     runner = {"pid": os.getpid(), "run_id": run_id, "started_at": dt.datetime.now(dt.UTC).isoformat()}
@@ -93,6 +94,7 @@ def main(folder: Path) -> int:
         time.sleep(0.5)
     # A driver killed alone leaves its Python process (or its JVM) behind: nothing outlives the run.
     terminate([pid for pid in deployment.processes() if pid != os.getpid()], ORPHAN_STOP_S)
+    deployment.secrets_file.unlink(missing_ok=True)
 
     if stop_requested:
         state, error = RunState.ABORT, events.JobError(f"deployment stopped by signal {stop_requested[0]}")

@@ -73,10 +73,20 @@ def test_the_job_that_writes_the_class_archive_loads_the_lineage_agent_unless_it
 
 
 def test_the_submit_command_puts_the_conf_before_the_script_and_its_arguments(settings, tmp_path):
-    command = spark_conf.spark_submit_command(settings, tmp_path / "job.py", ["--day", "2026-11-23"], {"spark.app.name": "x"})
+    secret = dataclasses.replace(settings, s3_secret_key="s3cr3t\\with-backslash")
+    secrets = tmp_path / "private" / "spark-secrets.properties"
+    command = spark_conf.spark_submit_command(secret, tmp_path / "job.py", ["--day", "2026-11-23"], {"spark.app.name": "x"},
+                                              secrets_file=secrets)
     script = command.index(str(tmp_path / "job.py"))
     assert command[0].endswith("spark-submit") and command[script + 1:] == ["--day", "2026-11-23"]
     assert "spark.app.name=x" in command[:script] and "spark.sql.session.timeZone=UTC" in command[:script]
+    # The credentials are in a file of the owner's, in Java's properties syntax, never on the command line.
+    assert not [part for part in command if "s3cr3t" in part or "local-access-key" in part]
+    assert command[command.index("--properties-file") + 1] == str(secrets) and secrets.stat().st_mode & 0o777 == 0o600
+    assert secrets.read_text().splitlines() == ["spark.hadoop.fs.s3a.access.key=local-access-key",
+                                                "spark.hadoop.fs.s3a.secret.key=s3cr3t\\\\with-backslash"]
+    with pytest.raises(ValueError, match="spark.hadoop.fs.s3a.access.key, spark.hadoop.fs.s3a.secret.key: secret"):
+        spark_conf.spark_submit_command(settings, tmp_path / "job.py", [])
 
 
 def test_on_a_standalone_cluster_a_job_takes_its_share_and_its_executors_reach_the_driver(settings):

@@ -1,0 +1,25 @@
+"""Files and folders for the owner only: the state folder, and every file that holds a credential."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+OWNER_ONLY = 0o700
+
+
+def private_folder(path: Path) -> Path:
+    """``path`` as a folder only its owner can list, read or enter (made if missing, narrowed if not)."""
+    path.mkdir(mode=OWNER_ONLY, parents=True, exist_ok=True)
+    path.chmod(OWNER_ONLY)
+    return path
+
+
+def write_private(path: Path, text: str) -> Path:
+    """``text`` into ``path``, readable and writable by its owner only from the first byte on."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(descriptor, 0o600)  # a file that existed would keep its mode
+    with os.fdopen(descriptor, "w") as out:
+        out.write(text)
+    return path
