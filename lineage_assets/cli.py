@@ -339,9 +339,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.handler(args, Settings.from_env())
+        return args.handler(args, Settings.from_env().validated())
     except (StackError, ValueError) as error:
-        print(f"lineage-assets: {error}", file=sys.stderr)
+        for line in str(error).splitlines():
+            print(f"lineage-assets: {line}", file=sys.stderr)
         return 2
 
 

@@ -27,6 +27,7 @@ from lineage_assets.lineage.marquez import MarquezApi, MarquezError
 from lineage_assets.lineage.queries import ask
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.lineage.emitter import emitter_for
+from lineage_assets.preflight import require_services
 from lineage_assets.settings import Settings
 from lineage_assets.source_schemas import value_subject
 from lineage_assets.stack.supervisor import Supervisor
@@ -159,6 +160,7 @@ def marquez_gaps(emitter: LineageEmitter, settings: Settings) -> list[str]:
 
 def main_demo(settings: Settings, orders: int, seed: int, continuous: bool = False) -> int:
     Supervisor(settings, progress=print).up()
+    require_services(settings)  # the ones run elsewhere too, before an order is produced
     # Some late and some bad orders, so the watermark and the dead-letter topic have work to show.
     run = run_pipeline(SettingsResource.of(settings), dagster_instance(settings),
                        {"count": orders, "seed": seed, "late_fraction": DEMO_LATE_FRACTION, "bad_fraction": DEMO_BAD_FRACTION})
@@ -204,6 +206,7 @@ def main_drift(settings: Settings, seed: int, drifted: int = DRIFTED_ORDERS, goo
     among ``good`` ones; the streaming assets run. Exit 0 when the pipeline stopped the drift:
     every drifted record dead-lettered and supplier_stats held back."""
     Supervisor(settings, progress=print).up()
+    require_services(settings)
     environment = SettingsResource.of(settings)
     instance = dagster_instance(settings)
     as_before = list(generate_orders(GeneratorConfig(count=good, seed=seed)))

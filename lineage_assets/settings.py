@@ -11,11 +11,17 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
 ENV_PREFIX = "LINEAGE_ASSETS_"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class SettingsError(ValueError):
+    """Settings that cannot work: one line per problem, each naming its variable and value."""
 
 
 def _parse_bool(raw: str) -> bool:
@@ -114,8 +120,58 @@ class Settings:
             try:
                 values[f.name] = _parse_bool(raw) if kind is bool else kind(raw)
             except ValueError:
-                raise ValueError(f"{name}={raw!r} is not a valid {kind.__name__} ({f.metadata['help']})") from None
+                raise SettingsError(f"{name}={raw!r} is not a valid {kind.__name__} ({f.metadata['help']})") from None
         return cls(**values)
+
+    def problems(self) -> list[str]:
+        """What is wrong with these settings, found without the network: ranges, URL schemes, forms."""
+        found = []
+
+        def bad(name: str, why: str) -> None:
+            found.append(f"{ENV_PREFIX}{name.upper()}={getattr(self, name)!r}: {why}")
+
+        for f in dataclasses.fields(self):
+            if f.name.endswith("_port") and not 0 < getattr(self, f.name) < 65536:
+                bad(f.name, "a TCP port is 1 to 65535")
+        for name in ("s3_endpoint", "registry_url", "catalog_url", "marquez_url"):
+            url = getattr(self, name)
+            if url and (urllib.parse.urlsplit(url).scheme not in ("http", "https") or not urllib.parse.urlsplit(url).hostname):
+                bad(name, "an http:// or https:// URL with a host")
+        for server in filter(None, self.kafka_bootstrap.split(",")):
+            host, _, port = server.strip().rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                bad("kafka_bootstrap", f"{server.strip()!r} is not HOST:PORT (servers separated by commas)")
+        if not re.fullmatch(r"local(\[(\d+|\*)(,\d+)?\])?|spark://[^/:,]+:\d+(,[^/:,]+:\d+)*|yarn|k8s://\S+", self.spark_master):
+            bad("spark_master", "a Spark master URL: local, local[N], local[*], spark://HOST:PORT, yarn or k8s://URL")
+        for name in ("spark_driver_memory", "spark_worker_memory", "spark_executor_memory"):
+            if not re.fullmatch(r"(?i)\d+[kmgt]?b?", getattr(self, name)):
+                bad(name, "a JVM memory size such as 512m or 2g")
+        if self.kafka_brokers not in (1, 3):
+            bad("kafka_brokers", "the local Kafka has 1 or 3 brokers")
+        for name in ("orders_partitions", "spark_worker_cores", "spark_cores_per_job"):
+            if getattr(self, name) < 1:
+                bad(name, "at least 1")
+        for name in ("kafka_replication_factor", "max_records_per_batch"):
+            if getattr(self, name) < 0:
+                bad(name, "0 or more")
+        if self.deployment_backend not in ("local", "docker"):
+            bad("deployment_backend", "local or docker")
+        for name in ("orders_topic", "supplier_stats_topic", "dead_letter_topic"):
+            if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", getattr(self, name)):
+                bad(name, "a Kafka topic name: letters, digits, '.', '_' and '-'")
+        for name in ("archive_bucket", "warehouse_bucket"):
+            if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", getattr(self, name)):
+                bad(name, "an S3 bucket name: 3 to 63 lower-case letters, digits, '.' and '-'")
+        for name in ("catalog_name", "iceberg_namespace"):
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", getattr(self, name)):
+                bad(name, "a Spark identifier: letters, digits and '_'")
+        return found
+
+    def validated(self) -> Settings:
+        """These settings, or SettingsError listing every problem (see ``problems``)."""
+        if problems := self.problems():
+            raise SettingsError("\n".join(problems))
+        return self
 
     def as_environment(self, secrets: bool = True) -> dict[str, str]:
         """These settings as ``LINEAGE_ASSETS_*`` variables (``from_env`` of them gives them back);

@@ -13,6 +13,7 @@ from lineage_assets.lineage.events import DatasetVersion, OutputStatistics, Sour
 from lineage_assets.lineage.observed import ColumnLineage, ObservationError, disagreements, from_facet, from_report
 from lineage_assets.lineage.spark_agent import AgentEvidence
 from lineage_assets.lineage.queries import declared_impact
+from lineage_assets.preflight import require_services
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lineage import LineageResource
 from lineage_assets.resources.settings import SettingsResource
@@ -149,6 +150,7 @@ def streaming_asset(job: Callable[[Settings], JobSpec[R]], settings: Settings, g
                   spark_jobs: SparkJobsResource, lineage: LineageResource) -> dg.MaterializeResult:
         settings = environment.settings
         ensure_not_deployed(dataset, settings)
+        require_services(settings)
         with lineage.asset_run(context, dataset) as run:
             created = kafka.ensure_topics(*topics(settings))
             report = spark_jobs.run(job(settings), log=context.log)

@@ -22,6 +22,7 @@ from lineage_assets.datasets import CHECKS, LAKEHOUSE_ORDERS, SUPPLIER_STATS, ic
 from lineage_assets.dead_letters import TEACH_THEN_REPLAY
 from lineage_assets.jobs import IngestionReport, ingestion_job, supplier_stats_job
 from lineage_assets.lineage.events import Assertion, DatasetVersion, OutputStatistics, orders_read
+from lineage_assets.preflight import require_services
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lineage import LineageResource
 from lineage_assets.resources.settings import SettingsResource
@@ -133,6 +134,7 @@ def supplier_stats_asset(settings: Settings) -> dg.AssetsDefinition:
     def supplier_stats(context: dg.AssetExecutionContext, environment: SettingsResource, spark_jobs: SparkJobsResource,
                        lineage: LineageResource) -> dg.MaterializeResult:
         """Recompute one day of hourly supplier totals; overwrites exactly that day."""
+        require_services(environment.settings)
         with lineage.asset_run(context, SUPPLIER_STATS, lifecycle="OVERWRITE") as run:
             application = run.spark_application()
             try:

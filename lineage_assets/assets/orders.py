@@ -9,6 +9,7 @@ from lineage_assets.assets.common import asset_spec_arguments
 from lineage_assets.datasets import ORDERS, orders_avro_schema_json
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.lineage.events import DatasetVersion, OutputStatistics
+from lineage_assets.preflight import require_services
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lineage import LineageResource
 from lineage_assets.resources.settings import SettingsResource
@@ -36,6 +37,7 @@ def orders_definitions(settings: Settings) -> dg.Definitions:
         """Ensure the topics and the value schema exist, then produce ``count`` generated orders."""
         started = time.monotonic()
         settings = environment.settings
+        require_services(settings)
         with lineage.asset_run(context, ORDERS) as run:
             created = kafka.ensure_topics(settings.orders_topic, settings.supplier_stats_topic, settings.dead_letter_topic)
             schema = kafka.register_value_schema(settings.orders_topic, orders_avro_schema_json())

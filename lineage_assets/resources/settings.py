@@ -28,6 +28,7 @@ class SettingsResource(dg.ConfigurableResource):
 
     @property
     def settings(self) -> Settings:
+        """The settings, checked (SettingsError names each bad one before a run does anything)."""
         if self._settings is None:
-            self._settings = Settings.from_env({**os.environ, **self.overrides})
+            self._settings = Settings.from_env({**os.environ, **self.overrides}).validated()
         return self._settings
