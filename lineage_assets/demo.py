@@ -16,6 +16,7 @@ from decimal import Decimal
 import dagster as dg
 
 from lineage_assets.assets.common import asset_key
+from lineage_assets.assets.lakehouse import days_behind
 from lineage_assets.datasets import DATASETS, LAKEHOUSE_ORDERS, ORDERS, ORDERS_AVRO_SCHEMA, SUPPLIER_STATS
 from lineage_assets.dead_letters import TEACH_THEN_REPLAY
 from lineage_assets.definitions import build_definitions
@@ -103,7 +104,7 @@ def run_pipeline(environment: SettingsResource, instance: dg.DagsterInstance, or
         run.rows[dataset.key] = _metadata(result, dataset)["rows_out"]
     ingestion = _metadata(result, LAKEHOUSE_ORDERS)
     run.dead_letters = ingestion["dead_letters"]
-    run.days = list(ingestion["days"])  # without the days held back
+    run.days = days_behind(instance)  # this pass's days and any an earlier one left behind, without those held back
     run.held_back, run.outstanding = list(ingestion["days_held_back"]), ingestion["schema_incompatible_outstanding"]
     run.checks.update({c.check_name: c.passed for c in result.get_asset_check_evaluations()})
 

@@ -1,6 +1,7 @@
 """What every asset module shares: Dagster definitions and metadata from the dataset catalog, and
 the one shape of a streaming job's asset."""
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic
@@ -19,7 +20,7 @@ from lineage_assets.resources.lineage import LineageResource
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import Settings
-from lineage_assets.streaming.deployments import deployments_for
+from lineage_assets.streaming.exclusive import exclusive_run
 
 
 def asset_key(dataset: Dataset) -> dg.AssetKey:
@@ -70,19 +71,6 @@ def asset_spec_arguments(dataset: Dataset, settings: Settings, group: str) -> di
 def check_arguments(check: Check) -> dict:
     """The @asset_check keyword arguments every separately evaluated check takes from the catalog."""
     return {"asset": asset_key(DATASETS[check.dataset]), "name": check.name, "description": check.description}
-
-
-class DeployedElsewhere(RuntimeError):
-    """A catch-up run was asked for a streaming job that runs as a deployment (same checkpoint)."""
-
-
-def ensure_not_deployed(dataset: Dataset, settings: Settings) -> None:
-    """Catch-up runs and a continuous deployment of one job share its checkpoint: never both at once."""
-    status = deployments_for(settings).status(dataset.key)
-    if status.running:
-        raise DeployedElsewhere(
-            f"{dataset.key} runs as a continuous deployment (pid {status.pid}, run {status.run_id}); it keeps the "
-            f"asset up to date. Stop it first for a catch-up run: lineage-assets stop {dataset.key}")
 
 
 def observed_lineage(dataset: Dataset, report: Report, settings: Settings, log,
@@ -141,23 +129,25 @@ def streaming_asset(job: Callable[[Settings], JobSpec[R]], settings: Settings, g
                     outcome: Callable[[StreamingRun[R]], Outcome], *,
                     topics: Callable[[Settings], tuple[str, ...]] = lambda settings: (),
                     **asset_arguments) -> dg.AssetsDefinition:
-    """The asset of a streaming job run to catch up: refused while the job runs as a deployment;
-    otherwise one lineage run around ensuring ``topics``, the Spark job and its ``outcome``."""
+    """The asset of a streaming job run to catch up: refused while the job runs elsewhere (another
+    catch-up run, or a deployment); otherwise one lineage run around ensuring ``topics``, the Spark job
+    and its ``outcome``."""
     dataset = job(settings).dataset
 
     @dg.asset(**asset_spec_arguments(dataset, settings, group), **asset_arguments)
     def streaming(context: dg.AssetExecutionContext, environment: SettingsResource, kafka: KafkaResource,
                   spark_jobs: SparkJobsResource, lineage: LineageResource) -> dg.MaterializeResult:
         settings = environment.settings
-        ensure_not_deployed(dataset, settings)
-        require_services(settings)
-        with lineage.asset_run(context, dataset) as run:
-            created = kafka.ensure_topics(*topics(settings))
-            report = spark_jobs.run(job(settings), log=context.log)
-            result = outcome(StreamingRun(context, settings, kafka, report, created))
-            observed = observed_lineage(dataset, report, settings, context.log)
-            run.complete(result.statistics, result.lifecycle, version=result.version, quality=result.quality,
-                         reads=result.reads, column_lineage=observed)
+        with exclusive_run(settings.state_dir, dataset.job.name, dataset.key,
+                           f"catch-up Dagster run {context.run.run_id} (pid {os.getpid()})"):
+            require_services(settings)
+            with lineage.asset_run(context, dataset) as run:
+                created = kafka.ensure_topics(*topics(settings))
+                report = spark_jobs.run(job(settings), log=context.log)
+                result = outcome(StreamingRun(context, settings, kafka, report, created))
+                observed = observed_lineage(dataset, report, settings, context.log)
+                run.complete(result.statistics, result.lifecycle, version=result.version, quality=result.quality,
+                             reads=result.reads, column_lineage=observed)
         return dg.MaterializeResult(metadata={
             **run_metadata(report.rows_in, result.statistics.rows, report, observed),
             "kafka/start_offsets": dg.MetadataValue.json(report.start_offsets or {}),

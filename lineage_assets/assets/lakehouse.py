@@ -92,6 +92,34 @@ def latest_metadata(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str,
     return {name: value.value for name, value in event.asset_materialization.metadata.items()} if event else {}
 
 
+def days_behind(instance: dg.DagsterInstance) -> list[str]:
+    """The days `supplier_stats` is behind `lakehouse/orders` on: each day an ingestion released for a
+    rebuild (its materialization's ``days``) later than that day's last `supplier_stats`
+    materialization. Dagster's event log holds both, so a day whose rebuild failed, or never ran (a
+    pass that stopped early), is rebuilt by the next pass."""
+    released: dict[str, float] = {}
+    for record in _materializations(instance, dg.AssetRecordsFilter(asset_key(LAKEHOUSE_ORDERS))):
+        days = record.asset_materialization.metadata.get("days")
+        for day in days.value if days else []:
+            released[day] = max(released.get(day, 0.0), record.timestamp)
+    built: dict[str, float] = {}
+    if released:
+        partitions = dg.AssetRecordsFilter(asset_key(SUPPLIER_STATS), asset_partitions=sorted(released))
+        for record in _materializations(instance, partitions):
+            built[record.partition_key] = max(built.get(record.partition_key, 0.0), record.timestamp)
+    return sorted(day for day, at in released.items() if built.get(day, 0.0) < at)
+
+
+def _materializations(instance: dg.DagsterInstance, records: dg.AssetRecordsFilter):
+    cursor = None
+    while True:
+        page = instance.fetch_materializations(records, limit=1000, cursor=cursor)
+        yield from page.records
+        if not page.has_more:
+            return
+        cursor = page.cursor
+
+
 def table_metadata(snapshot_id: int | None, schema_id: int | None, quality: dict | None) -> dict:
     """An Iceberg table as a commit left it: its snapshot, schema id and ``quality`` (the whole table,
     from its manifests)."""

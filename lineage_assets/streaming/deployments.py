@@ -23,6 +23,7 @@ from pathlib import Path
 
 from lineage_assets.jobs import STREAMING_JOBS, JobSpec
 from lineage_assets.settings import Settings
+from lineage_assets.streaming.exclusive import running
 from lineage_assets.streaming.folder import DeploymentFolder
 
 
@@ -151,6 +152,8 @@ class Deployments(abc.ABC):
         if current.running:
             self.stop(name, drain=True)
             outcome = "restarted"
+        elif (holder := running(self.settings.state_dir, self._job(name).dataset.job.name)) is not None:
+            raise DeploymentError(f"{name} runs already: {holder}; deploy it once that run has ended")
         folder, files = self.folder(name), self.files(name)
         # A dead run ends (FAIL, as its own spec says) and its Spark job is gone before a new one takes
         # the same checkpoint.

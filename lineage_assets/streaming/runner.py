@@ -28,6 +28,7 @@ from lineage_assets.processes import terminate
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.settings import PROJECT_ROOT, Settings
 from lineage_assets.spark_conf import spark_submit_command, spark_submit_env
+from lineage_assets.streaming.exclusive import exclusive_run
 from lineage_assets.streaming.folder import ORPHAN_STOP_S, DeploymentFolder
 
 
@@ -67,44 +68,48 @@ def main(folder: Path) -> int:
     workdir = settings.state_dir / "spark"
     workdir.mkdir(parents=True, exist_ok=True)
     runner = {"pid": os.getpid(), "run_id": run_id, "started_at": dt.datetime.now(dt.UTC).isoformat()}
-    deployment.write_runner(runner)
-    emit(RunState.START)
-    spark_log = deployment.spark_log.open("ab")
-    job = subprocess.Popen([sys.executable, "-m", "lineage_assets.streaming.guard", str(folder), *command],
-                           stdout=spark_log, stderr=subprocess.STDOUT, env=spark_submit_env(), cwd=workdir,
-                           start_new_session=True)
-    deployment.write_runner({**runner, "spark_pgid": job.pid})  # the guard leads the job's group
-    last_running = time.monotonic()
-    while job.poll() is None:
-        if stop_requested:
-            os.killpg(job.pid, signal.SIGTERM)
-            try:
-                job.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(job.pid, signal.SIGKILL)
-                job.wait()
-            break
-        if time.monotonic() - last_running >= interval:  # a sign of life, with or without new batches
-            progress = deployment.progress_facet()
-            version, quality = deployment.output_written()
-            emit(RunState.RUNNING, progress=progress, statistics=events.OutputStatistics(rows=progress.processedRows),
-                 reads=(events.orders_read(settings, deployment.versions_read()),), version=version, quality=quality,
-                 column_lineage=deployment.column_lineage(settings))
-            last_running = time.monotonic()
-        time.sleep(0.5)
-    # A driver killed alone leaves its Python process (or its JVM) behind: nothing outlives the run.
-    terminate([pid for pid in deployment.processes() if pid != os.getpid()], ORPHAN_STOP_S)
-    deployment.secrets_file.unlink(missing_ok=True)
+    # Held for the deployment's life, by this runner and the guard of its Spark job, which outlives it.
+    with exclusive_run(settings.state_dir, dataset.job.name, dataset.key,
+                       f"its continuous deployment (run {run_id}, pid {os.getpid()}) keeps the asset up to date; "
+                       f"`lineage-assets stop {dataset.key}` stops it") as lock:
+        deployment.write_runner(runner)
+        emit(RunState.START)
+        spark_log = deployment.spark_log.open("ab")
+        job = subprocess.Popen([sys.executable, "-m", "lineage_assets.streaming.guard", str(folder), *command],
+                               stdout=spark_log, stderr=subprocess.STDOUT, env=spark_submit_env(), cwd=workdir,
+                               start_new_session=True, pass_fds=(lock,))
+        deployment.write_runner({**runner, "spark_pgid": job.pid})  # the guard leads the job's group
+        last_running = time.monotonic()
+        while job.poll() is None:
+            if stop_requested:
+                os.killpg(job.pid, signal.SIGTERM)
+                try:
+                    job.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    os.killpg(job.pid, signal.SIGKILL)
+                    job.wait()
+                break
+            if time.monotonic() - last_running >= interval:  # a sign of life, with or without new batches
+                progress = deployment.progress_facet()
+                version, quality = deployment.output_written()
+                emit(RunState.RUNNING, progress=progress, statistics=events.OutputStatistics(rows=progress.processedRows),
+                     reads=(events.orders_read(settings, deployment.versions_read()),), version=version, quality=quality,
+                     column_lineage=deployment.column_lineage(settings))
+                last_running = time.monotonic()
+            time.sleep(0.5)
+        # A driver killed alone leaves its Python process (or its JVM) behind: nothing outlives the run.
+        terminate([pid for pid in deployment.processes() if pid != os.getpid()], ORPHAN_STOP_S)
+        deployment.secrets_file.unlink(missing_ok=True)
 
-    if stop_requested:
-        state, error = RunState.ABORT, events.JobError(f"deployment stopped by signal {stop_requested[0]}")
-    elif job.returncode == 0:
-        state, error = RunState.COMPLETE, None
-    else:
-        state, error = RunState.FAIL, job_error(deployment.spark_log.read_text(errors="replace"), job.returncode)
-    deployment.end(state, "its runner", error, exit_code=job.returncode)
-    emitter.flush(timeout=10)  # what is left goes out with the next sender
-    return 0
+        if stop_requested:
+            state, error = RunState.ABORT, events.JobError(f"deployment stopped by signal {stop_requested[0]}")
+        elif job.returncode == 0:
+            state, error = RunState.COMPLETE, None
+        else:
+            state, error = RunState.FAIL, job_error(deployment.spark_log.read_text(errors="replace"), job.returncode)
+        deployment.end(state, "its runner", error, exit_code=job.returncode)
+        emitter.flush(timeout=10)  # what is left goes out with the next sender
+        return 0
 
 
 if __name__ == "__main__":

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
 from lineage_assets.assets.common import asset_key
+from lineage_assets.assets.lakehouse import days_behind
 from lineage_assets.datasets import LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS, Dataset
 from lineage_assets.definitions import build_definitions
+from lineage_assets.demo import run_pipeline
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.jobs import JobSpec
 from lineage_assets.lineage.check import check, check_marquez
@@ -67,9 +70,9 @@ DAY = "2026-11-21"  # of the test stack's orders
 NEW_ORDERS = dt.datetime(2026, 11, 22, 8, tzinfo=dt.UTC)
 
 
-def materialize(settings, instance, dataset: Dataset, seed: int) -> dg.ExecuteInJobResult:
-    """``dataset``'s asset as the pipeline runs it; the ingestion on orders of its own (seeded)."""
-    if dataset is LAKEHOUSE_ORDERS:
+def materialize(settings, instance, dataset: Dataset, seed: int | None) -> dg.ExecuteInJobResult:
+    """``dataset``'s asset as the pipeline runs it; the ingestion on orders of its own (``seed``)."""
+    if dataset is LAKEHOUSE_ORDERS and seed is not None:
         orders = list(generate_orders(GeneratorConfig(count=20, seed=seed, start=NEW_ORDERS)))
         produce_orders(orders, settings.kafka_servers, settings.schema_registry_url, settings.orders_topic)
     definitions = build_definitions(SettingsResource.of(settings))
@@ -132,3 +135,21 @@ def test_a_changed_derivation_is_a_gap_of_that_column_and_marquez_shows_what_ran
 def kinds(field: dict) -> str:
     """An input field's transformations as a gap names them."""
     return ", ".join(sorted(f"{t['type']}/{t['subtype']}" for t in field["transformations"]))
+
+
+def test_a_day_no_rebuild_followed_is_rebuilt_by_the_next_pass(runs, settings, instance):
+    """An ingestion that released a day, and no `supplier_stats` run after it (it failed, or the pass
+    stopped): the next pass of the pipeline rebuilds that day, new orders or not."""
+    left_behind = dt.datetime(2026, 11, 23, 9, tzinfo=dt.UTC)
+    orders = list(generate_orders(GeneratorConfig(count=30, seed=41, start=left_behind)))
+    produce_orders(orders, settings.kafka_servers, settings.schema_registry_url, settings.orders_topic)
+    assert materialize(settings, instance, LAKEHOUSE_ORDERS, seed=None).success  # the pass stops here
+    assert "2026-11-23" in days_behind(instance)
+
+    again = run_pipeline(SettingsResource.of(settings), instance, None)
+    assert "2026-11-23" in again.days and days_behind(instance) == []
+    totals: dict[str, tuple[Decimal, int]] = {}
+    for order in orders:
+        total, count = totals.get(order.order["supplier"], (Decimal("0"), 0))
+        totals[order.order["supplier"]] = (total + Decimal(order.order["price"]), count + 1)
+    assert again.supplier_totals["2026-11-23"] == totals

@@ -17,6 +17,7 @@ import pytest
 from lineage_assets.lineage.delivery import Backend
 from lineage_assets.lineage.emitter import LineageEmitter
 from lineage_assets.lineage.marquez import MarquezApi
+from tests.conftest import wait_for
 
 NAMESPACE = "delivery-probe"  # jobs of their own: the asset graph's check does not see them
 
@@ -89,3 +90,18 @@ def test_check_in_marquez_fails_while_events_wait(probe):
     assert f"3 events of {emitter.log_path} wait for delivery" in checked.stdout
     assert cli(probe, "flush").returncode == 0
     assert "wait for delivery" not in cli(probe, "check", "--source", "marquez").stdout
+
+
+def test_events_go_to_the_backend_the_settings_name_now_even_those_emitted_before(probe):
+    before = LineageEmitter(probe.lineage_dir, Backend.marquez("http://127.0.0.1:1"))  # settings of an earlier run
+    suffix = uuid.uuid4().hex[:8]
+    before.emit(event(f"while-down-{suffix}"))
+    wait_for(before.sender_running, timeout=60, what="the first sender", poll=0.1)  # it retries the old backend
+    after = LineageEmitter(probe.lineage_dir, Backend.marquez(probe.marquez_api_url))  # this run's settings
+    after.emit(event(f"now-{suffix}"))
+    assert after.flush(timeout=120)
+    arrived = {job["name"] for job in MarquezApi(probe.marquez_api_url).jobs(NAMESPACE)}
+    assert {f"while-down-{suffix}", f"now-{suffix}"} <= arrived
+    assert cli(probe, "status").stdout.count(f"backend       http {probe.marquez_api_url}") == 1
+    before.stop_sender()
+    after.stop_sender()
