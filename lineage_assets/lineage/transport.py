@@ -2,10 +2,11 @@
 folder's log and leaves delivery to a sender process, so emitting never waits on the network and an
 event outlives a backend that is down, a process that ends and a machine that restarts.
 
-Any openlineage-python client can use it, e.g. from ``openlineage.yml``::
+Any openlineage-python client can use it, e.g. from ``openlineage.yml`` (``type: durable`` once this
+module is imported)::
 
     transport:
-      type: durable
+      type: lineage_assets.lineage.transport.DurableTransport
       folder: /var/lib/lineage
       backend: {type: http, url: http://127.0.0.1:5000}
 

@@ -260,3 +260,24 @@ def test_the_agents_actions_are_evidence_of_column_lineage_never_jobs_of_their_o
     assert kinds == {"total_price": {("lakehouse/orders", "price", "AGGREGATION"), ("lakehouse/orders", "bid_time", "GROUP_BY")},
                      "total_count": {("lakehouse/orders", "bid_time", "GROUP_BY")}}
     assert next(s for s in lineage["total_price"] if s.column == "price").transformation.description == "SUM(price)"  # the catalog's words
+
+
+def test_any_openlineage_client_can_name_the_durable_transport(tmp_path):
+    from openlineage.client import OpenLineageClient
+    from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
+
+    from lineage_assets.lineage.transport import DurableTransport
+
+    backend_folder = tmp_path / "backend"
+    backend_folder.mkdir()
+    client = OpenLineageClient(config={"transport": {  # as an openlineage.yml names it, by class path
+        "type": "lineage_assets.lineage.transport.DurableTransport", "folder": str(tmp_path / "lineage"),
+        "backend": {"type": "file", "log_file_path": str(backend_folder / "received.jsonl"), "append": True}}})
+    assert isinstance(client.transport, DurableTransport)
+    client.emit(RunEvent(eventType=RunState.START, eventTime="2026-11-21T00:00:00+00:00", producer="urn:test",
+                         run=Run(runId="0190c3a4-0000-7000-8000-000000000007"), job=Job(namespace="t", name="j")))
+    assert client.transport.flush(timeout=30)
+    assert received(backend_folder) == [7]
+    client.transport.stop_sender()
+    with pytest.raises(RuntimeError, match="the durable transport needs `backend`"):
+        OpenLineageClient(config={"transport": {"type": "durable", "folder": str(tmp_path / "other")}})
