@@ -19,6 +19,7 @@ import attrs
 from openlineage.client import OpenLineageClient
 
 from lineage_assets.lineage.event_log import EventLog, Line, file_lock, run_event
+from lineage_assets.private_files import write_private
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +106,7 @@ class Delivery:
         except FileNotFoundError:
             pass
         temporary = self.backend_path.with_name(f".backend.{time.monotonic_ns()}.tmp")
-        temporary.write_text(text)
+        write_private(temporary, text)  # a transport's configuration may hold its credentials
         temporary.replace(self.backend_path)
 
     def backend(self) -> Backend | None:
