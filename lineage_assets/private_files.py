@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 OWNER_ONLY = 0o700
 
 
 def private_folder(path: Path) -> Path:
-    """``path`` as a folder only its owner can list, read or enter (made if missing, narrowed if not)."""
+    """``path`` as a folder only its owner can list or change (made if missing, narrowed if not). Leave to
+    pass through stays: a server run as another user (PostgreSQL's, when the stack runs as root) is
+    given it to reach its own folder inside, and takes it away from a running server at its peril."""
     path.mkdir(mode=OWNER_ONLY, parents=True, exist_ok=True)
-    path.chmod(OWNER_ONLY)
+    path.chmod(stat.S_IMODE(path.stat().st_mode) & ~0o066)
     return path
 
 
