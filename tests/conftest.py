@@ -22,10 +22,16 @@ TEST_PORT_OFFSET = 10000
 PORT_FIELDS = [f.name for f in dataclasses.fields(Settings) if f.name.endswith("_port")]
 
 
+# An S3 credential of the session's own, which the exposure tests look for everywhere; every stack of
+# the session has it, since some share the test stack's S3.
+SESSION_S3_SECRET = f"test-secret-{secrets.token_hex(8)}"
+
+
 def isolated_settings(name: str, offset: int = TEST_PORT_OFFSET, **overrides) -> Settings:
     base = Settings.from_env()
     ports = {field: getattr(base, field) + offset for field in PORT_FIELDS}
-    return dataclasses.replace(base, **{"state_dir": base.state_dir / name, **ports, **overrides})
+    return dataclasses.replace(base, **{"state_dir": base.state_dir / name, "s3_secret_key": SESSION_S3_SECRET,
+                                        **ports, **overrides})
 
 
 def wait_for(condition, timeout: float, what: str, poll: float = 1.0):
@@ -40,8 +46,7 @@ def wait_for(condition, timeout: float, what: str, poll: float = 1.0):
 
 @pytest.fixture(scope="session")
 def settings() -> Settings:
-    # A credential of the session's own, which the exposure tests look for everywhere.
-    return isolated_settings("test-stack", s3_secret_key=f"test-secret-{secrets.token_hex(8)}")
+    return isolated_settings("test-stack")
 
 
 @pytest.fixture(scope="session")
