@@ -41,8 +41,7 @@ def unreachable(settings: Settings, timeout: float = 2.0) -> list[str]:
             found.append(f"{named}: host {host} does not resolve")
             continue
         if not port_open(host, port, timeout=timeout):
-            local = "" if setting.endswith("_url") or setting in ("kafka_bootstrap", "s3_endpoint") else \
-                " (the local stack's: `lineage-assets stack up`)"
+            local = " (the local stack's: `lineage-assets stack up`)" if setting.endswith("_port") else ""
             found.append(f"{named}: nothing answers at {host}:{port} within {timeout:.0f} s{local}")
     return found
 

@@ -134,8 +134,8 @@ class Settings:
             if f.name.endswith("_port") and not 0 < getattr(self, f.name) < 65536:
                 bad(f.name, "a TCP port is 1 to 65535")
         for name in ("s3_endpoint", "registry_url", "catalog_url", "marquez_url"):
-            url = getattr(self, name)
-            if url and (urllib.parse.urlsplit(url).scheme not in ("http", "https") or not urllib.parse.urlsplit(url).hostname):
+            url = urllib.parse.urlsplit(getattr(self, name))
+            if url.geturl() and (url.scheme not in ("http", "https") or not url.hostname):
                 bad(name, "an http:// or https:// URL with a host")
         for server in filter(None, self.kafka_bootstrap.split(",")):
             host, _, port = server.strip().rpartition(":")

@@ -19,12 +19,11 @@ from pathlib import Path
 
 import attrs
 
-PRIVATE = 0o700  # lineage carries table locations and job arguments: for the owner only
-
+from lineage_assets.private_files import OWNER_ONLY
 
 @contextmanager
 def file_lock(path: Path, blocking: bool = True):
-    path.parent.mkdir(mode=PRIVATE, parents=True, exist_ok=True)
+    path.parent.mkdir(mode=OWNER_ONLY, parents=True, exist_ok=True)
     with path.open("a+") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
@@ -39,11 +38,10 @@ def file_lock(path: Path, blocking: bool = True):
 
 @attrs.frozen
 class Line:
-    """One complete line of the log: where it starts, its number (from 1, when counted) and its bytes."""
+    """One complete line of the log: where it starts and its bytes."""
 
     offset: int
     text: bytes
-    number: int | None = None
 
     @property
     def end(self) -> int:
@@ -86,7 +84,7 @@ class EventLog:
         self.cursor_path = folder / "delivered.offset"
         self.dead_letters_path = folder / "dead-letters.jsonl"
         self._append_lock = folder / "events.lock"
-        folder.mkdir(mode=PRIVATE, parents=True, exist_ok=True)
+        folder.mkdir(mode=OWNER_ONLY, parents=True, exist_ok=True)
 
     # --- writing ------------------------------------------------------------------------------
     def append(self, line: str) -> None:
