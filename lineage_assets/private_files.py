@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 
 OWNER_ONLY = 0o700
@@ -25,4 +26,13 @@ def write_private(path: Path, text: str) -> Path:
     os.fchmod(descriptor, 0o600)  # a file that existed would keep its mode
     with os.fdopen(descriptor, "w") as out:
         out.write(text)
+    return path
+
+
+def replace_private(path: Path, text: str) -> Path:
+    """``path`` replaced whole by ``text`` (owner-only): a reader sees the old content or the new, never
+    a part; writers in several processes each use a temporary file of their own."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    write_private(temporary, text)
+    temporary.replace(path)
     return path

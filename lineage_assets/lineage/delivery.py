@@ -19,7 +19,7 @@ import attrs
 from openlineage.client import OpenLineageClient
 
 from lineage_assets.lineage.event_log import EventLog, Line, file_lock, run_event
-from lineage_assets.private_files import write_private
+from lineage_assets.private_files import replace_private
 
 log = logging.getLogger(__name__)
 
@@ -105,9 +105,7 @@ class Delivery:
                 return
         except FileNotFoundError:
             pass
-        temporary = self.backend_path.with_name(f".backend.{time.monotonic_ns()}.tmp")
-        write_private(temporary, text)  # a transport's configuration may hold its credentials
-        temporary.replace(self.backend_path)
+        replace_private(self.backend_path, text)  # a transport's configuration may hold its credentials
 
     def backend(self) -> Backend | None:
         try:
@@ -189,9 +187,7 @@ class Delivery:
 
     def _record(self, **status) -> None:
         at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        temporary = self.status_path.with_name(f".delivery.{time.monotonic_ns()}.tmp")
-        temporary.write_text(json.dumps({**status, "at": at}))
-        temporary.replace(self.status_path)
+        replace_private(self.status_path, json.dumps({**status, "at": at}))
 
     def last_error(self) -> dict | None:
         try:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import attrs
 
-from lineage_assets.private_files import OWNER_ONLY
+from lineage_assets.private_files import OWNER_ONLY, replace_private
 
 @contextmanager
 def file_lock(path: Path, blocking: bool = True):
@@ -169,9 +169,7 @@ class EventLog:
 
     def replace_dead_letters(self, kept: list[dict]) -> None:
         with file_lock(self.folder / "dead-letters.lock"):
-            temporary = self.dead_letters_path.with_suffix(".tmp")
-            temporary.write_text("".join(json.dumps(record) + "\n" for record in kept))
-            temporary.replace(self.dead_letters_path)
+            replace_private(self.dead_letters_path, "".join(json.dumps(record) + "\n" for record in kept))
 
     # --- delivery's cursor --------------------------------------------------------------------
     def cursor(self) -> int:
@@ -181,9 +179,7 @@ class EventLog:
             return 0
 
     def advance(self, offset: int) -> None:
-        temporary = self.cursor_path.with_suffix(".tmp")
-        temporary.write_text(str(offset))
-        temporary.replace(self.cursor_path)
+        replace_private(self.cursor_path, str(offset))
 
     def pending(self) -> int:
         """Complete lines not yet delivered (nor set aside)."""
