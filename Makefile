@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 CACHE := .cache
 MVN := mvn -q -B -f infra/pom.xml -Dmaven.repo.local=$(CURDIR)/$(CACHE)/m2
 
-.PHONY: setup system-packages jars servers venv demo test test-unit dev stack-up stack-down stack-status flink-peer bench bench-quick clean
+.PHONY: setup system-packages jars servers venv demo lint test test-unit dev stack-up stack-down stack-status flink-peer bench bench-quick clean
 
 setup: system-packages $(BIN)/lineage-assets jars servers
 
@@ -50,7 +50,13 @@ servers: $(BIN)/lineage-assets jars
 demo: setup
 	$(BIN)/lineage-assets demo $(if $(CONTINUOUS),--continuous)
 
-test: setup
+# ruff (configured in pyproject.toml) over everything the repository holds, before the suite.
+LINT_PATHS ?= .
+lint: setup
+	$(BIN)/ruff check --config pyproject.toml $(LINT_PATHS)
+	$(BIN)/ruff format --check --config pyproject.toml $(LINT_PATHS)
+
+test: setup lint
 	$(BIN)/pytest -q -ra
 
 test-unit: setup

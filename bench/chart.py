@@ -27,8 +27,14 @@ def _bars(ax, labels: list[str], values: list[float], target: float | None, titl
 
 def emission(ax, result: dict) -> None:
     cases = result["cases"]
-    _bars(ax, [case.split(" ")[0] for case in cases], [r["p99_ms"] for r in cases.values()], 1.0,
-          "emission latency p99 (ms), lower is better", " ms")
+    _bars(
+        ax,
+        [case.split(" ")[0] for case in cases],
+        [r["p99_ms"] for r in cases.values()],
+        1.0,
+        "emission latency p99 (ms), lower is better",
+        " ms",
+    )
 
 
 def lineage_overhead(ax, result: dict) -> None:
@@ -40,7 +46,9 @@ def throughput(ax, result: dict) -> None:
     rates = result["median_rows_per_s"]
     jobs = [name for name in rates if name != "ceiling" and not name.startswith("flink_")]
     width = 0.4
-    for offset, (label, names) in enumerate((("project (PySpark)", jobs), ("Flink peer", [f"flink_{n}" for n in jobs]))):
+    for offset, (label, names) in enumerate(
+        (("project (PySpark)", jobs), ("Flink peer", [f"flink_{n}" for n in jobs]))
+    ):
         xs = [x + (offset - 0.5) * width for x in range(len(jobs))]
         values = [rates[name] / 1000 if name in rates else 0 for name in names]
         ax.bar(xs, values, width, label=label)
@@ -56,17 +64,27 @@ def throughput(ax, result: dict) -> None:
 
 def freshness(ax, result: dict) -> None:
     values = {f"{where} {q}": result[where][f"{q}_s"] for where in ("table", "window") for q in ("p50", "p95")}
-    _bars(ax, list(values), [v if v is not None else 0 for v in values.values()], None, "freshness (s from produce)", "")
+    _bars(
+        ax, list(values), [v if v is not None else 0 for v in values.values()], None, "freshness (s from produce)", ""
+    )
 
 
 def scaling(ax, result: dict) -> None:
     sizes = [m["orders"] for m in result["sizes"]]
-    for key, label in (("median_asset_s", f"asset (exponent {result['exponent_asset']})"),
-                       ("median_floor_s", f"bare spark-submit (exponent {result['exponent_floor']})")):
+    for key, label in (
+        ("median_asset_s", f"asset (exponent {result['exponent_asset']})"),
+        ("median_floor_s", f"bare spark-submit (exponent {result['exponent_floor']})"),
+    ):
         ax.plot(sizes, [m[key] for m in result["sizes"]], marker="o", label=label)
     for m in result["sizes"]:
-        ax.annotate(f"×{m['ratio']:g}", (m["orders"], m["median_asset_s"]), textcoords="offset points", xytext=(0, 6),
-                    ha="center", fontsize=8)
+        ax.annotate(
+            f"×{m['ratio']:g}",
+            (m["orders"], m["median_asset_s"]),
+            textcoords="offset points",
+            xytext=(0, 6),
+            ha="center",
+            fontsize=8,
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("orders in the day", fontsize=8)
@@ -80,16 +98,26 @@ def cold(ax, result: dict) -> None:
     left = {name: 0.0 for name in runs}
     for phase in cold_start.PHASES:
         widths = [runs[name][phase] for name in runs]
-        ax.barh(list(runs), widths, left=[left[name] for name in runs], label=phase.removesuffix("_s").replace("_", " "))
+        ax.barh(
+            list(runs), widths, left=[left[name] for name in runs], label=phase.removesuffix("_s").replace("_", " ")
+        )
         for name, width in zip(runs, widths):
             left[name] += width
     ax.set_xlabel("seconds (median)", fontsize=8)
-    ax.set_title(f"cold start (class loading {runs['dagster_cli']['class_loading_s']} s inside Spark phases)", fontsize=10)
+    ax.set_title(
+        f"cold start (class loading {runs['dagster_cli']['class_loading_s']} s inside Spark phases)", fontsize=10
+    )
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3)
 
 
-PANELS = {"emission_latency": emission, "lineage_overhead_batch": lineage_overhead, "streaming_throughput": throughput,
-          "freshness": freshness, "batch_scaling": scaling, "cold_start": cold}
+PANELS = {
+    "emission_latency": emission,
+    "lineage_overhead_batch": lineage_overhead,
+    "streaming_throughput": throughput,
+    "freshness": freshness,
+    "batch_scaling": scaling,
+    "cold_start": cold,
+}
 
 
 def draw(results: dict, path: Path) -> None:
@@ -98,9 +126,11 @@ def draw(results: dict, path: Path) -> None:
     figure, axes = plt.subplots(rows, 2, figsize=(13, 4 * rows), squeeze=False)
     for ax, bench in zip(axes.flat, drawn):
         PANELS[bench["name"]](ax, bench)
-    for ax in list(axes.flat)[len(drawn):]:
+    for ax in list(axes.flat)[len(drawn) :]:
         ax.axis("off")
-    figure.suptitle(f"lineage_assets benchmarks, {results['finished']} ({'quick' if results['quick'] else 'full'} mode)")
+    figure.suptitle(
+        f"lineage_assets benchmarks, {results['finished']} ({'quick' if results['quick'] else 'full'} mode)"
+    )
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)

@@ -12,14 +12,15 @@ Both settings reach the driver through SPARK_SUBMIT_OPTS (bench/spark_profile.py
 run unchanged.
 
 Phases: before Spark (up to the driver JVM's creation: Python imports, Dagster loading the
-definitions and starting the run and step, the spark-submit launcher JVM), Spark start (driver JVM up to the SparkContext's start:
-the Python driver and the py4j gateway), session and catalog (SparkContext and session set-up up to
-the first SQL statement, which includes opening the Iceberg REST catalog), work (first to last SQL
-execution), Spark stop, and after Spark (driver exit; for the CLI also the asset recording its
-materialization and lineage and the run ending). For the CLI, the launch to Dagster's step start and
-the step end to exit are given too. Jar load is the driver's class-loading time (load, verify, link, static initializers; of Spark's,
-Iceberg's, Hadoop's and the AWS SDK's jars and the JDK's own classes); it happens inside the Spark
-phases, so it is reported beside them, not added to them.
+definitions and starting the run and step, the spark-submit launcher JVM), Spark start (driver JVM
+up to the SparkContext's start: the Python driver and the py4j gateway), session and catalog
+(SparkContext and session set-up up to the first SQL statement, which includes opening the Iceberg
+REST catalog), work (first to last SQL execution), Spark stop, and after Spark (driver exit; for the
+CLI also the asset recording its materialization and lineage and the run ending). For the CLI, the
+launch to Dagster's step start and the step end to exit are given too. Jar load is the driver's
+class-loading time (load, verify, link, static initializers; of Spark's, Iceberg's, Hadoop's and the
+AWS SDK's jars and the JDK's own classes); it happens inside the Spark phases, so it is reported
+beside them, not added to them.
 """
 
 from __future__ import annotations
@@ -48,17 +49,33 @@ PHASES = ("before_spark_s", "spark_start_s", "session_and_catalog_s", "work_s", 
 
 def phases(launched: float, spark: dict, exited: float) -> dict:
     """The run's timeline cut at its milestones (seconds); ``class_loading_s`` lies inside the Spark phases."""
-    cuts = [launched, spark["jvm_created"], spark["context_started"], spark["first_sql"], spark["last_sql"], spark["stopped"], exited]
+    cuts = [
+        launched,
+        spark["jvm_created"],
+        spark["context_started"],
+        spark["first_sql"],
+        spark["last_sql"],
+        spark["stopped"],
+        exited,
+    ]
     split = {name: round(end - start, 3) for name, start, end in zip(PHASES, cuts, cuts[1:])}
-    return {**split, "total_s": round(exited - launched, 3), "class_loading_s": round(spark["class_loading_s"], 3),
-            "classes_loaded": spark["classes_loaded"]}
+    return {
+        **split,
+        "total_s": round(exited - launched, 3),
+        "class_loading_s": round(spark["class_loading_s"], 3),
+        "classes_loaded": spark["classes_loaded"],
+    }
 
 
 def dagster_step_times(home: Path) -> tuple[float, float]:
     """(start, end) of the materialization's step, from the run's event log."""
     instance = dg.DagsterInstance.from_config(str(home))
     (run,) = instance.get_runs()
-    logs = {entry.dagster_event.event_type_value: entry.timestamp for entry in instance.all_logs(run.run_id) if entry.dagster_event}
+    logs = {
+        entry.dagster_event.event_type_value: entry.timestamp
+        for entry in instance.all_logs(run.run_id)
+        if entry.dagster_event
+    }
     if "STEP_SUCCESS" not in logs:
         raise RuntimeError(f"the cold materialization did not succeed: {sorted(logs)}")
     return logs["STEP_START"], logs["STEP_SUCCESS"]
@@ -74,8 +91,17 @@ def run(environment: SettingsResource, quick: bool, orders: int | None = None) -
     day = day_for(orders)
     spark_jobs = SparkJobsResource(environment=environment)
     fill_days(spark_jobs, (orders,))
-    cli = [str(Path(sys.executable).with_name("dagster")), "asset", "materialize", "-m", "lineage_assets.definitions",
-           "--select", SUPPLIER_STATS.key, "--partition", day]
+    cli = [
+        str(Path(sys.executable).with_name("dagster")),
+        "asset",
+        "materialize",
+        "-m",
+        "lineage_assets.definitions",
+        "--select",
+        SUPPLIER_STATS.key,
+        "--partition",
+        day,
+    ]
     splits: dict[str, list[dict]] = {"spark_submit": [], "dagster_cli": []}
 
     with tempfile.TemporaryDirectory(prefix="bench-cold-") as scratch:
@@ -99,9 +125,13 @@ def run(environment: SettingsResource, quick: bool, orders: int | None = None) -
             subprocess.run(cli, cwd=PROJECT_ROOT, env=variables, check=True, capture_output=True)
             exited = time.time()
             step_started, step_ended = dagster_step_times(home)
-            splits["dagster_cli"].append({**phases(launched, instrumented.spark_times(), exited),
-                                          "to_step_start_s": round(step_started - launched, 3),
-                                          "after_step_s": round(exited - step_ended, 3)})
+            splits["dagster_cli"].append(
+                {
+                    **phases(launched, instrumented.spark_times(), exited),
+                    "to_step_start_s": round(step_started - launched, 3),
+                    "after_step_s": round(exited - step_ended, 3),
+                }
+            )
             shutil.rmtree(home)
             return exited - launched
 
@@ -109,14 +139,26 @@ def run(environment: SettingsResource, quick: bool, orders: int | None = None) -
             timings = alternate(rounds, {"spark_submit": bare, "dagster_cli": cold_cli})
 
     medians = {name: {key: median([s[key] for s in runs]) for key in runs[0]} for name, runs in splits.items()}
-    return {"name": "cold_start", "target": "none set: phases reported", "met": None, "orders_in_day": orders,
-            "rounds": rounds, "ratio": round(median(timings["dagster_cli"]) / median(timings["spark_submit"]), 4),
-            "median_phases_s": medians, "timings_s": rounded(timings), "runs": splits}
+    return {
+        "name": "cold_start",
+        "target": "none set: phases reported",
+        "met": None,
+        "orders_in_day": orders,
+        "rounds": rounds,
+        "ratio": round(median(timings["dagster_cli"]) / median(timings["spark_submit"]), 4),
+        "median_phases_s": medians,
+        "timings_s": rounded(timings),
+        "runs": splits,
+    }
 
 
 def summary(result: dict) -> str:
     cli, bare = result["median_phases_s"]["dagster_cli"], result["median_phases_s"]["spark_submit"]
     split = ", ".join(f"{name.removesuffix('_s').replace('_', ' ')} {cli[name]} s" for name in PHASES)
-    return (f"`dagster asset materialize` {cli['total_s']} s vs bare spark-submit {bare['total_s']} s (ratio {result['ratio']}): "
-            f"{split}; jar (class) loading {cli['class_loading_s']} s inside the Spark phases "
-            f"(bare: Spark start {bare['spark_start_s']} s, session {bare['session_and_catalog_s']} s, work {bare['work_s']} s)")
+    return (
+        f"`dagster asset materialize` {cli['total_s']} s vs bare spark-submit {bare['total_s']} s "
+        f"(ratio {result['ratio']}): "
+        f"{split}; jar (class) loading {cli['class_loading_s']} s inside the Spark phases "
+        f"(bare: Spark start {bare['spark_start_s']} s, session {bare['session_and_catalog_s']} s, "
+        f"work {bare['work_s']} s)"
+    )

@@ -64,8 +64,13 @@ def _closed_port() -> int:
 def measure(url: str, count: int) -> dict:
     settings = Settings()
     run = events.DagsterRun(run_id="bench", job_name="bench", started_at=dt.datetime.now(dt.UTC))
-    event = events.asset_event(RunState.RUNNING, SUPPLIER_STATS, run, settings,  # built once: emission alone is timed
-                               column_lineage=SUPPLIER_STATS.expected_lineage)
+    event = events.asset_event(
+        RunState.RUNNING,
+        SUPPLIER_STATS,
+        run,
+        settings,  # built once: emission alone is timed
+        column_lineage=SUPPLIER_STATS.expected_lineage,
+    )
     with tempfile.TemporaryDirectory() as folder:
         emitter = LineageEmitter(Path(folder), Backend({"transport": {"type": "http", "url": url, "timeout": 5.0}}))
         started = time.perf_counter()
@@ -79,8 +84,13 @@ def measure(url: str, count: int) -> dict:
             emitter.emit(event)
             timings.append((time.perf_counter() - started) * 1000)
         emitter.stop_sender()  # a slow backend would keep it busy for hours
-    return {"events": count, "first_emit_ms": round(first_emit_ms, 3), "p50_ms": round(percentile(timings, 0.5), 4), "p99_ms": round(percentile(timings, 0.99), 4),
-            "mean_ms": round(statistics.fmean(timings), 4)}
+    return {
+        "events": count,
+        "first_emit_ms": round(first_emit_ms, 3),
+        "p50_ms": round(percentile(timings, 0.5), 4),
+        "p99_ms": round(percentile(timings, 0.99), 4),
+        "mean_ms": round(statistics.fmean(timings), 4),
+    }
 
 
 def run(quick: bool) -> dict:
@@ -96,8 +106,13 @@ def run(quick: bool) -> dict:
         up.terminate()
         slow.terminate()
     worst = max(r["p99_ms"] for r in results.values())
-    return {"name": "emission_latency", "target": "p99 <= 1 ms in all three", "met": worst <= 1.0,
-            "worst_p99_ms": worst, "cases": results}
+    return {
+        "name": "emission_latency",
+        "target": "p99 <= 1 ms in all three",
+        "met": worst <= 1.0,
+        "worst_p99_ms": worst,
+        "cases": results,
+    }
 
 
 def summary(result: dict) -> str:

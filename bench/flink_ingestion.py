@@ -33,8 +33,12 @@ CATALOG = "peer"
 def s3_properties(args: argparse.Namespace) -> dict[str, str]:
     """Iceberg's S3FileIO on the stack's S3 (path-style, as s3proxy serves it)."""
     return {
-        "io-impl": "org.apache.iceberg.aws.s3.S3FileIO", "s3.endpoint": args.s3_endpoint, "s3.path-style-access": "true",
-        "s3.access-key-id": args.s3_access_key, "s3.secret-access-key": args.s3_secret_key, "client.region": args.s3_region,
+        "io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
+        "s3.endpoint": args.s3_endpoint,
+        "s3.path-style-access": "true",
+        "s3.access-key-id": args.s3_access_key,
+        "s3.secret-access-key": args.s3_secret_key,
+        "client.region": args.s3_region,
     }
 
 
@@ -45,11 +49,13 @@ def create_table(args: argparse.Namespace) -> None:
     catalog = iceberg.rest.RESTCatalog()
     catalog.initialize(CATALOG, {"uri": args.catalog_url, "warehouse": args.warehouse, **s3_properties(args)})
     types = iceberg.types.Types
-    fields = [types.NestedField.required(1, "order_id", types.StringType.get()),
-              types.NestedField.optional(2, "item", types.StringType.get()),
-              types.NestedField.optional(3, "price", types.DecimalType.of(10, 2)),
-              types.NestedField.optional(4, "supplier", types.StringType.get()),
-              types.NestedField.optional(5, "bid_time", types.TimestampType.withoutZone())]
+    fields = [
+        types.NestedField.required(1, "order_id", types.StringType.get()),
+        types.NestedField.optional(2, "item", types.StringType.get()),
+        types.NestedField.optional(3, "price", types.DecimalType.of(10, 2)),
+        types.NestedField.optional(4, "supplier", types.StringType.get()),
+        types.NestedField.optional(5, "bid_time", types.TimestampType.withoutZone()),
+    ]
     schema = iceberg.Schema(fields)  # the gateway passes a list as a java.util.List
     spec = iceberg.PartitionSpec.builderFor(schema).day("bid_time").build()
     identifier = iceberg.catalog.TableIdentifier.parse(f"{args.namespace}.{args.table}")  # of(...) is varargs
@@ -68,7 +74,9 @@ def arguments(description: str, *options: str) -> argparse.Namespace:
     for option in (*COMMON_OPTIONS, *options):
         parser.add_argument(f"--{option}", required=True)
     parser.add_argument("--parallelism", type=int, default=2)
-    parser.add_argument("--checkpoint-ms", type=int, help="run unbounded, with a checkpoint (and its commits) this often")
+    parser.add_argument(
+        "--checkpoint-ms", type=int, help="run unbounded, with a checkpoint (and its commits) this often"
+    )
     return parser.parse_args()
 
 
@@ -84,18 +92,28 @@ def run(args: argparse.Namespace, statements: Callable[[TableEnvironment], str])
     set_up_s = time.monotonic() - started
     execution = environment.execute_sql(insert).get_job_client().get_job_execution_result().result()
     with open(args.report, "w") as report:
-        json.dump({"job_net_runtime_s": execution.get_net_runtime() / 1000, "set_up_s": round(set_up_s, 3),
-                   "duration_seconds": round(time.monotonic() - started, 3)}, report)
+        json.dump(
+            {
+                "job_net_runtime_s": execution.get_net_runtime() / 1000,
+                "set_up_s": round(set_up_s, 3),
+                "duration_seconds": round(time.monotonic() - started, 3),
+            },
+            report,
+        )
 
 
 def orders_source(args: argparse.Namespace, group: str) -> dict[str, str]:
     """The orders topic read through the registry, from its start to its end when the job starts
     (unbounded with ``--checkpoint-ms``)."""
     return {
-        "connector": "kafka", "topic": args.topic, "properties.bootstrap.servers": args.bootstrap_servers,
-        "properties.group.id": group, "scan.startup.mode": "earliest-offset",
+        "connector": "kafka",
+        "topic": args.topic,
+        "properties.bootstrap.servers": args.bootstrap_servers,
+        "properties.group.id": group,
+        "scan.startup.mode": "earliest-offset",
         **({} if args.checkpoint_ms else {"scan.bounded.mode": "latest-offset"}),
-        "format": "avro-confluent", "avro-confluent.url": args.registry_url,
+        "format": "avro-confluent",
+        "avro-confluent.url": args.registry_url,
     }
 
 
@@ -104,13 +122,27 @@ def with_options(options: dict[str, str]) -> str:
 
 
 def main() -> None:
-    args = arguments(__doc__, "catalog-url", "warehouse", "s3-endpoint", "s3-access-key", "s3-secret-key", "s3-region",
-                     "namespace", "table")
+    args = arguments(
+        __doc__,
+        "catalog-url",
+        "warehouse",
+        "s3-endpoint",
+        "s3-access-key",
+        "s3-secret-key",
+        "s3-region",
+        "namespace",
+        "table",
+    )
 
     def statements(environment: TableEnvironment) -> str:
         create_table(args)
-        catalog = {"type": "iceberg", "catalog-type": "rest", "uri": args.catalog_url, "warehouse": args.warehouse,
-                   **s3_properties(args)}
+        catalog = {
+            "type": "iceberg",
+            "catalog-type": "rest",
+            "uri": args.catalog_url,
+            "warehouse": args.warehouse,
+            **s3_properties(args),
+        }
         environment.execute_sql(f"CREATE CATALOG {CATALOG} WITH ({with_options(catalog)})")
         source = with_options(orders_source(args, group=f"flink-peer-{args.table}"))
         environment.execute_sql(f"CREATE TEMPORARY TABLE orders_source ({SOURCE_COLUMNS}) WITH ({source})")

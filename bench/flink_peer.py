@@ -51,7 +51,8 @@ def environment(settings: Settings, log_dir: Path) -> dict[str, str]:
         # PyFlink's gateway puts HADOOP_CLASSPATH on its classpath: the connectors, Iceberg and Hadoop's client.
         "HADOOP_CLASSPATH": f"{settings.jars_dir / 'flink-peer'}/*",
         # s3proxy rejects the AWS SDK's default flexible-checksum headers (as for the stack's catalog).
-        "AWS_REQUEST_CHECKSUM_CALCULATION": "WHEN_REQUIRED", "AWS_RESPONSE_CHECKSUM_VALIDATION": "WHEN_REQUIRED",
+        "AWS_REQUEST_CHECKSUM_CALCULATION": "WHEN_REQUIRED",
+        "AWS_RESPONSE_CHECKSUM_VALIDATION": "WHEN_REQUIRED",
         "FLINK_LOG_DIR": str(log_dir),
     }
 
@@ -77,10 +78,20 @@ class PeerRounds:
 
     def command(self, output: dict[str, str], report: Path) -> list[str]:
         settings = self.settings
-        return [str(interpreter(settings)), str(self.script), *_options({
-            "bootstrap-servers": settings.kafka_servers, "topic": settings.orders_topic,
-            "registry-url": settings.schema_registry_url, "parallelism": settings.spark_cores_per_job,
-            "report": report, **output})]
+        return [
+            str(interpreter(settings)),
+            str(self.script),
+            *_options(
+                {
+                    "bootstrap-servers": settings.kafka_servers,
+                    "topic": settings.orders_topic,
+                    "registry-url": settings.schema_registry_url,
+                    "parallelism": settings.spark_cores_per_job,
+                    "report": report,
+                    **output,
+                }
+            ),
+        ]
 
     def __call__(self, round_number: int) -> float:
         settings = self.settings
@@ -91,12 +102,19 @@ class PeerRounds:
         command = self.command(output, report)
         started = time.monotonic()
         with log.open("w") as written:
-            finished = subprocess.run(command, stdout=written, stderr=subprocess.STDOUT,
-                                      env=environment(settings, self.folder / "flink-logs"), timeout=1800)
+            finished = subprocess.run(
+                command,
+                stdout=written,
+                stderr=subprocess.STDOUT,
+                env=environment(settings, self.folder / "flink-logs"),
+                timeout=1800,
+            )
         process_s = round(time.monotonic() - started, 3)
         if finished.returncode != 0 or not report.exists():
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
-            raise RuntimeError(f"the Flink peer {self.script.name} failed (exit {finished.returncode}); log: {log}\n{tail}")
+            raise RuntimeError(
+                f"the Flink peer {self.script.name} failed (exit {finished.returncode}); log: {log}\n{tail}"
+            )
         self.check(round_number, output)
         self.profiles.append({**json.loads(report.read_text()), "process_s": process_s})
         return self.count / self.profiles[-1]["job_net_runtime_s"]
@@ -114,18 +132,33 @@ class IngestionPeer(PeerRounds):
     def output(self, round_number: int) -> dict[str, str]:
         settings = self.settings
         iceberg_tables.drop(settings, TABLE)
-        return {"catalog-url": settings.iceberg_catalog_url, "warehouse": settings.warehouse_url,
-                "s3-endpoint": settings.s3_url, "s3-access-key": settings.s3_access_key,
-                "s3-secret-key": settings.s3_secret_key, "s3-region": settings.s3_region,
-                "namespace": settings.iceberg_namespace, "table": TABLE}
+        return {
+            "catalog-url": settings.iceberg_catalog_url,
+            "warehouse": settings.warehouse_url,
+            "s3-endpoint": settings.s3_url,
+            "s3-access-key": settings.s3_access_key,
+            "s3-secret-key": settings.s3_secret_key,
+            "s3-region": settings.s3_region,
+            "namespace": settings.iceberg_namespace,
+            "table": TABLE,
+        }
 
     def check(self, round_number: int, output: dict[str, str]) -> None:
         if (written := iceberg_tables.row_count(self.settings, TABLE)) != self.count:
             raise RuntimeError(f"the Flink peer wrote {written} rows, expected {self.count}")
-        if round_number == 0 and (differing := iceberg_tables.first_difference(
-                self.settings, TABLE, self.reference_table, COMPARED_COLUMNS)) is not None:
-            raise RuntimeError(f"the Flink peer's rows differ from {self.reference_table}'s; first difference, "
-                               f"peer then project: {differing}")
+        if (
+            round_number == 0
+            and (
+                differing := iceberg_tables.first_difference(
+                    self.settings, TABLE, self.reference_table, COMPARED_COLUMNS
+                )
+            )
+            is not None
+        ):
+            raise RuntimeError(
+                f"the Flink peer's rows differ from {self.reference_table}'s; first difference, "
+                f"peer then project: {differing}"
+            )
 
 
 class ContinuousIngestionPeer(IngestionPeer):
@@ -142,8 +175,15 @@ class ContinuousIngestionPeer(IngestionPeer):
         log = self.folder / f"continuous-round-{round_number}.log"
         output = self.output(round_number)
         command = [*self.command(output, self.folder / "report.json"), "--checkpoint-ms", str(self.checkpoint_ms)]
-        with log.open("w") as written, subprocess.Popen(command, stdout=written, stderr=subprocess.STDOUT,
-                                                        env=environment(self.settings, self.folder / "flink-logs")) as process:
+        with (
+            log.open("w") as written,
+            subprocess.Popen(
+                command,
+                stdout=written,
+                stderr=subprocess.STDOUT,
+                env=environment(self.settings, self.folder / "flink-logs"),
+            ) as process,
+        ):
             try:
                 commits = iceberg_tables.await_rows(self.settings, TABLE, self.count, lambda: process.poll() is None)
             except RuntimeError as error:
@@ -176,12 +216,16 @@ class WindowsPeer(PeerRounds):
         peer, project = windows(self.settings, output["output-topic"]), windows(self.settings, self.reference_topic())
         # At the topic's end Flink closes every window; the project's run leaves open those the
         # watermark has not passed. Every window the project closed must be the peer's, equal.
-        differing = {window: (peer.get(window), stats) for window, stats in project.items() if peer.get(window) != stats}
+        differing = {
+            window: (peer.get(window), stats) for window, stats in project.items() if peer.get(window) != stats
+        }
         still_open = [window for window in peer.keys() - project.keys() if window[1] <= max(w[1] for w in project)]
         if not project or differing or still_open:
-            raise RuntimeError(f"the Flink peer's windows differ from the project's ({len(peer)} against {len(project)}): "
-                               f"{len(differing)} differ, e.g. {next(iter(differing.items()), None)}; "
-                               f"{len(still_open)} the project closed none of, e.g. {still_open[:1]}")
+            raise RuntimeError(
+                f"the Flink peer's windows differ from the project's ({len(peer)} against {len(project)}): "
+                f"{len(differing)} differ, e.g. {next(iter(differing.items()), None)}; "
+                f"{len(still_open)} the project closed none of, e.g. {still_open[:1]}"
+            )
 
 
 def windows(settings: Settings, topic: str) -> dict[tuple[str, str, str], tuple[Decimal, int]]:
@@ -190,14 +234,17 @@ def windows(settings: Settings, topic: str) -> dict[tuple[str, str, str], tuple[
     for value in topic_values(settings, topic):
         record = json.loads(value, parse_float=Decimal)
         found[(record["window_start"], record["window_end"], record["supplier"])] = (
-            Decimal(record["total_price"]), int(record["count"]))
+            Decimal(record["total_price"]),
+            int(record["count"]),
+        )
     return found
 
 
 def topic_values(settings: Settings, topic: str) -> list[bytes]:
     """Every record value of the topic as it ends now."""
-    consumer = Consumer({"bootstrap.servers": settings.kafka_servers, "group.id": "bench-flink-peer-check",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": settings.kafka_servers, "group.id": "bench-flink-peer-check", "enable.auto.commit": False}
+    )
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}

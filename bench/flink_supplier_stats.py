@@ -25,9 +25,16 @@ def main() -> None:
         environment.execute_sql(f"""
             CREATE TEMPORARY TABLE orders_source ({SOURCE_COLUMNS},
                 WATERMARK FOR bid_time AS bid_time - INTERVAL '5' SECOND) WITH ({with_options(source)})""")
-        sink = {"connector": "kafka", "topic": args.output_topic, "properties.bootstrap.servers": args.bootstrap_servers,
-                "key.format": "raw", "key.fields": "supplier", "value.format": "json", "value.fields-include": "ALL",
-                "value.json.encode.decimal-as-plain-number": "true"}
+        sink = {
+            "connector": "kafka",
+            "topic": args.output_topic,
+            "properties.bootstrap.servers": args.bootstrap_servers,
+            "key.format": "raw",
+            "key.fields": "supplier",
+            "value.format": "json",
+            "value.fields-include": "ALL",
+            "value.json.encode.decimal-as-plain-number": "true",
+        }
         environment.execute_sql(f"""
             CREATE TEMPORARY TABLE supplier_stats (
                 window_start STRING, window_end STRING, supplier STRING, total_price DECIMAL(12, 2), `count` BIGINT

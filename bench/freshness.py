@@ -26,8 +26,8 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 
 from bench.measure import percentile
-from lineage_assets.datasets import LAKEHOUSE_ORDERS, SUPPLIER_STATS_LIVE, orders_avro_schema_json
 from lineage_assets import jobs
+from lineage_assets.datasets import LAKEHOUSE_ORDERS, SUPPLIER_STATS_LIVE, orders_avro_schema_json
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.settings import SettingsResource
@@ -51,7 +51,9 @@ def table_rows(settings: Settings) -> int:
         if error.code == 404:  # the ingestion creates the table when it starts
             return 0
         raise
-    current = next((s for s in metadata.get("snapshots", []) if s["snapshot-id"] == metadata.get("current-snapshot-id")), None)
+    current = next(
+        (s for s in metadata.get("snapshots", []) if s["snapshot-id"] == metadata.get("current-snapshot-id")), None
+    )
     return int(current["summary"]["total-records"]) if current else 0
 
 
@@ -81,10 +83,16 @@ def table_watch(settings: Settings, base_rows: int) -> Watch:
 def windows_watch(settings: Settings) -> tuple[Watch, Consumer]:
     """Sees (window start, supplier) of each window record arriving on `supplier-stats` from now on."""
     topic = settings.supplier_stats_topic
-    consumer = Consumer({"bootstrap.servers": settings.kafka_servers, "group.id": "bench-freshness", "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": settings.kafka_servers, "group.id": "bench-freshness", "enable.auto.commit": False}
+    )
     partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-    consumer.assign([TopicPartition(topic, p, consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1])
-                     for p in partitions])
+    consumer.assign(
+        [
+            TopicPartition(topic, p, consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1])
+            for p in partitions
+        ]
+    )
 
     def look():
         message = consumer.poll(0.2)  # returns as soon as a record is there
@@ -92,6 +100,7 @@ def windows_watch(settings: Settings) -> tuple[Watch, Consumer]:
             return []
         value = json.loads(message.value())
         return [(value["window_start"], value["supplier"])]
+
     return Watch(look, interval=0.0), consumer
 
 
@@ -103,7 +112,9 @@ def window_of(order: dict) -> tuple[str, str]:
 def committed_offsets(checkpoint: Path) -> dict:
     """Source offsets of the query's last committed micro-batch ({topic: {partition: offset}}), from its
     checkpoint: an idle query reports no progress, so its checkpoint is what says how far it got."""
-    commits = [int(f.name) for f in (checkpoint / "commits").glob("[0-9]*")] if (checkpoint / "commits").is_dir() else []
+    commits = (
+        [int(f.name) for f in (checkpoint / "commits").glob("[0-9]*")] if (checkpoint / "commits").is_dir() else []
+    )
     if not commits:
         return {}
     return json.loads((checkpoint / "offsets" / str(max(commits))).read_text().splitlines()[-1])
@@ -136,16 +147,25 @@ class RealTimeProducer:
 
     def produce_for(self, seconds: float, until=lambda: False) -> list[tuple[dict, float]]:
         """Orders for ``seconds`` (or until ``until()`` holds at a tick); returns those sent, with their send time."""
-        orders = list(generate_orders(GeneratorConfig(
-            count=int(self.rate * seconds), seed=len(self.sent) + int(time.time()), interval_seconds=1 / self.rate,
-            start=dt.datetime.now(dt.UTC) + dt.timedelta(seconds=TICK_SECONDS))))
+        orders = list(
+            generate_orders(
+                GeneratorConfig(
+                    count=int(self.rate * seconds),
+                    seed=len(self.sent) + int(time.time()),
+                    interval_seconds=1 / self.rate,
+                    start=dt.datetime.now(dt.UTC) + dt.timedelta(seconds=TICK_SECONDS),
+                )
+            )
+        )
         first, done, tick = len(self.sent), 0, 0
         start = orders[0].sent_at.timestamp()
         while done < len(orders) and not until():
             time.sleep(max(0.0, start + tick * TICK_SECONDS - time.time()))
             due = [o for o in orders[done:] if o.sent_at.timestamp() < start + (tick + 1) * TICK_SECONDS]
             now = time.time()
-            produce_orders(due, self.settings.kafka_servers, self.settings.schema_registry_url, self.settings.orders_topic)
+            produce_orders(
+                due, self.settings.kafka_servers, self.settings.schema_registry_url, self.settings.orders_topic
+            )
             self.sent += [(o.order, now) for o in due]
             done, tick = done + len(due), tick + 1
         return self.sent[first:]
@@ -160,8 +180,11 @@ def latencies(seen: dict, keys: list, sent: list[float]) -> tuple[list[float], i
 def quantiles(values: list[float]) -> dict:
     if not values:
         return {"p50_s": None, "p95_s": None, "max_s": None}
-    return {"p50_s": round(percentile(values, 0.5), 3), "p95_s": round(percentile(values, 0.95), 3),
-            "max_s": round(max(values), 3)}
+    return {
+        "p50_s": round(percentile(values, 0.5), 3),
+        "p95_s": round(percentile(values, 0.95), 3),
+        "max_s": round(max(values), 3),
+    }
 
 
 def run(environment: SettingsResource, quick: bool, seconds: int | None = None) -> dict:
@@ -179,7 +202,12 @@ def run(environment: SettingsResource, quick: bool, seconds: int | None = None) 
         ends = kafka.end_offsets(settings.orders_topic)
         for dataset in JOBS:
             checkpoint = Path(jobs.checkpoint(settings, dataset))  # the local stack's: a folder
-            if not wait_until(lambda: caught_up(deployments, dataset.key, checkpoint, settings.orders_topic, ends), 300):
+            if not wait_until(
+                lambda dataset=dataset, checkpoint=checkpoint: caught_up(
+                    deployments, dataset.key, checkpoint, settings.orders_topic, ends
+                ),
+                300,
+            ):
                 raise TimeoutError(f"freshness: {dataset.key} did not catch up with the topic within 300 s")
         window_watch, consumer = windows_watch(settings)
         rows = table_watch(settings, table_rows(settings))
@@ -204,16 +232,24 @@ def run(environment: SettingsResource, quick: bool, seconds: int | None = None) 
     sent = [at for _, at in measured]
     table, table_missed = latencies(rows.seen, list(positions), sent)
     window, window_missed = latencies(window_watch.seen, windows, sent)
-    return {"name": "freshness", "target": "none set: p50 and p95 reported", "met": None,
-            "orders": len(measured), "orders_per_s": rate, "trigger_seconds": deployments.trigger_seconds,
-            "warm_up_s": round(len(warm_up) / rate, 1),
-            "table": {**quantiles(table), "not_seen": table_missed},
-            # An order whose window was out before it was sent came after the watermark closed it.
-            "window": {**quantiles(window), "not_seen_or_late": window_missed}}
+    return {
+        "name": "freshness",
+        "target": "none set: p50 and p95 reported",
+        "met": None,
+        "orders": len(measured),
+        "orders_per_s": rate,
+        "trigger_seconds": deployments.trigger_seconds,
+        "warm_up_s": round(len(warm_up) / rate, 1),
+        "table": {**quantiles(table), "not_seen": table_missed},
+        # An order whose window was out before it was sent came after the watermark closed it.
+        "window": {**quantiles(window), "not_seen_or_late": window_missed},
+    }
 
 
 def summary(result: dict) -> str:
     table, window = result["table"], result["window"]
-    return (f"produce -> visible in lakehouse/orders: p50 {table['p50_s']} s, p95 {table['p95_s']} s; "
-            f"-> window on supplier-stats: p50 {window['p50_s']} s, p95 {window['p95_s']} s "
-            f"({result['orders']} orders at {result['orders_per_s']}/s, trigger {result['trigger_seconds']} s)")
+    return (
+        f"produce -> visible in lakehouse/orders: p50 {table['p50_s']} s, p95 {table['p95_s']} s; "
+        f"-> window on supplier-stats: p50 {window['p50_s']} s, p95 {window['p95_s']} s "
+        f"({result['orders']} orders at {result['orders_per_s']}/s, trigger {result['trigger_seconds']} s)"
+    )

@@ -14,12 +14,19 @@ from lineage_assets.settings import Settings
 
 
 def catalog(settings: Settings) -> Catalog:
-    return load_catalog("bench", **{
-        "type": "rest", "uri": settings.iceberg_catalog_url, "warehouse": settings.warehouse_url,
-        "s3.endpoint": settings.s3_url, "s3.access-key-id": settings.s3_access_key,
-        "s3.secret-access-key": settings.s3_secret_key, "s3.region": settings.s3_region,
-        "s3.force-virtual-addressing": "false",
-    })
+    return load_catalog(
+        "bench",
+        **{
+            "type": "rest",
+            "uri": settings.iceberg_catalog_url,
+            "warehouse": settings.warehouse_url,
+            "s3.endpoint": settings.s3_url,
+            "s3.access-key-id": settings.s3_access_key,
+            "s3.secret-access-key": settings.s3_secret_key,
+            "s3.region": settings.s3_region,
+            "s3.force-virtual-addressing": "false",
+        },
+    )
 
 
 def drop(settings: Settings, table: str) -> None:
@@ -36,8 +43,15 @@ def first_difference(settings: Settings, table: str, reference: str, columns: tu
     Compared in Arrow, column by column (values, not the tables' nullability): a continuous run's
     table has millions of rows."""
     ordering = [(name, "ascending") for name in columns]
-    written, expected = (catalog(settings).load_table((settings.iceberg_namespace, name)).scan(selected_fields=columns)
-                         .to_arrow().select(list(columns)).sort_by(ordering) for name in (table, reference))
+    written, expected = (
+        catalog(settings)
+        .load_table((settings.iceberg_namespace, name))
+        .scan(selected_fields=columns)
+        .to_arrow()
+        .select(list(columns))
+        .sort_by(ordering)
+        for name in (table, reference)
+    )
     if written.num_rows == expected.num_rows and all(written[name].equals(expected[name]) for name in columns):
         return None
     ours, theirs = (zip(*(part[name].to_pylist() for name in columns)) for part in (written, expected))
@@ -57,11 +71,16 @@ def commits(settings: Settings, table: str) -> list[tuple[int, int]]:
         snapshots = catalog(settings).load_table((settings.iceberg_namespace, table)).snapshots()
     except NoSuchTableError:
         return []
-    added = ((snapshot.timestamp_ms, int(snapshot.summary.additional_properties.get("added-records", 0))) for snapshot in snapshots)
+    added = (
+        (snapshot.timestamp_ms, int(snapshot.summary.additional_properties.get("added-records", 0)))
+        for snapshot in snapshots
+    )
     return sorted(commit for commit in added if commit[1])
 
 
-def await_rows(settings: Settings, table: str, count: int, running: Callable[[], bool], timeout_s: float = 900) -> list[tuple[int, int]]:
+def await_rows(
+    settings: Settings, table: str, count: int, running: Callable[[], bool], timeout_s: float = 900
+) -> list[tuple[int, int]]:
     """Wait until the table's commits have added ``count`` records; returns the commits. Fails when the
     writer stops running first, or after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
@@ -70,8 +89,10 @@ def await_rows(settings: Settings, table: str, count: int, running: Callable[[],
         if (committed := sum(added for _, added in found)) >= count:
             return found
         if not running() or time.monotonic() > deadline:
-            raise RuntimeError(f"{table} has {committed} of {count} records committed, and its writer "
-                               + ("stopped" if not running() else f"took over {timeout_s} s"))
+            raise RuntimeError(
+                f"{table} has {committed} of {count} records committed, and its writer "
+                + ("stopped" if not running() else f"took over {timeout_s} s")
+            )
         time.sleep(0.5)
 
 

@@ -17,9 +17,9 @@ from bench.supplier_stats_runs import bare_submit
 from lineage_assets.assets.common import observed_lineage
 from lineage_assets.datasets import SUPPLIER_STATS
 from lineage_assets.lineage import events
-from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.resources.lineage import AssetRunLineage
+from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 
 TARGET = 1.03
@@ -41,24 +41,42 @@ def run(environment: SettingsResource, quick: bool) -> dict:
     observing: list[float] = []  # what reading its own plan cost the job, inside both sides' runs
 
     def with_lineage(round_number: int) -> None:
-        dagster_run = events.DagsterRun(run_id=f"bench-{round_number}", job_name="bench", started_at=dt.datetime.now(dt.UTC))
+        dagster_run = events.DagsterRun(
+            run_id=f"bench-{round_number}", job_name="bench", started_at=dt.datetime.now(dt.UTC)
+        )
         run = AssetRunLineage(emitter, SUPPLIER_STATS, dagster_run, settings)
         run.emit(RunState.START)
         application = run.spark_application()
         report = bare_submit(spark_jobs, day, extra_conf=application.conf())
         observing.append(report.column_lineage["seconds"])
         agent = run.forward_spark_events(application)
-        run.complete(events.OutputStatistics(rows=report.rows_written), "OVERWRITE",
-                     column_lineage=observed_lineage(SUPPLIER_STATS, report, settings, LOG, agent))
+        run.complete(
+            events.OutputStatistics(rows=report.rows_written),
+            "OVERWRITE",
+            column_lineage=observed_lineage(SUPPLIER_STATS, report, settings, LOG, agent),
+        )
         run.emit(RunState.COMPLETE)
 
-    timings = alternate(rounds, {"off": wall_seconds(lambda _: bare_submit(spark_jobs, day)), "on": wall_seconds(with_lineage)})
+    timings = alternate(
+        rounds, {"off": wall_seconds(lambda _: bare_submit(spark_jobs, day)), "on": wall_seconds(with_lineage)}
+    )
     off, on = median(timings["off"]), median(timings["on"])
-    return {"name": "lineage_overhead_batch", "target": f"ratio <= {TARGET}", "met": on / off <= TARGET,
-            "orders_in_day": orders, "rounds": rounds, "median_off_s": off, "median_on_s": on,
-            "ratio": round(on / off, 4), "timings_s": rounded(timings), "plan_observation_median_s": median(observing)}
+    return {
+        "name": "lineage_overhead_batch",
+        "target": f"ratio <= {TARGET}",
+        "met": on / off <= TARGET,
+        "orders_in_day": orders,
+        "rounds": rounds,
+        "median_off_s": off,
+        "median_on_s": on,
+        "ratio": round(on / off, 4),
+        "timings_s": rounded(timings),
+        "plan_observation_median_s": median(observing),
+    }
 
 
 def summary(result: dict) -> str:
-    return (f"on/off ratio {result['ratio']} (median {result['median_on_s']} s vs {result['median_off_s']} s); "
-            f"reading its own plan {result.get('plan_observation_median_s')} s of each run")
+    return (
+        f"on/off ratio {result['ratio']} (median {result['median_on_s']} s vs {result['median_off_s']} s); "
+        f"reading its own plan {result.get('plan_observation_median_s')} s of each run"
+    )

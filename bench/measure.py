@@ -19,10 +19,12 @@ def alternate(rounds: int, subjects: dict[str, Callable[[int], float]]) -> dict[
 
 def wall_seconds(action: Callable[[int], object]) -> Callable[[int], float]:
     """A subject measuring the wall time of ``action(round_number)``."""
+
     def measure(round_number: int) -> float:
         started = time.monotonic()
         action(round_number)
         return time.monotonic() - started
+
     return measure
 
 

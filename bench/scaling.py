@@ -21,7 +21,9 @@ from lineage_assets.resources.spark_jobs import SparkJobsResource
 FULL_SIZES = (1_000_000, 4_000_000, 16_000_000)
 QUICK_SIZES = (10_000, 160_000)  # two sizes give an exponent; quick mode must stay short
 SYNTHETIC_ORDERS_JOB = "bench/synthetic_orders.py"
-ROUNDS = 3  # alternated pairs per size in a full run: one pair spread by ±10% (a 16-million-order run takes about 13 s here)
+ROUNDS = (
+    3  # alternated pairs per size in a full run: one pair spread by ±10% (a 16-million-order run takes about 13 s here)
+)
 TARGET_RATIO = 1.10  # the asset against the bare job, at the largest size
 
 
@@ -60,20 +62,42 @@ def run(environment: SettingsResource, quick: bool, sizes: tuple[int, ...] | Non
     measured = []
     for size in sizes:
         day = day_for(size)
-        timings = alternate(rounds, {"floor": wall_seconds(lambda _: bare_submit(spark_jobs, day)),
-                                     "asset": wall_seconds(lambda _: materialize(environment, day))})
+        timings = alternate(
+            rounds,
+            {
+                "floor": wall_seconds(lambda _, day=day: bare_submit(spark_jobs, day)),
+                "asset": wall_seconds(lambda _, day=day: materialize(environment, day)),
+            },
+        )
         floor, asset = median(timings["floor"]), median(timings["asset"])
-        measured.append({"orders": size, "day": day, "median_floor_s": floor, "median_asset_s": asset,
-                         "ratio": round(asset / floor, 4), "timings_s": rounded(timings)})
-    return {"name": "batch_scaling", "target": f"asset <= {TARGET_RATIO}x bare at {sizes[-1]:,} orders; exponents reported",
-            "met": measured[-1]["ratio"] <= TARGET_RATIO,
-            "rounds": rounds, "generated": filled["generated"], "sizes": measured,
-            "exponent_floor": round(growth_exponent(list(sizes), [m["median_floor_s"] for m in measured]), 3),
-            "exponent_asset": round(growth_exponent(list(sizes), [m["median_asset_s"] for m in measured]), 3)}
+        measured.append(
+            {
+                "orders": size,
+                "day": day,
+                "median_floor_s": floor,
+                "median_asset_s": asset,
+                "ratio": round(asset / floor, 4),
+                "timings_s": rounded(timings),
+            }
+        )
+    return {
+        "name": "batch_scaling",
+        "target": f"asset <= {TARGET_RATIO}x bare at {sizes[-1]:,} orders; exponents reported",
+        "met": measured[-1]["ratio"] <= TARGET_RATIO,
+        "rounds": rounds,
+        "generated": filled["generated"],
+        "sizes": measured,
+        "exponent_floor": round(growth_exponent(list(sizes), [m["median_floor_s"] for m in measured]), 3),
+        "exponent_asset": round(growth_exponent(list(sizes), [m["median_asset_s"] for m in measured]), 3),
+    }
 
 
 def summary(result: dict) -> str:
-    sizes = ", ".join(f"{m['orders']:,}: {m['median_asset_s']} s vs {m['median_floor_s']} s (ratio {m['ratio']})"
-                      for m in result["sizes"])
-    return (f"asset vs bare spark-submit per day of orders: {sizes}; growth exponent "
-            f"{result['exponent_asset']} (asset), {result['exponent_floor']} (floor)")
+    sizes = ", ".join(
+        f"{m['orders']:,}: {m['median_asset_s']} s vs {m['median_floor_s']} s (ratio {m['ratio']})"
+        for m in result["sizes"]
+    )
+    return (
+        f"asset vs bare spark-submit per day of orders: {sizes}; growth exponent "
+        f"{result['exponent_asset']} (asset), {result['exponent_floor']} (floor)"
+    )

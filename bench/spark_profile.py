@@ -42,11 +42,16 @@ class Instrumented:
     def __init__(self, folder: Path):
         self.events, self.counters = folder / "events", folder / "driver.hsperf"
         self.events.mkdir(parents=True, exist_ok=True)
-        self.options = " ".join([
-            "-Dspark.eventLog.enabled=true", f"-Dspark.eventLog.dir=file://{self.events}",
-            "-Dspark.eventLog.compress=false", "-Dspark.eventLog.rolling.enabled=false",
-            "-XX:+PerfDataSaveToFile", f"-XX:PerfDataSaveFile={self.counters}",
-        ])
+        self.options = " ".join(
+            [
+                "-Dspark.eventLog.enabled=true",
+                f"-Dspark.eventLog.dir=file://{self.events}",
+                "-Dspark.eventLog.compress=false",
+                "-Dspark.eventLog.rolling.enabled=false",
+                "-XX:+PerfDataSaveToFile",
+                f"-XX:PerfDataSaveFile={self.counters}",
+            ]
+        )
 
     def active(self):
         return driver_options(self.options)
@@ -64,11 +69,15 @@ class Instrumented:
         ends = [e["time"] for e in events if e["Event"] == SQL_END]
         at = lambda name: next(e["Timestamp"] for e in events if e["Event"] == name) / 1000  # noqa: E731
         counters = hotspot_counters(self.counters)
-        return {"jvm_created": counters["sun.rt.createVmBeginTime"] / 1000, "context_started": at("SparkListenerApplicationStart"),
-                "first_sql": min(starts) / 1000, "last_sql": max(ends) / 1000, "stopped": at("SparkListenerApplicationEnd"),
-                "class_loading_s": counters["sun.cls.time"] / counters["sun.os.hrt.frequency"],
-                "classes_loaded": counters["java.cls.loadedClasses"] + counters["java.cls.sharedLoadedClasses"]}
-
+        return {
+            "jvm_created": counters["sun.rt.createVmBeginTime"] / 1000,
+            "context_started": at("SparkListenerApplicationStart"),
+            "first_sql": min(starts) / 1000,
+            "last_sql": max(ends) / 1000,
+            "stopped": at("SparkListenerApplicationEnd"),
+            "class_loading_s": counters["sun.cls.time"] / counters["sun.os.hrt.frequency"],
+            "classes_loaded": counters["java.cls.loadedClasses"] + counters["java.cls.sharedLoadedClasses"],
+        }
 
     def sql_profile(self) -> list[dict]:
         """The last run's Spark SQL executions, in order: what each was (its first line) and its seconds,
@@ -81,14 +90,27 @@ class Instrumented:
             if e["Event"] == "SparkListenerJobStart":
                 execution = e.get("Properties", {}).get("spark.sql.execution.id")
                 if execution is not None:
-                    tasks[int(execution)] = tasks.get(int(execution), 0) + sum(s["Number of Tasks"] for s in e["Stage Infos"])
-        return [{"sql": _what(e), "s": round((ends[e["executionId"]] - e["time"]) / 1000, 3), "tasks": tasks.get(e["executionId"], 0)}
-                for e in events if e["Event"] == SQL_START and e["executionId"] in ends]
+                    tasks[int(execution)] = tasks.get(int(execution), 0) + sum(
+                        s["Number of Tasks"] for s in e["Stage Infos"]
+                    )
+        return [
+            {
+                "sql": _what(e),
+                "s": round((ends[e["executionId"]] - e["time"]) / 1000, 3),
+                "tasks": tasks.get(e["executionId"], 0),
+            }
+            for e in events
+            if e["Event"] == SQL_START and e["executionId"] in ends
+        ]
 
 
 def hotspot_counters(path: Path) -> dict[str, int]:
-    snapshot = subprocess.run(["jstat", "-J-Djstat.showUnsupported=true", "-snap", f"file://{path}"],
-                              capture_output=True, text=True, check=True).stdout
+    snapshot = subprocess.run(
+        ["jstat", "-J-Djstat.showUnsupported=true", "-snap", f"file://{path}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     pairs = (line.split("=", 1) for line in snapshot.splitlines() if "=" in line)
     return {key: int(value) for key, value in pairs if value.isdigit()}
 

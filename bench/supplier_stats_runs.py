@@ -13,15 +13,22 @@ from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 
 
-def bare_submit(spark_jobs: SparkJobsResource, day: str, extra_conf: dict[str, str] | None = None) -> SupplierStatsReport:
+def bare_submit(
+    spark_jobs: SparkJobsResource, day: str, extra_conf: dict[str, str] | None = None
+) -> SupplierStatsReport:
     return spark_jobs.run(supplier_stats_job(spark_jobs.environment.settings, day), extra_conf=extra_conf)
 
 
 def materialize(environment: SettingsResource, day: str) -> dg.ExecuteInJobResult:
     """The asset, in process, as `make demo` runs it (lineage on), on a throw-away instance."""
     definitions = build_definitions(environment)
-    result = dg.materialize(definitions.assets, selection=[asset_key(SUPPLIER_STATS)], partition_key=day,
-                            resources=definitions.resources, instance=dg.DagsterInstance.ephemeral())
+    result = dg.materialize(
+        definitions.assets,
+        selection=[asset_key(SUPPLIER_STATS)],
+        partition_key=day,
+        resources=definitions.resources,
+        instance=dg.DagsterInstance.ephemeral(),
+    )
     if not result.success:
         raise RuntimeError(f"supplier_stats for {day} failed")
     return result

@@ -40,7 +40,8 @@ def synthetic_orders(spark: SparkSession, day: dt.date, count: int):
     """``count`` orders whose bid times step evenly through ``day`` (UTC); other fields pseudo-random."""
     midnight = dt.datetime.combine(day, dt.time(), dt.UTC).timestamp()
     pick = lambda values, salt: F.element_at(  # noqa: E731
-        F.array(*[F.lit(v) for v in values]), F.pmod(F.hash("id", F.lit(salt)), F.lit(len(values))) + 1)
+        F.array(*[F.lit(v) for v in values]), F.pmod(F.hash("id", F.lit(salt)), F.lit(len(values))) + 1
+    )
     return spark.range(count).select(
         F.expr("uuid()").alias("order_id"),
         pick(ITEMS, 1).alias("item"),
@@ -64,7 +65,9 @@ def main() -> None:
         present = spark.table(args.table).where(F.to_date("bid_time") == F.lit(day)).count()
         if present != count:
             # No shuffle by partition before writing: both cores write (the day is one partition).
-            synthetic_orders(spark, day, count).writeTo(args.table).option("distribution-mode", "none").overwritePartitions()
+            synthetic_orders(spark, day, count).writeTo(args.table).option(
+                "distribution-mode", "none"
+            ).overwritePartitions()
         generated[day.isoformat()] = count if present != count else 0
     jobs.write_report(args.report, SyntheticOrdersReport, started, generated=generated)
     spark.stop()

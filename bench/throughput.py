@@ -9,7 +9,8 @@ query's start to the end of its last micro-batch, as the job's StreamingQueryLis
 records them, so Spark's session start-up and the table set-up before the query are left out (the
 spark-submit wall time, the job's own duration and each batch's are reported beside it), and each
 round's Spark SQL executions with their seconds and tasks say where the query's time went. The
-ceiling reads and counts the raw records, no decoding. The jobs run on their own topic, Iceberg table and archive prefix, emptied at the start.
+ceiling reads and counts the raw records, no decoding. The jobs run on their own topic, Iceberg
+table and archive prefix, emptied at the start.
 The ingestion's peer does less than the ingestion: no dead letters, no check for a batch already committed.
 "Continuous" is the ingestion as a deployment runs it, against the peer unbounded, each over the
 same topic: the rate of their Iceberg commits after the first, once the JVMs have warmed up. Twice:
@@ -36,7 +37,13 @@ from bench import iceberg_tables
 from bench.flink_peer import WINDOWS_TOPIC_PREFIX, ContinuousIngestionPeer, IngestionPeer, WindowsPeer
 from bench.measure import alternate, median, rounded
 from bench.spark_profile import Instrumented
-from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS, SUPPLIER_STATS_LIVE, iceberg_table_name, orders_avro_schema_json
+from lineage_assets.datasets import (
+    ARCHIVE,
+    LAKEHOUSE_ORDERS,
+    SUPPLIER_STATS_LIVE,
+    iceberg_table_name,
+    orders_avro_schema_json,
+)
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.jobs import archive_job, ingestion_job, live_stats_job
 from lineage_assets.resources.kafka import KafkaResource
@@ -61,7 +68,7 @@ def with_option(arguments: list[str], option: str, value: str) -> list[str]:
     if option not in arguments:
         return [*arguments, option, value]
     at = arguments.index(option) + 1
-    return [*arguments[:at], value, *arguments[at + 1:]]
+    return [*arguments[:at], value, *arguments[at + 1 :]]
 
 
 def fill_topic(kafka: KafkaResource, count: int) -> int:
@@ -81,8 +88,13 @@ def fill_topic(kafka: KafkaResource, count: int) -> int:
 def empty_sinks(settings: Settings) -> None:
     """Drop the bench table and the archive prefix, so each run starts empty."""
     iceberg_tables.drop(settings, TABLE)
-    s3 = boto3.resource("s3", endpoint_url=settings.s3_url, aws_access_key_id=settings.s3_access_key,
-                        aws_secret_access_key=settings.s3_secret_key, region_name=settings.s3_region)
+    s3 = boto3.resource(
+        "s3",
+        endpoint_url=settings.s3_url,
+        aws_access_key_id=settings.s3_access_key,
+        aws_secret_access_key=settings.s3_secret_key,
+        region_name=settings.s3_region,
+    )
     s3.Bucket(settings.archive_bucket).objects.filter(Prefix=f"{ARCHIVE_PREFIX}/").delete()
 
 
@@ -91,16 +103,24 @@ def delete_window_topics(settings: Settings) -> None:
     of earlier runs that stopped before this step included."""
     project = WINDOWS_TOPIC_PREFIX_PROJECT + Path(SUPPLIER_STATS_LIVE.job.source).stem + "-"
     admin = AdminClient({"bootstrap.servers": settings.kafka_servers})
-    rounds = [topic for topic in admin.list_topics(timeout=10).topics if topic.startswith((project, WINDOWS_TOPIC_PREFIX))]
-    for future in (admin.delete_topics(rounds).values() if rounds else ()):
+    rounds = [
+        topic for topic in admin.list_topics(timeout=10).topics if topic.startswith((project, WINDOWS_TOPIC_PREFIX))
+    ]
+    for future in admin.delete_topics(rounds).values() if rounds else ():
         future.result(timeout=30)
 
 
 def ceiling(settings: Settings, count: int) -> float:
     """Records/s of a plain consumer reading the whole topic from its first offset, raw."""
     topic = settings.orders_topic
-    consumer = Consumer({"bootstrap.servers": settings.kafka_servers, "group.id": "bench-throughput-ceiling",
-                         "enable.auto.commit": False, "fetch.max.bytes": 52_428_800})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": settings.kafka_servers,
+            "group.id": "bench-throughput-ceiling",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 52_428_800,
+        }
+    )
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
@@ -117,12 +137,19 @@ def query_profile(progress_file: Path) -> dict:
     batch began, and its batches, as the job's progress log has them (seconds)."""
     records = [json.loads(line) for line in progress_file.read_text().splitlines()]
     started = next(dt.datetime.fromisoformat(r["time"]) for r in records if r["event"] == "started")
-    batches = [(dt.datetime.fromisoformat(r["time"]), r["batch_duration_ms"] / 1000) for r in records if r["event"] == "progress"]
+    batches = [
+        (dt.datetime.fromisoformat(r["time"]), r["batch_duration_ms"] / 1000)
+        for r in records
+        if r["event"] == "progress"
+    ]
     ended = max(at + dt.timedelta(seconds=duration) for at, duration in batches)
-    return {"query_s": round((ended - started).total_seconds(), 3), "batches": len(batches),
-            "before_first_batch_s": round((min(at for at, _ in batches) - started).total_seconds(), 3),
-            "batch_s": [round(duration, 3) for _, duration in batches],
-            "batch_phases_ms": [r.get("phases_ms") for r in records if r["event"] == "progress"]}
+    return {
+        "query_s": round((ended - started).total_seconds(), 3),
+        "batches": len(batches),
+        "before_first_batch_s": round((min(at for at, _ in batches) - started).total_seconds(), 3),
+        "batch_s": [round(duration, 3) for _, duration in batches],
+        "batch_phases_ms": [r.get("phases_ms") for r in records if r["event"] == "progress"],
+    }
 
 
 class JobRounds:
@@ -131,13 +158,22 @@ class JobRounds:
     made ready by ``prepare``: Spark's file sink skips batch ids its output folder's
     ``_spark_metadata`` log already holds, and a window topic is compared whole."""
 
-    def __init__(self, spark_jobs: SparkJobsResource, script: str, arguments: list[str], count: int,
-                 fresh: tuple[str, str] | None = None, prepare: Callable[[str], object] = lambda output: None):
+    def __init__(
+        self,
+        spark_jobs: SparkJobsResource,
+        script: str,
+        arguments: list[str],
+        count: int,
+        fresh: tuple[str, str] | None = None,
+        prepare: Callable[[str], object] = lambda output: None,
+    ):
         self.spark_jobs, self.script, self.arguments, self.count = spark_jobs, script, arguments, count
         self.fresh, self.prepare = fresh, prepare
         self.outputs: list[str] = []  # each round's fresh output
         self.profiles: list[dict] = []
-        self.instrumented = Instrumented(spark_jobs.environment.settings.state_dir / "bench-throughput" / f"{Path(script).stem}-profile")
+        self.instrumented = Instrumented(
+            spark_jobs.environment.settings.state_dir / "bench-throughput" / f"{Path(script).stem}-profile"
+        )
 
     def __call__(self, round_number: int) -> float:
         name = f"{Path(self.script).stem}-{time.time_ns()}"
@@ -156,8 +192,14 @@ class JobRounds:
         submit_s = round(time.monotonic() - started, 3)
         if report["rows_in"] != self.count:
             raise RuntimeError(f"{self.script} read {report['rows_in']} records, expected {self.count}")
-        self.profiles.append({**query_profile(progress), "spark_submit_s": submit_s, "job_report_s": report["duration_seconds"],
-                              "sql_executions": self.instrumented.sql_profile()})
+        self.profiles.append(
+            {
+                **query_profile(progress),
+                "spark_submit_s": submit_s,
+                "job_report_s": report["duration_seconds"],
+                "sql_executions": self.instrumented.sql_profile(),
+            }
+        )
         shutil.rmtree(folder)
         return self.count / self.profiles[-1]["query_s"]
 
@@ -173,9 +215,17 @@ class ContinuousRounds:
     def __init__(self, spark_jobs: SparkJobsResource, arguments: list[str], count: int, table: str, batches: int):
         self.spark_jobs, self.count, self.table = spark_jobs, count, table
         settings = spark_jobs.environment.settings
-        self.arguments = with_option(with_option(with_option(
-            with_option(arguments, "--table", iceberg_table_name(settings, table)), "--mode", "continuous"),
-            "--trigger-seconds", "0"), "--max-records-per-batch", str(max(1, count * 11 // (10 * batches))))
+        self.arguments = with_option(
+            with_option(
+                with_option(
+                    with_option(arguments, "--table", iceberg_table_name(settings, table)), "--mode", "continuous"
+                ),
+                "--trigger-seconds",
+                "0",
+            ),
+            "--max-records-per-batch",
+            str(max(1, count * 11 // (10 * batches))),
+        )
         self.profiles: list[dict] = []
 
     def __call__(self, round_number: int) -> float | None:
@@ -185,8 +235,11 @@ class ContinuousRounds:
         drain = folder / "drain"
         iceberg_tables.drop(settings, self.table)
         arguments = self.arguments
-        for option, value in (("--checkpoint", folder / "checkpoint"), ("--drain-file", drain),
-                              ("--progress-file", folder / "progress.jsonl")):
+        for option, value in (
+            ("--checkpoint", folder / "checkpoint"),
+            ("--drain-file", drain),
+            ("--progress-file", folder / "progress.jsonl"),
+        ):
             arguments = with_option(arguments, option, str(value))
         with ThreadPoolExecutor(1) as pool:
             run = pool.submit(self.spark_jobs.submit, LAKEHOUSE_ORDERS.job.source, arguments)
@@ -196,7 +249,9 @@ class ContinuousRounds:
                 drain.touch()
             report = run.result()
         if report["rows_written"] != self.count:
-            raise RuntimeError(f"the continuous ingestion wrote {report['rows_written']} records, expected {self.count}")
+            raise RuntimeError(
+                f"the continuous ingestion wrote {report['rows_written']} records, expected {self.count}"
+            )
         self.profiles.append({"batches": report["batches"], "commits": commits})
         shutil.rmtree(folder)
         return iceberg_tables.warm_rate(commits)
@@ -209,8 +264,13 @@ FULL_ORDERS, QUICK_ORDERS = 2_000_000, 20_000
 
 def topic_environment(environment: SettingsResource, count: int, partitions: int) -> SettingsResource:
     """``environment`` with its orders topic the bench's topic of ``count`` orders in ``partitions``."""
-    return SettingsResource(overrides={**environment.overrides, "LINEAGE_ASSETS_ORDERS_TOPIC": f"{TOPIC_PREFIX}{count}-p{partitions}",
-                                       "LINEAGE_ASSETS_ORDERS_PARTITIONS": str(partitions)})
+    return SettingsResource(
+        overrides={
+            **environment.overrides,
+            "LINEAGE_ASSETS_ORDERS_TOPIC": f"{TOPIC_PREFIX}{count}-p{partitions}",
+            "LINEAGE_ASSETS_ORDERS_PARTITIONS": str(partitions),
+        }
+    )
 
 
 def run(environment: SettingsResource, quick: bool, count: int | None = None) -> dict:
@@ -221,72 +281,140 @@ def run(environment: SettingsResource, quick: bool, count: int | None = None) ->
     # job has, so that both engines can read with all of them.
     partitions = environment.settings.spark_cores_per_job
     deployed_count = count * DEPLOYED_TOPIC_FACTOR
-    bench_topic, deployed_topic = (topic_environment(environment, orders, partitions) for orders in (count, deployed_count))
+    bench_topic, deployed_topic = (
+        topic_environment(environment, orders, partitions) for orders in (count, deployed_count)
+    )
     settings, deployed_settings = bench_topic.settings, deployed_topic.settings
     kafka, spark_jobs = KafkaResource(environment=bench_topic), SparkJobsResource(environment=bench_topic)
     produced = fill_topic(kafka, count) + fill_topic(KafkaResource(environment=deployed_topic), deployed_count)
     empty_sinks(settings)
     jobs = {
-        "ingestion": JobRounds(spark_jobs, LAKEHOUSE_ORDERS.job.source, with_option(
-            list(ingestion_job(settings).arguments), "--table", iceberg_table_name(settings, TABLE)), count),
-        "archive": JobRounds(spark_jobs, ARCHIVE.job.source, list(archive_job(settings).arguments), count,
-                             fresh=("--path", f"s3://{settings.archive_bucket}/{ARCHIVE_PREFIX}/{{name}}")),
-        "live_windows": JobRounds(spark_jobs, SUPPLIER_STATS_LIVE.job.source, list(live_stats_job(settings).arguments),
-                                  count, fresh=("--output-topic", WINDOWS_TOPIC_PREFIX_PROJECT + "{name}"),
-                                  prepare=kafka.ensure_topics),
+        "ingestion": JobRounds(
+            spark_jobs,
+            LAKEHOUSE_ORDERS.job.source,
+            with_option(list(ingestion_job(settings).arguments), "--table", iceberg_table_name(settings, TABLE)),
+            count,
+        ),
+        "archive": JobRounds(
+            spark_jobs,
+            ARCHIVE.job.source,
+            list(archive_job(settings).arguments),
+            count,
+            fresh=("--path", f"s3://{settings.archive_bucket}/{ARCHIVE_PREFIX}/{{name}}"),
+        ),
+        "live_windows": JobRounds(
+            spark_jobs,
+            SUPPLIER_STATS_LIVE.job.source,
+            list(live_stats_job(settings).arguments),
+            count,
+            fresh=("--output-topic", WINDOWS_TOPIC_PREFIX_PROJECT + "{name}"),
+            prepare=kafka.ensure_topics,
+        ),
     }
     # Micro-batches of an eighth of the topic commit about every 1.5 s; of a sixth of the larger
     # topic, every 4 s once warm: as often as the peer's checkpoints, or more often.
     continuous = {
-        "ingestion_continuous": ContinuousRounds(spark_jobs, list(ingestion_job(settings).arguments), count, CONTINUOUS_TABLE, batches=8),
+        "ingestion_continuous": ContinuousRounds(
+            spark_jobs, list(ingestion_job(settings).arguments), count, CONTINUOUS_TABLE, batches=8
+        ),
         "ingestion_continuous_deployed": ContinuousRounds(
-            SparkJobsResource(environment=deployed_topic), list(ingestion_job(deployed_settings).arguments),
-            deployed_count, DEPLOYED_TABLE, batches=6)}
+            SparkJobsResource(environment=deployed_topic),
+            list(ingestion_job(deployed_settings).arguments),
+            deployed_count,
+            DEPLOYED_TABLE,
+            batches=6,
+        ),
+    }
     # The peer's checkpoint intervals, for the full topic's size (scaled down with a quick run's).
     scaled_ms = lambda full_ms: max(100, full_ms * count // FULL_ORDERS)  # noqa: E731
-    peers = {"ingestion": IngestionPeer(settings, count, reference_table=TABLE),
-             "live_windows": WindowsPeer(settings, count, reference_topic=lambda: jobs["live_windows"].outputs[0]),
-             "ingestion_continuous": ContinuousIngestionPeer(settings, count, reference_table=TABLE, checkpoint_ms=scaled_ms(1000)),
-             "ingestion_continuous_deployed": ContinuousIngestionPeer(
-                 deployed_settings, deployed_count, reference_table=DEPLOYED_TABLE,
-                 checkpoint_ms=scaled_ms(int(TRIGGER_SECONDS * 1000)))}
-    subjects = {"ceiling": lambda _: ceiling(settings, count), **jobs, **continuous,
-                **{f"flink_{name}": peer for name, peer in peers.items()}}
+    peers = {
+        "ingestion": IngestionPeer(settings, count, reference_table=TABLE),
+        "live_windows": WindowsPeer(settings, count, reference_topic=lambda: jobs["live_windows"].outputs[0]),
+        "ingestion_continuous": ContinuousIngestionPeer(
+            settings, count, reference_table=TABLE, checkpoint_ms=scaled_ms(1000)
+        ),
+        "ingestion_continuous_deployed": ContinuousIngestionPeer(
+            deployed_settings,
+            deployed_count,
+            reference_table=DEPLOYED_TABLE,
+            checkpoint_ms=scaled_ms(int(TRIGGER_SECONDS * 1000)),
+        ),
+    }
+    subjects = {
+        "ceiling": lambda _: ceiling(settings, count),
+        **jobs,
+        **continuous,
+        **{f"flink_{name}": peer for name, peer in peers.items()},
+    }
     rates = alternate(rounds, subjects)
     delete_window_topics(settings)
     # A continuous run too short for two commits has no warm rate (a quick run's peer may commit once).
-    medians = {name: median(measured, 1) if (measured := [v for v in values if v is not None]) else None
-               for name, values in rates.items()}
-    ratios = {name: round(medians[name] / medians["ceiling"], 4) for name in subjects if name != "ceiling" and medians[name]}
-    to_peer = {name: round(medians[name] / medians[f"flink_{name}"], 4) for name in peers if medians[name] and medians[f"flink_{name}"]}
+    medians = {
+        name: median(measured, 1) if (measured := [v for v in values if v is not None]) else None
+        for name, values in rates.items()
+    }
+    ratios = {
+        name: round(medians[name] / medians["ceiling"], 4) for name in subjects if name != "ceiling" and medians[name]
+    }
+    to_peer = {
+        name: round(medians[name] / medians[f"flink_{name}"], 4)
+        for name in peers
+        if medians[name] and medians[f"flink_{name}"]
+    }
     # The verdict's clock (query time against Flink's net runtime) read two other ways, from the same rounds.
     catch_up_by = {
-        "paired_rounds": median([ours / theirs for ours, theirs in zip(rates["ingestion"], rates["flink_ingestion"])], 4),
-        "launch_to_exit": round(median([run["process_s"] for run in peers["ingestion"].profiles])
-                                / median([run["spark_submit_s"] for run in jobs["ingestion"].profiles]), 4)}
-    return {"name": "streaming_throughput",
-            "target": f"ingestion >= {TARGET_TO_PEER}x its Flink peer; to the ceiling: "
-                      + ", ".join(f"{name} >= {ratio}" for name, ratio in TARGET_TO_CEILING.items()),
-            "met": to_peer["ingestion"] >= TARGET_TO_PEER and all(ratios[name] >= ratio for name, ratio in TARGET_TO_CEILING.items()),
-            "orders": count, "partitions": partitions, "rounds": rounds, "produced_now": produced,
-            "median_rows_per_s": medians, "ratios": ratios, "to_flink_peer": to_peer,
-            "ingestion_to_flink_peer_by": catch_up_by,
-            "rates_rows_per_s": rounded(rates, 1),
-            "runs": {**{name: job.profiles for name, job in {**jobs, **continuous}.items()},
-                     **{f"flink_{name}": peer.profiles for name, peer in peers.items()}}}
+        "paired_rounds": median(
+            [ours / theirs for ours, theirs in zip(rates["ingestion"], rates["flink_ingestion"])], 4
+        ),
+        "launch_to_exit": round(
+            median([run["process_s"] for run in peers["ingestion"].profiles])
+            / median([run["spark_submit_s"] for run in jobs["ingestion"].profiles]),
+            4,
+        ),
+    }
+    return {
+        "name": "streaming_throughput",
+        "target": f"ingestion >= {TARGET_TO_PEER}x its Flink peer; to the ceiling: "
+        + ", ".join(f"{name} >= {ratio}" for name, ratio in TARGET_TO_CEILING.items()),
+        "met": to_peer["ingestion"] >= TARGET_TO_PEER
+        and all(ratios[name] >= ratio for name, ratio in TARGET_TO_CEILING.items()),
+        "orders": count,
+        "partitions": partitions,
+        "rounds": rounds,
+        "produced_now": produced,
+        "median_rows_per_s": medians,
+        "ratios": ratios,
+        "to_flink_peer": to_peer,
+        "ingestion_to_flink_peer_by": catch_up_by,
+        "rates_rows_per_s": rounded(rates, 1),
+        "runs": {
+            **{name: job.profiles for name, job in {**jobs, **continuous}.items()},
+            **{f"flink_{name}": peer.profiles for name, peer in peers.items()},
+        },
+    }
 
 
 def peer_summary(result: dict) -> str:
     rates, to_peer = result["median_rows_per_s"], result["to_flink_peer"]
-    by = ", ".join(f"{way.replace('_', ' ')} {ratio}" for way, ratio in result.get("ingestion_to_flink_peer_by", {}).items())
-    return "; ".join(f"{name.replace('_', ' ')} {rates[f'flink_{name}']:,}/s (project / peer {ratio}"
-                     + (f"; {by}" if name == "ingestion" and by else "") + ")"
-                     for name, ratio in to_peer.items())
+    by = ", ".join(
+        f"{way.replace('_', ' ')} {ratio}" for way, ratio in result.get("ingestion_to_flink_peer_by", {}).items()
+    )
+    return "; ".join(
+        f"{name.replace('_', ' ')} {rates[f'flink_{name}']:,}/s (project / peer {ratio}"
+        + (f"; {by}" if name == "ingestion" and by else "")
+        + ")"
+        for name, ratio in to_peer.items()
+    )
 
 
 def summary(result: dict) -> str:
     rates, ratios = result["median_rows_per_s"], result["ratios"]
-    jobs = ", ".join(f"{name.replace('_', ' ')} {rates[name]:,}/s ({ratios[name]})" for name in ratios
-                     if not name.startswith("flink_"))
-    return (f"{result['orders']:,} orders in {result['partitions']} partitions, catch-up, query (job) time; orders/s "
-            f"(ratio to the ceiling): ceiling (raw consumer) {rates['ceiling']:,}/s, {jobs}")
+    jobs = ", ".join(
+        f"{name.replace('_', ' ')} {rates[name]:,}/s ({ratios[name]})"
+        for name in ratios
+        if not name.startswith("flink_")
+    )
+    return (
+        f"{result['orders']:,} orders in {result['partitions']} partitions, catch-up, query (job) time; orders/s "
+        f"(ratio to the ceiling): ceiling (raw consumer) {rates['ceiling']:,}/s, {jobs}"
+    )

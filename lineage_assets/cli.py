@@ -58,8 +58,8 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
 
 def _lineage(args: argparse.Namespace, settings: Settings) -> int:
     from lineage_assets.lineage.check import check_log, check_marquez, not_delivered, report, retire
-    from lineage_assets.lineage.marquez import MarquezApi, MarquezError
     from lineage_assets.lineage.emitter import emitter_for
+    from lineage_assets.lineage.marquez import MarquezApi, MarquezError
 
     if args.subject and args.action not in ("impact", "trace"):
         print(f"lineage-assets: lineage {args.action} takes no subject, got {args.subject!r}", file=sys.stderr)
@@ -77,7 +77,9 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     if args.action == "flush":
         delivered = emitter.flush(timeout=args.timeout)
-        print(f"{'all events delivered' if delivered else f'{emitter.pending()} events still wait'} ({emitter.log_path})")
+        print(
+            f"{'all events delivered' if delivered else f'{emitter.pending()} events still wait'} ({emitter.log_path})"
+        )
         return 0 if delivered else 1
     if args.action == "status":
         return _delivery_status(emitter)
@@ -89,18 +91,26 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
         except MarquezError as error:
             print(f"lineage-assets: {error}", file=sys.stderr)
             return 2
-        print(f"hid in Marquez the jobs renamed since: {', '.join(hidden)}" if hidden else "no renamed job shown in Marquez")
+        print(
+            f"hid in Marquez the jobs renamed since: {', '.join(hidden)}"
+            if hidden
+            else "no renamed job shown in Marquez"
+        )
         return 0
     if args.source == "marquez":
         # What the log holds but Marquez has not received yet would read as gaps: deliver it first.
         if emitter.pending() and not emitter.flush(timeout=args.timeout):
-            print(f"lineage {args.action}: {emitter.pending()} events still wait for Marquez; it reads what Marquez has")
+            print(
+                f"lineage {args.action}: {emitter.pending()} events still wait for Marquez; it reads what Marquez has"
+            )
     if args.action in ("impact", "trace"):
         from lineage_assets.lineage.queries import ask
 
         marquez = MarquezApi(settings.marquez_api_url) if args.source == "marquez" else None
         try:
-            answer = ask(args.action, args.subject, settings, events=None if marquez else emitter.events(), marquez=marquez)
+            answer = ask(
+                args.action, args.subject, settings, events=None if marquez else emitter.events(), marquez=marquez
+            )
         except MarquezError as error:
             print(f"lineage-assets: {error}", file=sys.stderr)
             return 2
@@ -126,10 +136,14 @@ def _delivery_status(emitter) -> int:
     waiting, dead = log.pending(), len(log.dead_letters())
     backend = delivery.backend()
     transport = (backend.client_config or {}).get("transport", {}) if backend else {}
-    target = " ".join(str(transport[key]) for key in ("type", "url") if key in transport) or \
-        ("the standard openlineage-python configuration" if backend else "none (the log only records)")
+    target = " ".join(str(transport[key]) for key in ("type", "url") if key in transport) or (
+        "the standard openlineage-python configuration" if backend else "none (the log only records)"
+    )
     print(f"event log     {log.path}: {waiting} events wait for delivery")
-    print(f"dead letters  {dead}" + (f" in {log.dead_letters_path} (`lineage-assets lineage dead-letters`)" if dead else ""))
+    print(
+        f"dead letters  {dead}"
+        + (f" in {log.dead_letters_path} (`lineage-assets lineage dead-letters`)" if dead else "")
+    )
     print(f"backend       {target}")
     print(f"sender        {'running' if delivery.running() else 'not running'}")
     if (last := delivery.last_error()) is not None:
@@ -173,8 +187,12 @@ def _show(args: argparse.Namespace, settings: Settings, emitter) -> int:
     for dataset in DATASETS.values():
         identity = dataset.identity(settings)
         labels[(identity.namespace, identity.name)] = dataset.key
-    page = render(LineageGraph.from_events(recorded), labels, "lineage_assets: OpenLineage graph",
-                  f"{len(recorded)} events in {source}")
+    page = render(
+        LineageGraph.from_events(recorded),
+        labels,
+        "lineage_assets: OpenLineage graph",
+        f"{len(recorded)} events in {source}",
+    )
     try:
         page.write(Path(args.out), Path(args.png) if args.png else None)
     except (RuntimeError, subprocess.SubprocessError) as error:
@@ -191,8 +209,12 @@ def _dlq(args: argparse.Namespace, settings: Settings) -> int:
     # With --json, stdout is the report alone; progress goes to stderr.
     out = sys.stderr if args.json else sys.stdout
     try:
-        report = replay(settings, datasets.orders_reader_schema_json(), reason=args.reason,
-                        progress=lambda line: print(line, file=out, flush=True))
+        report = replay(
+            settings,
+            datasets.orders_reader_schema_json(),
+            reason=args.reason,
+            progress=lambda line: print(line, file=out, flush=True),
+        )
     except ReplayError as error:
         print(f"lineage-assets: {error}", file=sys.stderr)
         return 2
@@ -200,7 +222,10 @@ def _dlq(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps(dataclasses.asdict(report), indent=2))
     else:
         by_version = ", ".join(f"{count} of version {version}" for version, count in sorted(report.versions.items()))
-        print(f"replayed {report.replayed} dead letters into {settings.orders_topic}" + (f": {by_version}" if by_version else ""))
+        print(
+            f"replayed {report.replayed} dead letters into {settings.orders_topic}"
+            + (f": {by_version}" if by_version else "")
+        )
         print(f"already replayed by an interrupted earlier run: {report.already_replayed}")
         for prefix, count in sorted(report.passed_over.items()):
             print(f"passed over, left in {settings.dead_letter_topic}: {count} {prefix}")
@@ -232,7 +257,11 @@ def _deployments(args: argparse.Namespace, settings: Settings) -> int:
         ended_now = _end_dead(deployments, "status", names)
         statuses = [deployments.status(name) for name in names]
         if args.json:
-            print(json.dumps([{**status.as_dict(), "ended_now": ended_now.get(status.name)} for status in statuses], indent=2))
+            print(
+                json.dumps(
+                    [{**status.as_dict(), "ended_now": ended_now.get(status.name)} for status in statuses], indent=2
+                )
+            )
         for status in statuses if not args.json else []:
             if status.name in ended_now:
                 print(f"{status.name:<22} {ended_now[status.name]}")
@@ -253,8 +282,10 @@ def _status_line(status) -> str:
     progress = status.last_progress or {}
     line = f"{status.name:<22} {status.state:<12} run={status.run_id or '-'}"
     if status.running:
-        line += (f" pid={status.pid} rows/s={progress.get('processed_rows_per_second', '-')}"
-                 f" last batch={progress.get('time', '-')}")
+        line += (
+            f" pid={status.pid} rows/s={progress.get('processed_rows_per_second', '-')}"
+            f" last batch={progress.get('time', '-')}"
+        )
     if status.orphan_pids:
         line += f" orphan pids={','.join(map(str, status.orphan_pids))}"
     if status.ended and not status.running:
@@ -269,61 +300,93 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     stack = commands.add_parser("stack", help="build, start, stop or check the local stack of servers")
-    stack.add_argument("action", choices=["build", "up", "down", "status"],
-                       help="build: what the servers run, into the cache (`make setup` does it); up, down, status")
+    stack.add_argument(
+        "action",
+        choices=["build", "up", "down", "status"],
+        help="build: what the servers run, into the cache (`make setup` does it); up, down, status",
+    )
     stack.add_argument("services", nargs="*", help="only these services (default: all)")
     stack.add_argument("--json", action="store_true", help="status as JSON, for scripts")
     stack.set_defaults(handler=_stack)
 
     demo = commands.add_parser("demo", help="start the stack and materialize every asset on generated orders")
     demo.add_argument("--orders", type=int, default=500, help="how many orders to generate (default 500)")
-    demo.add_argument("--seed", type=int, default=None,
-                      help="generator seed (default: from the clock, so that repeated demos add new order ids)")
-    demo.add_argument("--continuous", action="store_true", help="then deploy the three streaming jobs in continuous mode")
-    demo.add_argument("--drift", action="store_true",
-                      help="instead, be another team's producer: a version of orders-value that renames supplier, "
-                           "20 orders with it among 30 as before; the pipeline must stop them")
+    demo.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="generator seed (default: from the clock, so that repeated demos add new order ids)",
+    )
+    demo.add_argument(
+        "--continuous", action="store_true", help="then deploy the three streaming jobs in continuous mode"
+    )
+    demo.add_argument(
+        "--drift",
+        action="store_true",
+        help="instead, be another team's producer: a version of orders-value that renames supplier, "
+        "20 orders with it among 30 as before; the pipeline must stop them",
+    )
     demo.set_defaults(handler=_demo)
 
     lineage = commands.add_parser("lineage", help="check, export or deliver the OpenLineage events")
-    lineage.add_argument("action", choices=["check", "export", "flush", "status", "dead-letters", "show", "impact",
-                                            "trace", "retire"],
-                         help="check: compare with the asset graph; export: write every event as JSON lines; "
-                              "flush: deliver waiting events to the configured backend; "
-                              "status: what waits for delivery, what was set aside, the last error; "
-                              "dead-letters: list the events delivery set aside (unreadable, or refused by the backend); "
-                              "show: draw the graph as a self-contained HTML page (and PNG); "
-                              "impact: everything downstream of SUBJECT; trace: everything upstream of SUBJECT; "
-                              "retire: hide in Marquez the jobs renamed since (their runs stay)")
-    lineage.add_argument("subject", nargs="?", default="",
-                         help="impact: DATASET[.COLUMN]; trace: DATASET.COLUMN (a dataset by its asset key, "
-                              "e.g. lakehouse/supplier_stats, or its OpenLineage namespace:name)")
+    lineage.add_argument(
+        "action",
+        choices=["check", "export", "flush", "status", "dead-letters", "show", "impact", "trace", "retire"],
+        help="check: compare with the asset graph; export: write every event as JSON lines; "
+        "flush: deliver waiting events to the configured backend; "
+        "status: what waits for delivery, what was set aside, the last error; "
+        "dead-letters: list the events delivery set aside (unreadable, or refused by the backend); "
+        "show: draw the graph as a self-contained HTML page (and PNG); "
+        "impact: everything downstream of SUBJECT; trace: everything upstream of SUBJECT; "
+        "retire: hide in Marquez the jobs renamed since (their runs stay)",
+    )
+    lineage.add_argument(
+        "subject",
+        nargs="?",
+        default="",
+        help="impact: DATASET[.COLUMN]; trace: DATASET.COLUMN (a dataset by its asset key, "
+        "e.g. lakehouse/supplier_stats, or its OpenLineage namespace:name)",
+    )
     lineage.add_argument("--json", action="store_true", help="impact, trace: the answer as JSON")
-    lineage.add_argument("--out", help="export: the output file (default lineage-events.jsonl); "
-                                       "show: the HTML page (default lineage.html)")
+    lineage.add_argument(
+        "--out",
+        help="export: the output file (default lineage-events.jsonl); show: the HTML page (default lineage.html)",
+    )
     lineage.add_argument("--png", help="show: also render the page, column edges shown, to this PNG (needs Chromium)")
     lineage.add_argument("--events", help="show: read an exported JSON-lines file instead of the event log")
     lineage.add_argument("--timeout", type=float, default=30.0, help="flush: how long to keep trying")
     dead = lineage.add_mutually_exclusive_group()
     dead.add_argument("--retry", action="store_true", help="dead-letters: send them again (those refused again stay)")
     dead.add_argument("--discard", action="store_true", help="dead-letters: drop them (after reading them)")
-    lineage.add_argument("--source", choices=["log", "marquez"], default="log",
-                         help="check, impact, trace: the project's event log (default) or what Marquez's API shows")
+    lineage.add_argument(
+        "--source",
+        choices=["log", "marquez"],
+        default="log",
+        help="check, impact, trace: the project's event log (default) or what Marquez's API shows",
+    )
     lineage.set_defaults(handler=_lineage)
 
     dlq = commands.add_parser("dlq", help="replay dead letters into the source topic, each exactly once")
-    dlq.add_argument("action", choices=["replay"],
-                     help="replay: re-publish the dead letters of REASON whose schema version the pipeline now reads; "
-                          "stops at the first it still cannot read (exit 1)")
-    dlq.add_argument("--reason", default=SCHEMA_INCOMPATIBLE,
-                     help=f"replay the dead letters whose reason starts with this (default {SCHEMA_INCOMPATIBLE}); "
-                          "others are passed over and stay in the dead-letter topic")
+    dlq.add_argument(
+        "action",
+        choices=["replay"],
+        help="replay: re-publish the dead letters of REASON whose schema version the pipeline now reads; "
+        "stops at the first it still cannot read (exit 1)",
+    )
+    dlq.add_argument(
+        "--reason",
+        default=SCHEMA_INCOMPATIBLE,
+        help=f"replay the dead letters whose reason starts with this (default {SCHEMA_INCOMPATIBLE}); "
+        "others are passed over and stay in the dead-letter topic",
+    )
     dlq.add_argument("--json", action="store_true", help="the report as JSON")
     dlq.set_defaults(handler=_dlq)
 
-    for name, text in (("deploy", "start streaming jobs in continuous mode (idempotent; a changed config restarts)"),
-                       ("stop", "stop streaming deployments (ABORT; --drain finishes what is available: COMPLETE)"),
-                       ("status", "show streaming deployments")):
+    for name, text in (
+        ("deploy", "start streaming jobs in continuous mode (idempotent; a changed config restarts)"),
+        ("stop", "stop streaming deployments (ABORT; --drain finishes what is available: COMPLETE)"),
+        ("status", "show streaming deployments"),
+    ):
         command = commands.add_parser(name, help=text)
         command.add_argument("names", nargs="*", help="asset keys (default: all streaming assets)")
         command.add_argument("--drain", action="store_true", help="stop: process what is available first")

@@ -28,7 +28,6 @@ from openlineage.client.naming.dataset import S3, Kafka
 
 from lineage_assets.settings import Settings
 
-
 OWNERS = ("team:data-platform",)  # owners of every dataset and its job (Dagster owners, OpenLineage ownership)
 
 # The OpenLineage job of Dagster runs, the parent of every asset run. One name whatever Dagster job
@@ -164,6 +163,7 @@ def kafka_identity(topic: Callable[[Settings], str]) -> Callable[[Settings], Ide
         # The spec names a topic by the first bootstrap server.
         host, port = settings.kafka_servers.split(",")[0].strip().rsplit(":", 1)
         return _named(Kafka(bootstrap_server_host=host, port=port, topic=topic(settings)))
+
     return identity
 
 
@@ -173,8 +173,13 @@ def iceberg_identity(table: str) -> Callable[[Settings], Identity]:
         # catalog table whose namespace is the catalog URI exactly as configured.
         return _named(
             S3(bucket_name=settings.warehouse_bucket, object_key=f"{settings.iceberg_namespace}/{table}"),
-            symlinks=(Symlink(namespace=settings.iceberg_catalog_url, name=f"{settings.iceberg_namespace}.{table}", type="TABLE"),),
+            symlinks=(
+                Symlink(
+                    namespace=settings.iceberg_catalog_url, name=f"{settings.iceberg_namespace}.{table}", type="TABLE"
+                ),
+            ),
         )
+
     return identity
 
 
@@ -228,8 +233,13 @@ def with_aliases(schema: dict, **aliases: tuple[str, ...]) -> dict:
     unknown = set(aliases) - {f["name"] for f in schema["fields"]}
     if unknown:
         raise ValueError(f"{schema['name']} has no field {', '.join(sorted(unknown))}")
-    return {**schema, "fields": [{**f, "aliases": [*f.get("aliases", ()), *aliases[f["name"]]]} if f["name"] in aliases else f
-                                 for f in schema["fields"]]}
+    return {
+        **schema,
+        "fields": [
+            {**f, "aliases": [*f.get("aliases", ()), *aliases[f["name"]]]} if f["name"] in aliases else f
+            for f in schema["fields"]
+        ],
+    }
 
 
 # What the pipeline reads `orders` as: every registered writer version is judged against it
@@ -249,15 +259,19 @@ ORDER_FIELD_NAMES = tuple(c.name for c in ORDER_FIELDS)
 
 # Which writer version decodes a record is chosen by the schema id in its bytes: every field of the
 # record decides which decoder gives a decoded field its value.
-CHOSEN_BY_FRAME = Transformation("INDIRECT", "CONDITIONAL", "decoded with the writer version the frame's schema id names")
+CHOSEN_BY_FRAME = Transformation(
+    "INDIRECT", "CONDITIONAL", "decoded with the writer version the frame's schema id names"
+)
 # Only records that decode and pass validation: every field can make a record a dead letter.
 VALID_RECORDS = Transformation("INDIRECT", "FILTER", "valid records only; the others are dead letters")
 
 
 def _decoded(field_name: str, transformation: Transformation, dataset: str = "orders") -> tuple[ColumnSource, ...]:
     """A field of an `orders` record read through the decoder: from that field, and chosen by the others."""
-    return (ColumnSource(dataset, field_name, transformation),
-            *_every_field(dataset, tuple(f for f in ORDER_FIELD_NAMES if f != field_name), CHOSEN_BY_FRAME))
+    return (
+        ColumnSource(dataset, field_name, transformation),
+        *_every_field(dataset, tuple(f for f in ORDER_FIELD_NAMES if f != field_name), CHOSEN_BY_FRAME),
+    )
 
 
 ORDERS = Dataset(
@@ -265,7 +279,8 @@ ORDERS = Dataset(
     kind=Kind.KAFKA,
     job=ProducingJob("orders-source", streaming=False, source="lineage_assets/generator.py", engine="python"),
     title="orders topic",
-    description="Kafka topic `orders`: one Avro record per order (schema `orders-value` in the registry), key order_id.",
+    description="Kafka topic `orders`: one Avro record per order (schema `orders-value` in the registry), "
+    "key order_id.",
     columns=ORDER_FIELDS,
     identity=kafka_identity(lambda s: s.orders_topic),
     record_key="order_id",
@@ -277,7 +292,7 @@ ARCHIVE = Dataset(
     job=ProducingJob("orders-s3-sink", streaming=True, source="spark/archive_orders.py"),
     title="raw orders archive",
     description="Every record of `orders`, bytes unchanged plus decoded fields, as JSON files in "
-                "s3://archive/orders/date=YYYY-MM-DD/hour=HH/ (Kafka time, UTC), each record exactly once.",
+    "s3://archive/orders/date=YYYY-MM-DD/hour=HH/ (Kafka time, UTC), each record exactly once.",
     columns=(
         Column("topic", "string", "source topic"),
         Column("partition", "int", "source partition"),
@@ -301,12 +316,26 @@ ARCHIVE = Dataset(
     column_lineage={
         **{name: _decoded(name, Transformation.identity()) for name in ("order_id", "bid_time", "item", "supplier")},
         "price_text": _decoded("price", Transformation.identity()),
-        "key": (ColumnSource("orders", "order_id", Transformation("DIRECT", "TRANSFORMATION", "the record key's bytes as text")),),
-        "value_base64": _every_field("orders", ORDER_FIELD_NAMES, Transformation("DIRECT", "TRANSFORMATION", "Avro value bytes, base64")),
-        "schema_id": _every_field("orders", ORDER_FIELD_NAMES, Transformation(
-            "DIRECT", "TRANSFORMATION", "the writer schema id of the value's Confluent frame")),
-        "dead_letter_reason": _every_field("orders", ORDER_FIELD_NAMES, Transformation(
-            "DIRECT", "TRANSFORMATION", "why the value does not decode, or which field is missing or invalid")),
+        "key": (
+            ColumnSource(
+                "orders", "order_id", Transformation("DIRECT", "TRANSFORMATION", "the record key's bytes as text")
+            ),
+        ),
+        "value_base64": _every_field(
+            "orders", ORDER_FIELD_NAMES, Transformation("DIRECT", "TRANSFORMATION", "Avro value bytes, base64")
+        ),
+        "schema_id": _every_field(
+            "orders",
+            ORDER_FIELD_NAMES,
+            Transformation("DIRECT", "TRANSFORMATION", "the writer schema id of the value's Confluent frame"),
+        ),
+        "dead_letter_reason": _every_field(
+            "orders",
+            ORDER_FIELD_NAMES,
+            Transformation(
+                "DIRECT", "TRANSFORMATION", "why the value does not decode, or which field is missing or invalid"
+            ),
+        ),
     },
 )
 
@@ -318,7 +347,7 @@ SUPPLIER_STATS_LIVE = Dataset(
     job=ProducingJob("supplier-stats", streaming=True, source="spark/live_supplier_stats.py"),
     title="live supplier statistics topic",
     description="Kafka topic `supplier-stats`: per supplier and 5 s event-time tumbling window "
-                "(watermark 5 s), total price and count; JSON values keyed by supplier.",
+    "(watermark 5 s), total price and count; JSON values keyed by supplier.",
     columns=(
         Column("window_start", "timestamp", "window start (UTC, inclusive)"),
         Column("window_end", "timestamp", "window end (UTC, exclusive)"),
@@ -336,7 +365,9 @@ SUPPLIER_STATS_LIVE = Dataset(
     },
     indirect=(
         *_every_field("orders", ORDER_FIELD_NAMES, VALID_RECORDS),
-        ColumnSource("orders", "bid_time", Transformation("INDIRECT", "FILTER", "records behind the 5 s watermark are dropped")),
+        ColumnSource(
+            "orders", "bid_time", Transformation("INDIRECT", "FILTER", "records behind the 5 s watermark are dropped")
+        ),
         ColumnSource("orders", "bid_time", WINDOW),
         ColumnSource("orders", "supplier", Transformation("INDIRECT", "GROUP_BY", "grouped by supplier")),
     ),
@@ -348,7 +379,7 @@ LAKEHOUSE_ORDERS = Dataset(
     job=ProducingJob("iceberg-ingestion", streaming=True, source="spark/ingest_orders.py"),
     title="Iceberg orders table",
     description="Iceberg table `default.orders` (format v2, parquet, snappy), partitioned by day(bid_time); "
-                "price cast to DECIMAL(10,2). Invalid records go to the dead-letter topic instead.",
+    "price cast to DECIMAL(10,2). Invalid records go to the dead-letter topic instead.",
     columns=(
         Column("order_id", "string", "order id"),
         Column("item", "string", "product name"),
@@ -360,7 +391,9 @@ LAKEHOUSE_ORDERS = Dataset(
     column_lineage={
         **{name: _decoded(name, Transformation.identity()) for name in ("order_id", "item", "supplier")},
         "price": _decoded("price", Transformation("DIRECT", "TRANSFORMATION", "CAST(price AS DECIMAL(10,2))")),
-        "bid_time": _decoded("bid_time", Transformation("DIRECT", "TRANSFORMATION", "timestamp-millis to TIMESTAMP_NTZ (UTC)")),
+        "bid_time": _decoded(
+            "bid_time", Transformation("DIRECT", "TRANSFORMATION", "timestamp-millis to TIMESTAMP_NTZ (UTC)")
+        ),
     },
     indirect=_every_field("orders", ORDER_FIELD_NAMES, VALID_RECORDS),
 )
@@ -370,11 +403,12 @@ HOUR_GROUP = Transformation("INDIRECT", "GROUP_BY", "grouped by date and hour of
 SUPPLIER_STATS = Dataset(
     key="lakehouse/supplier_stats",
     kind=Kind.ICEBERG,
-    job=ProducingJob("daily-supplier-stats", streaming=False, source="spark/supplier_stats.py",
-                    former_names=("supplier_stats",)),
+    job=ProducingJob(
+        "daily-supplier-stats", streaming=False, source="spark/supplier_stats.py", former_names=("supplier_stats",)
+    ),
     title="Iceberg supplier_stats table",
     description="Iceberg table `default.supplier_stats` (format v2), partitioned by bid_date and bid_hour: "
-                "SUM(price) and COUNT(*) per supplier and hour of one day; a run overwrites exactly its day.",
+    "SUM(price) and COUNT(*) per supplier and hour of one day; a run overwrites exactly its day.",
     columns=(
         Column("supplier", "string", "supplier name"),
         Column("bid_date", "date", "UTC date of bid_time"),
@@ -385,9 +419,17 @@ SUPPLIER_STATS = Dataset(
     identity=iceberg_identity("supplier_stats"),
     column_lineage={
         "supplier": (ColumnSource("lakehouse/orders", "supplier", Transformation.identity()),),
-        "bid_date": (ColumnSource("lakehouse/orders", "bid_time", Transformation("DIRECT", "TRANSFORMATION", "to_date(bid_time)")),),
-        "bid_hour": (ColumnSource("lakehouse/orders", "bid_time", Transformation("DIRECT", "TRANSFORMATION", "hour(bid_time)")),),
-        "total_price": (ColumnSource("lakehouse/orders", "price", Transformation("DIRECT", "AGGREGATION", "SUM(price)")),),
+        "bid_date": (
+            ColumnSource(
+                "lakehouse/orders", "bid_time", Transformation("DIRECT", "TRANSFORMATION", "to_date(bid_time)")
+            ),
+        ),
+        "bid_hour": (
+            ColumnSource("lakehouse/orders", "bid_time", Transformation("DIRECT", "TRANSFORMATION", "hour(bid_time)")),
+        ),
+        "total_price": (
+            ColumnSource("lakehouse/orders", "price", Transformation("DIRECT", "AGGREGATION", "SUM(price)")),
+        ),
         # total_count is COUNT(*): it reads no column, only the rows each group holds.
     },
     indirect=(
@@ -397,7 +439,9 @@ SUPPLIER_STATS = Dataset(
     ),
 )
 
-DATASETS: dict[str, Dataset] = {d.key: d for d in (ORDERS, ARCHIVE, SUPPLIER_STATS_LIVE, LAKEHOUSE_ORDERS, SUPPLIER_STATS)}
+DATASETS: dict[str, Dataset] = {
+    d.key: d for d in (ORDERS, ARCHIVE, SUPPLIER_STATS_LIVE, LAKEHOUSE_ORDERS, SUPPLIER_STATS)
+}
 
 
 def retired_jobs() -> dict[str, str]:
@@ -414,6 +458,7 @@ def retired_jobs() -> dict[str, str]:
 
 
 # --- asset checks -------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Check:
@@ -433,14 +478,29 @@ class Check:
         return f"{ORCHESTRATOR_JOB}.check.{self.name}"
 
 
-CHECKS: dict[str, Check] = {c.name: c for c in (
-    Check("archive_reconciles_with_topic", ARCHIVE.key,
-          "The archive holds exactly as many records as the topic offsets it consumed, each offset once.",
-          (), "lineage_assets/assets/archive.py"),
-    Check("orders_reconcile_with_topic", LAKEHOUSE_ORDERS.key,
-          "Rows in Iceberg plus dead letters equal the topic records the ingestion consumed.",
-          (), "lineage_assets/assets/lakehouse.py"),
-    Check("orders_values_in_range", LAKEHOUSE_ORDERS.key,
-          "Every row has an order id, supplier and bid time, and a price in 0.01 .. 99999999.99.",
-          ("order_id", "supplier", "bid_time", "price"), "lineage_assets/assets/lakehouse.py"),
-)}
+CHECKS: dict[str, Check] = {
+    c.name: c
+    for c in (
+        Check(
+            "archive_reconciles_with_topic",
+            ARCHIVE.key,
+            "The archive holds exactly as many records as the topic offsets it consumed, each offset once.",
+            (),
+            "lineage_assets/assets/archive.py",
+        ),
+        Check(
+            "orders_reconcile_with_topic",
+            LAKEHOUSE_ORDERS.key,
+            "Rows in Iceberg plus dead letters equal the topic records the ingestion consumed.",
+            (),
+            "lineage_assets/assets/lakehouse.py",
+        ),
+        Check(
+            "orders_values_in_range",
+            LAKEHOUSE_ORDERS.key,
+            "Every row has an order id, supplier and bid time, and a price in 0.01 .. 99999999.99.",
+            ("order_id", "supplier", "bid_time", "price"),
+            "lineage_assets/assets/lakehouse.py",
+        ),
+    )
+}

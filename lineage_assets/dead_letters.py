@@ -29,10 +29,18 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from lineage_assets.settings import Settings
-from lineage_assets.source_schemas import SCHEMA_INCOMPATIBLE, RegistryError, WriterVersion, registered_versions, value_subject
+from lineage_assets.source_schemas import (
+    SCHEMA_INCOMPATIBLE,
+    RegistryError,
+    WriterVersion,
+    registered_versions,
+    value_subject,
+)
 
-TEACH_THEN_REPLAY = ("teach the pipeline the version in lineage_assets/datasets.py (ORDERS_READER_SCHEMA; a renamed "
-                     "field: with_aliases(ORDERS_AVRO_SCHEMA, field=(\"new name\",))), then `lineage-assets dlq replay`")
+TEACH_THEN_REPLAY = (
+    "teach the pipeline the version in lineage_assets/datasets.py (ORDERS_READER_SCHEMA; a renamed "
+    'field: with_aliases(ORDERS_AVRO_SCHEMA, field=("new name",))), then `lineage-assets dlq replay`'
+)
 REPLAY_HEADER = "lineage-assets.replay-of"  # value: "{dlq topic}/{partition}/{offset}" of the dead letter replayed
 GROUP = "lineage-assets-dlq-replay"  # its committed offsets are how far the dead-letter topic was replayed
 BATCH = 500  # dead letters per produce-flush-commit round: bounds what a crash leaves for the next run to find
@@ -40,8 +48,11 @@ REQUEST_TIMEOUT_S = 10.0
 STALL_S = 30.0  # records known to exist that do not arrive for this long: the broker is gone, not slow
 # Retriable in Kafka's protocol, yet librdkafka's committed() and commit() raise them as they come
 # (and call them not retriable): a fresh broker answers them while it creates its offsets topic.
-_COORDINATOR_NOT_READY = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
-                          KafkaError.COORDINATOR_LOAD_IN_PROGRESS}
+_COORDINATOR_NOT_READY = {
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+}
 
 # librdkafka logs every failed connection attempt; a failed replay says it once, as a ReplayError.
 # Applications that configure logging still see these lines (they propagate).
@@ -85,8 +96,10 @@ def source_time_ms(text: str) -> int:
 
 def commit_metadata(source_topic: str, end_offsets: dict[int, int]) -> str:
     """Commit metadata: the source topic's end offsets once everything replayed so far is acknowledged."""
-    return json.dumps({"topic": source_topic, "end_offsets": {str(p): o for p, o in sorted(end_offsets.items())}},
-                      separators=(",", ":"))
+    return json.dumps(
+        {"topic": source_topic, "end_offsets": {str(p): o for p, o in sorted(end_offsets.items())}},
+        separators=(",", ":"),
+    )
 
 
 def recorded_end_offsets(metadata: list[str | None], source_topic: str) -> dict[int, int]:
@@ -108,8 +121,9 @@ def recorded_end_offsets(metadata: list[str | None], source_topic: str) -> dict[
     return recorded
 
 
-def replay(settings: Settings, reader_schema: str, reason: str = SCHEMA_INCOMPATIBLE,
-           progress: Callable[[str], None] = print) -> ReplayReport:
+def replay(
+    settings: Settings, reader_schema: str, reason: str = SCHEMA_INCOMPATIBLE, progress: Callable[[str], None] = print
+) -> ReplayReport:
     """Replay the dead letters of ``reason`` from ``settings.dead_letter_topic`` to ``settings.orders_topic``.
 
     Reads from the group's committed offsets to the end offsets known at start, so it ends. A dead
@@ -122,8 +136,9 @@ def replay(settings: Settings, reader_schema: str, reason: str = SCHEMA_INCOMPAT
     try:
         return _Replay(settings, reader_schema, reason, progress, consumer, producer).run()
     except KafkaException as error:
-        raise ReplayError(f"Kafka at {settings.kafka_servers} (LINEAGE_ASSETS_KAFKA_BOOTSTRAP): "
-                          f"{error.args[0].str()}") from error
+        raise ReplayError(
+            f"Kafka at {settings.kafka_servers} (LINEAGE_ASSETS_KAFKA_BOOTSTRAP): {error.args[0].str()}"
+        ) from error
     finally:
         consumer.close()
 
@@ -151,8 +166,15 @@ def _raise_failed(partitions: list[TopicPartition]) -> list[TopicPartition]:
 class _Replay:
     """One run: its clients, its counts, and how far each dead-letter partition is done."""
 
-    def __init__(self, settings: Settings, reader_schema: str, reason: str, progress: Callable[[str], None],
-                 consumer: Consumer, producer: Producer):
+    def __init__(
+        self,
+        settings: Settings,
+        reader_schema: str,
+        reason: str,
+        progress: Callable[[str], None],
+        consumer: Consumer,
+        producer: Producer,
+    ):
         self.settings, self.reader_schema, self.reason, self.progress = settings, reader_schema, reason, progress
         self.consumer, self.producer = consumer, producer
         self.dlq, self.source = settings.dead_letter_topic, settings.orders_topic
@@ -168,22 +190,29 @@ class _Replay:
         if not partitions:
             self.progress(f"dlq replay: topic {self.dlq} does not exist: nothing to replay")
             return self._report(None)
-        committed = _until_coordinator(lambda: _raise_failed(self.consumer.committed(
-            [TopicPartition(self.dlq, p) for p in partitions], timeout=REQUEST_TIMEOUT_S)))
+        committed = _until_coordinator(
+            lambda: _raise_failed(
+                self.consumer.committed([TopicPartition(self.dlq, p) for p in partitions], timeout=REQUEST_TIMEOUT_S)
+            )
+        )
         # A committed offset below the low watermark points at records retention removed.
         self.done = {tp.partition: max(tp.offset, partitions[tp.partition][0]) for tp in committed}
         ranges = {p: (self.done[p], high) for p, (_, high) in partitions.items() if self.done[p] < high}
         if not ranges:
             self.progress(f"dlq replay: nothing new in {self.dlq}")
             return self._report(None)
-        self.progress(f"dlq replay: {sum(high - low for low, high in ranges.values())} dead letters to read in {self.dlq} "
-                      f"({', '.join(f'partition {p} offsets {low}-{high - 1}' for p, (low, high) in ranges.items())}); "
-                      f"replaying reason {self.reason} into {self.source}")
+        self.progress(
+            f"dlq replay: {sum(high - low for low, high in ranges.values())} dead letters to read in {self.dlq} "
+            f"({', '.join(f'partition {p} offsets {low}-{high - 1}' for p, (low, high) in ranges.items())}); "
+            f"replaying reason {self.reason} into {self.source}"
+        )
         versions = self._versions()
         already = self._replays_after(recorded_end_offsets([tp.metadata for tp in committed], self.source))
         if already:
-            self.progress(f"dlq replay: {len(already)} replays by an interrupted earlier run are in {self.source}: "
-                          f"not replayed again")
+            self.progress(
+                f"dlq replay: {len(already)} replays by an interrupted earlier run are in {self.source}: "
+                f"not replayed again"
+            )
         for batch in self._read(self.dlq, ranges):
             stopped_at = None
             for message in batch:
@@ -213,12 +242,16 @@ class _Replay:
             self.already_replayed += 1
             return None
         if letter.get("topic") != self.source:
-            return (f"{where} is a dead letter of topic {letter.get('topic')!r}, not {self.source!r} "
-                    f"(LINEAGE_ASSETS_ORDERS_TOPIC): replay it with that setting")
+            return (
+                f"{where} is a dead letter of topic {letter.get('topic')!r}, not {self.source!r} "
+                f"(LINEAGE_ASSETS_ORDERS_TOPIC): replay it with that setting"
+            )
         version = versions.get(letter.get("schema_id"))
         if version is None:
-            return (f"{where}: its schema id {letter.get('schema_id')} is not a registered version of "
-                    f"{value_subject(self.source)} at {self.settings.schema_registry_url}")
+            return (
+                f"{where}: its schema id {letter.get('schema_id')} is not a registered version of "
+                f"{value_subject(self.source)} at {self.settings.schema_registry_url}"
+            )
         if not version.readable:
             self.stopped_version = version.label
             return f"{where}: {version.label} cannot be read by the pipeline: {'; '.join(version.problems)}"
@@ -231,8 +264,15 @@ class _Replay:
         except (TypeError, ValueError, KeyError, binascii.Error) as error:
             return f"{where} is not a dead letter as the ingestion writes them ({error!r})"
         # Back to the record's own partition: the key keeps its partition whatever the partitioner.
-        self.producer.produce(self.source, value=value, key=message.key(), partition=partition, timestamp=timestamp,
-                              headers=[(REPLAY_HEADER, position)], on_delivery=self._delivered)
+        self.producer.produce(
+            self.source,
+            value=value,
+            key=message.key(),
+            partition=partition,
+            timestamp=timestamp,
+            headers=[(REPLAY_HEADER, position)],
+            on_delivery=self._delivered,
+        )
         self.replayed += 1
         self.versions[version.version] += 1
         return None
@@ -246,19 +286,25 @@ class _Replay:
         unsent = self.producer.flush(REQUEST_TIMEOUT_S * 3)
         if unsent or self.failures:
             why = self.failures[0].str() if self.failures else f"{unsent} replays not acknowledged in time"
-            raise ReplayError(f"Kafka at {self.settings.kafka_servers} (LINEAGE_ASSETS_KAFKA_BOOTSTRAP): replaying into "
-                              f"{self.source}: {why}; nothing of this round is committed, the next run finds what arrived")
+            raise ReplayError(
+                f"Kafka at {self.settings.kafka_servers} (LINEAGE_ASSETS_KAFKA_BOOTSTRAP): replaying into "
+                f"{self.source}: {why}; nothing of this round is committed, the next run finds what arrived"
+            )
         ends = {p: high for p, (_, high) in self._offsets(self.source).items()}
         metadata = commit_metadata(self.source, ends)
         offsets = [TopicPartition(self.dlq, p, offset, metadata=metadata) for p, offset in sorted(self.done.items())]
         _until_coordinator(lambda: _raise_failed(self.consumer.commit(offsets=offsets, asynchronous=False)))
-        self.progress(f"dlq replay: committed {self.dlq} "
-                      f"{', '.join(f'partition {p} to offset {o}' for p, o in sorted(self.done.items()))}; "
-                      f"{self.replayed} replayed so far")
+        self.progress(
+            f"dlq replay: committed {self.dlq} "
+            f"{', '.join(f'partition {p} to offset {o}' for p, o in sorted(self.done.items()))}; "
+            f"{self.replayed} replayed so far"
+        )
 
     def _versions(self) -> dict[int, WriterVersion]:
         try:
-            return registered_versions(self.settings.schema_registry_url, value_subject(self.source), self.reader_schema)
+            return registered_versions(
+                self.settings.schema_registry_url, value_subject(self.source), self.reader_schema
+            )
         except RegistryError as error:
             raise ReplayError(f"{error} (LINEAGE_ASSETS_REGISTRY_URL)") from error
 
@@ -269,18 +315,27 @@ class _Replay:
             if metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 return {}
             raise KafkaException(metadata.error)
-        return {p: self.consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=REQUEST_TIMEOUT_S)
-                for p in sorted(metadata.partitions)}
+        return {
+            p: self.consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=REQUEST_TIMEOUT_S)
+            for p in sorted(metadata.partitions)
+        }
 
     def _replays_after(self, recorded: dict[int, int]) -> set[str]:
         """Positions of dead letters whose replays are in the source topic past the recorded offsets."""
         offsets = self._offsets(self.source)
         ranges = {p: (max(low, recorded.get(p, low)), high) for p, (low, high) in offsets.items()}
         ranges = {p: (start, end) for p, (start, end) in ranges.items() if start < end}
-        self.progress(f"dlq replay: looking for replays of an interrupted run in {self.source} "
-                      f"({sum(end - start for start, end in ranges.values())} records)")
-        return {value.decode() for batch in self._read(self.source, ranges) for message in batch
-                for key, value in message.headers() or () if key == REPLAY_HEADER}
+        self.progress(
+            f"dlq replay: looking for replays of an interrupted run in {self.source} "
+            f"({sum(end - start for start, end in ranges.values())} records)"
+        )
+        return {
+            value.decode()
+            for batch in self._read(self.source, ranges)
+            for message in batch
+            for key, value in message.headers() or ()
+            if key == REPLAY_HEADER
+        }
 
     def _read(self, topic: str, ranges: dict[int, tuple[int, int]]) -> Iterator[list[Message]]:
         """Batches of ``topic``'s records, each partition from its start to its end offset (exclusive)."""
@@ -302,11 +357,18 @@ class _Replay:
                 yield batch
                 last_arrival = time.monotonic()  # after the batch's replays: their flush is not a stall
             elif time.monotonic() - last_arrival > STALL_S:
-                raise ReplayError(f"Kafka at {self.settings.kafka_servers} (LINEAGE_ASSETS_KAFKA_BOOTSTRAP): "
-                                  f"no record of {topic} arrived for {STALL_S:.0f} s, partitions {sorted(ends)} "
-                                  f"unread to offsets {sorted(ends.values())}")
+                raise ReplayError(
+                    f"Kafka at {self.settings.kafka_servers} (LINEAGE_ASSETS_KAFKA_BOOTSTRAP): "
+                    f"no record of {topic} arrived for {STALL_S:.0f} s, partitions {sorted(ends)} "
+                    f"unread to offsets {sorted(ends.values())}"
+                )
 
     def _report(self, stopped_at: str | None) -> ReplayReport:
-        return ReplayReport(replayed=self.replayed, already_replayed=self.already_replayed,
-                            passed_over=dict(self.passed_over), stopped_at=stopped_at,
-                            stopped_version=self.stopped_version, versions=dict(self.versions))
+        return ReplayReport(
+            replayed=self.replayed,
+            already_replayed=self.already_replayed,
+            passed_over=dict(self.passed_over),
+            stopped_at=stopped_at,
+            stopped_version=self.stopped_version,
+            versions=dict(self.versions),
+        )

@@ -26,7 +26,9 @@ def build_resources(environment: SettingsResource) -> dict:
         "spark_jobs": SparkJobsResource(environment=environment),
         "lineage": LineageResource(environment=environment),
         # In-process Spark for asset checks that read the tables.
-        "pyspark": PySparkResource(spark_config={**spark_conf(environment.settings), "spark.app.name": "lineage-assets-checks"}),
+        "pyspark": PySparkResource(
+            spark_config={**spark_conf(environment.settings), "spark.app.name": "lineage-assets-checks"}
+        ),
     }
 
 

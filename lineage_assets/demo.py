@@ -23,12 +23,11 @@ from lineage_assets.definitions import build_definitions
 from lineage_assets.generator import GeneratedOrder, GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.lineage.check import check_log, check_marquez, not_delivered, report, retire
 from lineage_assets.lineage.delivery import Backend
-from lineage_assets.lineage.emitter import LineageEmitter
+from lineage_assets.lineage.emitter import LineageEmitter, emitter_for
 from lineage_assets.lineage.marquez import MarquezApi, MarquezError
 from lineage_assets.lineage.queries import ask
-from lineage_assets.resources.settings import SettingsResource
-from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.preflight import require_services
+from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings
 from lineage_assets.source_schemas import value_subject
 from lineage_assets.stack.supervisor import Supervisor
@@ -43,9 +42,13 @@ class PipelineRun:
     rows: dict[str, int] = field(default_factory=dict)
     dead_letters: int = 0
     days: list[str] = field(default_factory=list)
-    supplier_totals: dict[str, dict[str, tuple[Decimal, int]]] = field(default_factory=dict)  # day -> supplier -> (total, count)
+    supplier_totals: dict[str, dict[str, tuple[Decimal, int]]] = field(
+        default_factory=dict
+    )  # day -> supplier -> (total, count)
     checks: dict[str, bool] = field(default_factory=dict)
-    held_back: list[str] = field(default_factory=list)  # days supplier_stats waits on (schema_incompatible dead letters)
+    held_back: list[str] = field(
+        default_factory=list
+    )  # days supplier_stats waits on (schema_incompatible dead letters)
     outstanding: int = 0  # those dead letters, not replayed yet
     run_ids: list[str] = field(default_factory=list)  # the Dagster runs, in order
 
@@ -79,8 +82,9 @@ def _node(dataset) -> str:
 DEMO_LATE_FRACTION, DEMO_BAD_FRACTION = 0.03, 0.04
 
 
-def run_pipeline(environment: SettingsResource, instance: dg.DagsterInstance, orders_config: dict | None,
-                 log=print) -> PipelineRun:
+def run_pipeline(
+    environment: SettingsResource, instance: dg.DagsterInstance, orders_config: dict | None, log=print
+) -> PipelineRun:
     """Generate orders (unless ``orders_config`` is None), run the streaming jobs, then
     ``supplier_stats`` for every day the ingestion touched, with all asset checks."""
     definitions = build_definitions(environment)
@@ -90,14 +94,24 @@ def run_pipeline(environment: SettingsResource, instance: dg.DagsterInstance, or
 
     if orders_config is not None:
         log(f"orders: producing {orders_config.get('count', 'the default number of')} orders")
-        result = dg.materialize(assets, instance=instance, selection=[asset_key(ORDERS)], resources=resources,
-                                run_config={"ops": {_node(ORDERS): {"config": orders_config}}})
+        result = dg.materialize(
+            assets,
+            instance=instance,
+            selection=[asset_key(ORDERS)],
+            resources=resources,
+            run_config={"ops": {_node(ORDERS): {"config": orders_config}}},
+        )
         run.run_ids.append(result.run_id)
         run.rows[ORDERS.key] = _metadata(result, ORDERS)["rows_out"]
 
     log("streaming jobs (catch-up): " + ", ".join(d.key for d in STREAMING))
-    result = dg.materialize(assets, instance=instance, selection=dg.AssetSelection.assets(*[asset_key(d) for d in STREAMING]),
-                            resources=resources, raise_on_error=False)
+    result = dg.materialize(
+        assets,
+        instance=instance,
+        selection=dg.AssetSelection.assets(*[asset_key(d) for d in STREAMING]),
+        resources=resources,
+        raise_on_error=False,
+    )
     run.run_ids.append(result.run_id)
     _raise_failures(result)
     for dataset in STREAMING:
@@ -110,8 +124,9 @@ def run_pipeline(environment: SettingsResource, instance: dg.DagsterInstance, or
 
     for day in run.days:
         log(f"supplier_stats: day {day}")
-        result = dg.materialize(assets, instance=instance, selection=[asset_key(SUPPLIER_STATS)], partition_key=day,
-                                resources=resources)
+        result = dg.materialize(
+            assets, instance=instance, selection=[asset_key(SUPPLIER_STATS)], partition_key=day, resources=resources
+        )
         run.run_ids.append(result.run_id)
         totals: dict[str, tuple[Decimal, int]] = defaultdict(lambda: (Decimal("0"), 0))
         for row in _metadata(result, SUPPLIER_STATS)["totals"]:
@@ -128,16 +143,26 @@ def summary(run: PipelineRun, marquez_web_url: str) -> str:
     lines += [f"  {key:<26} {rows}" for key, rows in run.rows.items()]
     lines.append(f"  {'dead letters (orders-dlq)':<26} {run.dead_letters}")
     if run.held_back:
-        lines.append(f"supplier_stats held back for {', '.join(run.held_back)}: {run.outstanding} records wait in the "
-                     f"dead-letter topic for a schema version the pipeline cannot read; {TEACH_THEN_REPLAY} and materialize again.")
+        lines.append(
+            f"supplier_stats held back for {', '.join(run.held_back)}: {run.outstanding} records wait in the "
+            f"dead-letter topic for a schema version the pipeline cannot read; {TEACH_THEN_REPLAY} "
+            f"and materialize again."
+        )
     for day, totals in run.supplier_totals.items():
         lines.append(f"Supplier totals for {day} (from lakehouse/supplier_stats):")
-        lines += [f"  {supplier:<8} {total:>12}  {count:>6} orders" for supplier, (total, count) in sorted(totals.items())]
+        lines += [
+            f"  {supplier:<8} {total:>12}  {count:>6} orders" for supplier, (total, count) in sorted(totals.items())
+        ]
     if run.checks:
-        lines.append("Asset checks: " + ", ".join(f"{name} {'passed' if ok else 'FAILED'}" for name, ok in run.checks.items()))
-    lines += ["", f"Next: the lineage in Marquez's UI on {marquez_web_url} (search for supplier_stats);",
-              "      `make dev` opens the Dagster UI on http://127.0.0.1:3000 with these runs;",
-              "      `lineage-assets stack status` shows the servers; `make stack-down` stops them."]
+        lines.append(
+            "Asset checks: " + ", ".join(f"{name} {'passed' if ok else 'FAILED'}" for name, ok in run.checks.items())
+        )
+    lines += [
+        "",
+        f"Next: the lineage in Marquez's UI on {marquez_web_url} (search for supplier_stats);",
+        "      `make dev` opens the Dagster UI on http://127.0.0.1:3000 with these runs;",
+        "      `lineage-assets stack status` shows the servers; `make stack-down` stops them.",
+    ]
     return "\n".join(lines)
 
 
@@ -163,12 +188,18 @@ def main_demo(settings: Settings, orders: int, seed: int, continuous: bool = Fal
     Supervisor(settings, progress=print).up()
     require_services(settings)  # the ones run elsewhere too, before an order is produced
     # Some late and some bad orders, so the watermark and the dead-letter topic have work to show.
-    run = run_pipeline(SettingsResource.of(settings), dagster_instance(settings),
-                       {"count": orders, "seed": seed, "late_fraction": DEMO_LATE_FRACTION, "bad_fraction": DEMO_BAD_FRACTION})
+    run = run_pipeline(
+        SettingsResource.of(settings),
+        dagster_instance(settings),
+        {"count": orders, "seed": seed, "late_fraction": DEMO_LATE_FRACTION, "bad_fraction": DEMO_BAD_FRACTION},
+    )
     print(summary(run, settings.marquez_web_url))
     emitter = emitter_for(settings)
     if not emitter.flush(timeout=30):
-        print(f"lineage: {emitter.pending()} events wait for the backend in {emitter.log_path} (`lineage-assets lineage flush`)")
+        print(
+            f"lineage: {emitter.pending()} events wait for the backend in {emitter.log_path} "
+            f"(`lineage-assets lineage flush`)"
+        )
     gaps = check_log(emitter.log, settings)
     print("\n" + report(gaps, f"the lineage in {emitter.log_path} ({len(emitter.events())} events)"))
     gaps += marquez_gaps(emitter, settings)
@@ -180,7 +211,10 @@ def main_demo(settings: Settings, orders: int, seed: int, continuous: bool = Fal
         print("\nStreaming deployments (continuous mode):")
         for name in STREAMING_JOBS:
             print(f"  {name:<22} {deployments.deploy(name)}  log: {deployments.status(name).log}")
-        print("  `lineage-assets status` shows them; `lineage-assets stop` stops them (ABORT), `--drain` first finishes (COMPLETE).")
+        print(
+            "  `lineage-assets status` shows them; `lineage-assets stop` stops them (ABORT), "
+            "`--drain` first finishes (COMPLETE)."
+        )
     return 0 if all(run.checks.values()) and not gaps else 1
 
 
@@ -215,8 +249,10 @@ def main_drift(settings: Settings, seed: int, drifted: int = DRIFTED_ORDERS, goo
     address = (settings.kafka_servers, settings.schema_registry_url, settings.orders_topic)
     produce_orders(as_before, *address)
     produce_orders(renamed, *address, value_schema=json.dumps(DRIFTED_ORDERS_SCHEMA))
-    print(f"produced {good} orders as before and {drifted} with `supplier` renamed `vendor` (a new version of "
-          f"{value_subject(settings.orders_topic)})")
+    print(
+        f"produced {good} orders as before and {drifted} with `supplier` renamed `vendor` (a new version of "
+        f"{value_subject(settings.orders_topic)})"
+    )
     run = run_pipeline(environment, instance, None)
     print(summary(run, settings.marquez_web_url))
     emitter = emitter_for(settings)
@@ -224,7 +260,9 @@ def main_drift(settings: Settings, seed: int, drifted: int = DRIFTED_ORDERS, goo
     print("\nWhat depends on the renamed field (`lineage-assets lineage impact orders.supplier`):")
     print(ask("impact", "orders.supplier", settings, events=emitter.events()).tree())
     if run.held_back:
-        print("\nTo let it through: teach the pipeline the rename in lineage_assets/datasets.py,\n"
-              '    ORDERS_READER_SCHEMA = with_aliases(ORDERS_AVRO_SCHEMA, supplier=("vendor",))\n'
-              "then `lineage-assets dlq replay` and `lineage-assets demo --orders 0` (supplier_stats is rebuilt).")
+        print(
+            "\nTo let it through: teach the pipeline the rename in lineage_assets/datasets.py,\n"
+            '    ORDERS_READER_SCHEMA = with_aliases(ORDERS_AVRO_SCHEMA, supplier=("vendor",))\n'
+            "then `lineage-assets dlq replay` and `lineage-assets demo --orders 0` (supplier_stats is rebuilt)."
+        )
     return 0 if run.held_back and run.outstanding >= drifted else 1

@@ -24,9 +24,21 @@ from lineage_assets.datasets import orders_avro_schema_json
 
 SUPPLIERS = ("Alice", "Bob", "Carol", "Alex", "Joe", "James", "Jane", "Jack")
 ITEMS = (
-    "Mountain Bike", "Running Shoes", "Espresso Machine", "Desk Lamp", "Noise-Cancelling Headphones",
-    "Backpack", "Water Bottle", "Yoga Mat", "Mechanical Keyboard", "Camping Tent", "Cast Iron Pan",
-    "Smart Watch", "Board Game", "Sunglasses", "Bluetooth Speaker",
+    "Mountain Bike",
+    "Running Shoes",
+    "Espresso Machine",
+    "Desk Lamp",
+    "Noise-Cancelling Headphones",
+    "Backpack",
+    "Water Bottle",
+    "Yoga Mat",
+    "Mechanical Keyboard",
+    "Camping Tent",
+    "Cast Iron Pan",
+    "Smart Watch",
+    "Board Game",
+    "Sunglasses",
+    "Bluetooth Speaker",
 )
 BAD_KINDS = ("not-avro", "missing-field", "price-out-of-range", "price-not-a-number")
 log = logging.getLogger(__name__)
@@ -76,7 +88,8 @@ def generate_orders(config: GeneratorConfig) -> Iterator[GeneratedOrder]:
         lag = config.late_seconds if late else rng.uniform(0.0, 5.0)
         # Millisecond precision, as timestamp-millis carries it.
         bid_time = (sent_at - dt.timedelta(seconds=lag)).replace(microsecond=0) + dt.timedelta(
-            milliseconds=rng.randrange(1000))
+            milliseconds=rng.randrange(1000)
+        )
         order = {
             "order_id": order_id,
             "bid_time": bid_time,
@@ -105,9 +118,15 @@ class ProduceReport:
     last_sent_at: str | None
 
 
-def produce_orders(orders: list[GeneratedOrder], bootstrap_servers: str, registry_url: str, topic: str,
-                   progress: Callable[[str], None] = log.info, progress_every_s: float = 5.0,
-                   value_schema: str | None = None) -> ProduceReport:
+def produce_orders(
+    orders: list[GeneratedOrder],
+    bootstrap_servers: str,
+    registry_url: str,
+    topic: str,
+    progress: Callable[[str], None] = log.info,
+    progress_every_s: float = 5.0,
+    value_schema: str | None = None,
+) -> ProduceReport:
     """Send the orders; returns once every record is acknowledged (idempotent producer, acks=all).
 
     ``progress`` gets a line at most every ``progress_every_s`` seconds while sending. The values
@@ -131,8 +150,13 @@ def produce_orders(orders: list[GeneratedOrder], bootstrap_servers: str, registr
     last_progress = time.monotonic()
     for i, order in enumerate(orders, start=1):
         value = order.raw_value if order.order is None else serializer(order.order, context)
-        producer.produce(topic, key=order.key.encode(), value=value, on_delivery=delivered,
-                         timestamp=int(order.sent_at.timestamp() * 1000))
+        producer.produce(
+            topic,
+            key=order.key.encode(),
+            value=value,
+            on_delivery=delivered,
+            timestamp=int(order.sent_at.timestamp() * 1000),
+        )
         producer.poll(0)
         if time.monotonic() - last_progress >= progress_every_s:
             last_progress = time.monotonic()
@@ -141,7 +165,8 @@ def produce_orders(orders: list[GeneratedOrder], bootstrap_servers: str, registr
     if remaining or failures:
         raise RuntimeError(f"{remaining} orders not acknowledged, {len(failures)} failed: {failures[:3]}")
     return ProduceReport(
-        produced=len(orders), by_kind=dict(Counter(order.kind for order in orders)),
+        produced=len(orders),
+        by_kind=dict(Counter(order.kind for order in orders)),
         first_sent_at=orders[0].sent_at.isoformat() if orders else None,
         last_sent_at=orders[-1].sent_at.isoformat() if orders else None,
     )

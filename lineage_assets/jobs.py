@@ -16,8 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS, SUPPLIER_STATS, SUPPLIER_STATS_LIVE, Dataset, iceberg_table_name
-from lineage_assets.datasets import orders_reader_schema_json
+from lineage_assets.datasets import (
+    ARCHIVE,
+    LAKEHOUSE_ORDERS,
+    SUPPLIER_STATS,
+    SUPPLIER_STATS_LIVE,
+    Dataset,
+    iceberg_table_name,
+    orders_reader_schema_json,
+)
 from lineage_assets.settings import Settings
 from lineage_assets.source_schemas import value_subject
 
@@ -26,6 +33,7 @@ PROGRESS_PREFIX = "progress: "
 
 
 # --- reports ------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, kw_only=True)
 class Report:
@@ -110,6 +118,7 @@ R = TypeVar("R", bound=Report)
 
 # --- specs --------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class JobSpec(Generic[R]):
     """One run of a job: the dataset it writes (its script and job name), its arguments, and the
@@ -144,15 +153,23 @@ def _orders_source(settings: Settings, dataset: Dataset) -> tuple[str, ...]:
     """Read the orders topic as the catalog's reader schema; the job judges each registered writer
     version of the topic's subject against it."""
     if settings.max_records_per_batch < 0:
-        raise ValueError(f"LINEAGE_ASSETS_MAX_RECORDS_PER_BATCH={settings.max_records_per_batch}: the most records "
-                         "a micro-batch reads is 0 (all that are available) or a positive number")
+        raise ValueError(
+            f"LINEAGE_ASSETS_MAX_RECORDS_PER_BATCH={settings.max_records_per_batch}: the most records "
+            "a micro-batch reads is 0 (all that are available) or a positive number"
+        )
     return (
-        "--bootstrap-servers", settings.kafka_servers,
-        "--topic", settings.orders_topic,
-        "--value-schema", orders_reader_schema_json(),
-        "--registry-url", settings.schema_registry_url,
-        "--subject", value_subject(settings.orders_topic),
-        "--checkpoint", checkpoint(settings, dataset),
+        "--bootstrap-servers",
+        settings.kafka_servers,
+        "--topic",
+        settings.orders_topic,
+        "--value-schema",
+        orders_reader_schema_json(),
+        "--registry-url",
+        settings.schema_registry_url,
+        "--subject",
+        value_subject(settings.orders_topic),
+        "--checkpoint",
+        checkpoint(settings, dataset),
         *(("--max-records-per-batch", str(settings.max_records_per_batch)) if settings.max_records_per_batch else ()),
     )
 
@@ -162,23 +179,46 @@ def archive_job(settings: Settings) -> JobSpec[ArchiveReport]:
 
 
 def live_stats_job(settings: Settings) -> JobSpec[LiveStatsReport]:
-    return JobSpec(SUPPLIER_STATS_LIVE, (*_orders_source(settings, SUPPLIER_STATS_LIVE),
-                                         "--output-topic", settings.supplier_stats_topic), LiveStatsReport)
+    return JobSpec(
+        SUPPLIER_STATS_LIVE,
+        (*_orders_source(settings, SUPPLIER_STATS_LIVE), "--output-topic", settings.supplier_stats_topic),
+        LiveStatsReport,
+    )
 
 
 def ingestion_job(settings: Settings) -> JobSpec[IngestionReport]:
-    return JobSpec(LAKEHOUSE_ORDERS, (
-        *_orders_source(settings, LAKEHOUSE_ORDERS),
-        "--table", iceberg_table_name(settings, "orders"), "--columns", table_columns(LAKEHOUSE_ORDERS),
-        "--dead-letter-topic", settings.dead_letter_topic, "--job-name", LAKEHOUSE_ORDERS.job.name,
-    ), IngestionReport)
+    return JobSpec(
+        LAKEHOUSE_ORDERS,
+        (
+            *_orders_source(settings, LAKEHOUSE_ORDERS),
+            "--table",
+            iceberg_table_name(settings, "orders"),
+            "--columns",
+            table_columns(LAKEHOUSE_ORDERS),
+            "--dead-letter-topic",
+            settings.dead_letter_topic,
+            "--job-name",
+            LAKEHOUSE_ORDERS.job.name,
+        ),
+        IngestionReport,
+    )
 
 
 def supplier_stats_job(settings: Settings, day: dt.date | str) -> JobSpec[SupplierStatsReport]:
-    return JobSpec(SUPPLIER_STATS, (
-        "--source", iceberg_table_name(settings, "orders"), "--target", iceberg_table_name(settings, "supplier_stats"),
-        "--columns", table_columns(SUPPLIER_STATS), "--day", str(day),
-    ), SupplierStatsReport)
+    return JobSpec(
+        SUPPLIER_STATS,
+        (
+            "--source",
+            iceberg_table_name(settings, "orders"),
+            "--target",
+            iceberg_table_name(settings, "supplier_stats"),
+            "--columns",
+            table_columns(SUPPLIER_STATS),
+            "--day",
+            str(day),
+        ),
+        SupplierStatsReport,
+    )
 
 
 # The jobs that also run as continuous deployments, by the key of the dataset they write.

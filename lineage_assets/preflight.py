@@ -21,12 +21,19 @@ def _addresses(settings: Settings) -> list[tuple[str, str, int]]:
     for server in settings.kafka_servers.split(","):
         host, _, port = server.strip().rpartition(":")
         found.append((kafka, host, int(port)))
-    for override, local, url in (("registry_url", "registry_port", settings.schema_registry_url),
-                                 ("s3_endpoint", "s3_port", settings.s3_url),
-                                 ("catalog_url", "iceberg_rest_port", settings.iceberg_catalog_url)):
+    for override, local, url in (
+        ("registry_url", "registry_port", settings.schema_registry_url),
+        ("s3_endpoint", "s3_port", settings.s3_url),
+        ("catalog_url", "iceberg_rest_port", settings.iceberg_catalog_url),
+    ):
         parts = urllib.parse.urlsplit(url)
-        found.append((override if getattr(settings, override) else local, parts.hostname,
-                      parts.port or (443 if parts.scheme == "https" else 80)))
+        found.append(
+            (
+                override if getattr(settings, override) else local,
+                parts.hostname,
+                parts.port or (443 if parts.scheme == "https" else 80),
+            )
+        )
     return found
 
 

@@ -30,8 +30,11 @@ def names(arguments: list[str] | None, path: Path) -> bool:
 
 def pids_naming(path: Path) -> list[int]:
     """Live processes with ``path`` (or a file below it) among their arguments."""
-    return sorted(int(entry.name) for entry in Path("/proc").iterdir()
-                  if entry.name.isdigit() and names(command_line(int(entry.name)), path))
+    return sorted(
+        int(entry.name)
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit() and names(command_line(int(entry.name)), path)
+    )
 
 
 def alive(pid: int) -> bool:

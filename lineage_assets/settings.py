@@ -40,8 +40,10 @@ class Settings:
     host: str = _setting("127.0.0.1", "interface every local service binds to")
     state_dir: Path = _setting(PROJECT_ROOT / ".state", "pid files, logs and data of the local stack")
     cache_dir: Path = _setting(PROJECT_ROOT / ".cache", "downloaded jars and built servers (filled by `make setup`)")
-    marquez_source: str = _setting(str(PROJECT_ROOT.parent / "shared" / "vendor" / "marquez-0.51.1-src.tar.gz"),
-                                   "Marquez 0.51.1 source archive that `make setup` builds: a path or an http(s) URL")
+    marquez_source: str = _setting(
+        str(PROJECT_ROOT.parent / "shared" / "vendor" / "marquez-0.51.1-src.tar.gz"),
+        "Marquez 0.51.1 source archive that `make setup` builds: a path or an http(s) URL",
+    )
 
     kafka_port: int = _setting(19092, "Kafka broker listener (broker n of the local cluster: this + 2(n - 1))")
     kafka_controller_port: int = _setting(19093, "Kafka KRaft controller listener (node n: this + 2(n - 1))")
@@ -53,8 +55,9 @@ class Settings:
     marquez_admin_port: int = _setting(15001, "Marquez admin (health checks, metrics)")
     marquez_web_port: int = _setting(13001, "Marquez web UI (3000 is Dagster's)")
     spark_cluster_port: int = _setting(17077, "master of the local Spark standalone cluster (opt-in: see spark_master)")
-    spark_cluster_web_port: int = _setting(17080, "the local Spark master's web UI; worker n listens on this + 2n - 1 "
-                                                  "and serves its UI on this + 2n")
+    spark_cluster_web_port: int = _setting(
+        17080, "the local Spark master's web UI; worker n listens on this + 2n - 1 and serves its UI on this + 2n"
+    )
 
     kafka_bootstrap: str = _setting("", "Kafka bootstrap servers; empty = the local brokers")
     s3_endpoint: str = _setting("", "S3 endpoint URL; empty = the local s3proxy")
@@ -67,16 +70,24 @@ class Settings:
     postgres_user: str = _setting("postgres", "PostgreSQL user of the local stack's databases")
     postgres_password: str = _setting("", "PostgreSQL password (the local stack trusts loopback)", secret=True)
 
-    kafka_brokers: int = _setting(1, "brokers of the local Kafka: 1, or 3 (each also a KRaft controller, a quorum of three); "
-                                     "a change needs a fresh state (`make clean`)")
-    kafka_replication_factor: int = _setting(0, "replication factor of the topics the pipeline creates; 0 = as many "
-                                                "brokers as the local Kafka has, up to 3")
-    orders_partitions: int = _setting(1, "partitions of the orders topic when the pipeline creates it (keyed by "
-                                         "order_id: per-key order holds)")
+    kafka_brokers: int = _setting(
+        1,
+        "brokers of the local Kafka: 1, or 3 (each also a KRaft controller, a quorum of three); "
+        "a change needs a fresh state (`make clean`)",
+    )
+    kafka_replication_factor: int = _setting(
+        0, "replication factor of the topics the pipeline creates; 0 = as many brokers as the local Kafka has, up to 3"
+    )
+    orders_partitions: int = _setting(
+        1, "partitions of the orders topic when the pipeline creates it (keyed by order_id: per-key order holds)"
+    )
     orders_topic: str = _setting("orders", "the source topic")
-    max_records_per_batch: int = _setting(0, "most records one micro-batch of a streaming job reads (Kafka's "
-                                             "maxOffsetsPerTrigger); 0 = all that are available. Bounds the batches "
-                                             "of a job that catches up after downtime")
+    max_records_per_batch: int = _setting(
+        0,
+        "most records one micro-batch of a streaming job reads (Kafka's "
+        "maxOffsetsPerTrigger); 0 = all that are available. Bounds the batches "
+        "of a job that catches up after downtime",
+    )
     supplier_stats_topic: str = _setting("supplier-stats", "per-supplier window statistics topic")
     dead_letter_topic: str = _setting("orders-dlq", "records that could not be decoded or cast")
     archive_bucket: str = _setting("archive", "bucket of the raw archive")
@@ -87,24 +98,37 @@ class Settings:
     iceberg_namespace: str = _setting("default", "Iceberg namespace of the tables")
     marquez_database: str = _setting("marquez", "PostgreSQL database of the local Marquez")
 
-    spark_master: str = _setting("local[2]", "Spark master URL for the jobs; spark://HOST:SPARK_CLUSTER_PORT (see "
-                                             "`lineage-assets settings`) also makes the stack run that cluster")
+    spark_master: str = _setting(
+        "local[2]",
+        "Spark master URL for the jobs; spark://HOST:SPARK_CLUSTER_PORT (see "
+        "`lineage-assets settings`) also makes the stack run that cluster",
+    )
     spark_driver_memory: str = _setting("2g", "driver memory of the Spark jobs")
-    spark_worker_cores: int = _setting(4, "cores each worker of the local Spark cluster offers (more than the "
-                                          "machine's: its jobs are small and mostly wait)")
+    spark_worker_cores: int = _setting(
+        4,
+        "cores each worker of the local Spark cluster offers (more than the "
+        "machine's: its jobs are small and mostly wait)",
+    )
     spark_worker_memory: str = _setting("4g", "memory each worker of the local Spark cluster offers")
     spark_executor_memory: str = _setting("1g", "memory of each executor on a Spark cluster")
-    spark_cores_per_job: int = _setting(2, "cores one Spark application takes on a cluster (spark.cores.max): "
-                                           "one executor on each of two workers")
-    checkpoint_location: str = _setting("", "folder or URL (s3://bucket/prefix) of the streaming jobs' checkpoints; "
-                                            "empty = STATE_DIR/checkpoints. Shared storage on a cluster of several "
-                                            "machines: the executors write the live windows' state there")
+    spark_cores_per_job: int = _setting(
+        2, "cores one Spark application takes on a cluster (spark.cores.max): one executor on each of two workers"
+    )
+    checkpoint_location: str = _setting(
+        "",
+        "folder or URL (s3://bucket/prefix) of the streaming jobs' checkpoints; "
+        "empty = STATE_DIR/checkpoints. Shared storage on a cluster of several "
+        "machines: the executors write the live windows' state there",
+    )
     lineage_namespace: str = _setting("lineage_assets", "OpenLineage namespace of the project's jobs")
     deployment_backend: str = _setting("local", "where streaming deployments run: local (processes) or docker")
     docker_image: str = _setting("lineage-assets:latest", "image of the docker deployment backend (infra/Dockerfile)")
     restart_dead_deployments: bool = _setting(False, "the supervision sensor redeploys a failed deployment")
-    spark_class_sharing: bool = _setting(True, "Spark drivers map their classes from a class-data-sharing archive "
-                                               "that the first successful job writes (starts jobs ~6 s faster)")
+    spark_class_sharing: bool = _setting(
+        True,
+        "Spark drivers map their classes from a class-data-sharing archive "
+        "that the first successful job writes (starts jobs ~6 s faster)",
+    )
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
@@ -141,7 +165,9 @@ class Settings:
             host, _, port = server.strip().rpartition(":")
             if not host or not port.isdigit() or not 0 < int(port) < 65536:
                 bad("kafka_bootstrap", f"{server.strip()!r} is not HOST:PORT (servers separated by commas)")
-        if not re.fullmatch(r"local(\[(\d+|\*)(,\d+)?\])?|spark://[^/:,]+:\d+(,[^/:,]+:\d+)*|yarn|k8s://\S+", self.spark_master):
+        if not re.fullmatch(
+            r"local(\[(\d+|\*)(,\d+)?\])?|spark://[^/:,]+:\d+(,[^/:,]+:\d+)*|yarn|k8s://\S+", self.spark_master
+        ):
             bad("spark_master", "a Spark master URL: local, local[N], local[*], spark://HOST:PORT, yarn or k8s://URL")
         for name in ("spark_driver_memory", "spark_worker_memory", "spark_executor_memory"):
             if not re.fullmatch(r"(?i)\d+[kmgt]?b?", getattr(self, name)):
@@ -176,12 +202,19 @@ class Settings:
     def as_environment(self, secrets: bool = True) -> dict[str, str]:
         """These settings as ``LINEAGE_ASSETS_*`` variables (``from_env`` of them gives them back);
         without ``secrets``, what may be written to a file or shown."""
-        return {ENV_PREFIX + f.name.upper(): str(getattr(self, f.name)) for f in dataclasses.fields(self)
-                if secrets or not f.metadata["secret"]}
+        return {
+            ENV_PREFIX + f.name.upper(): str(getattr(self, f.name))
+            for f in dataclasses.fields(self)
+            if secrets or not f.metadata["secret"]
+        }
 
     def secret_environment(self) -> dict[str, str]:
         """The secret settings as variables: for a child process's environment, never its arguments."""
-        return {ENV_PREFIX + f.name.upper(): str(getattr(self, f.name)) for f in dataclasses.fields(self) if f.metadata["secret"]}
+        return {
+            ENV_PREFIX + f.name.upper(): str(getattr(self, f.name))
+            for f in dataclasses.fields(self)
+            if f.metadata["secret"]
+        }
 
     @classmethod
     def documentation(cls) -> list[tuple[str, str, str]]:

@@ -134,6 +134,10 @@ def registered_versions(registry_url: str, subject: str, reader_schema: str, cli
         registered = client.get_version(subject, number)
         schema = registered.schema.schema_str
         versions[registered.schema_id] = WriterVersion(
-            subject=subject, version=registered.version, schema_id=registered.schema_id, schema=schema,
-            problems=judge(reader, json.loads(schema)))
+            subject=subject,
+            version=registered.version,
+            schema_id=registered.schema_id,
+            schema=schema,
+            problems=judge(reader, json.loads(schema)),
+        )
     return versions

@@ -72,15 +72,32 @@ def driver_class_archive(settings: Settings) -> Path:
     """Where the Spark driver's class-data-sharing archive for this JDK, Spark and jar set lives."""
     import pyspark
 
-    java = shutil.which("java", path=os.pathsep.join(filter(None, [
-        str(Path(os.environ["JAVA_HOME"]) / "bin") if os.environ.get("JAVA_HOME") else None, os.environ.get("PATH")])))
+    java = shutil.which(
+        "java",
+        path=os.pathsep.join(
+            filter(
+                None,
+                [
+                    str(Path(os.environ["JAVA_HOME"]) / "bin") if os.environ.get("JAVA_HOME") else None,
+                    os.environ.get("PATH"),
+                ],
+            )
+        ),
+    )
     # The archive records the classpath's absolute paths: Spark's jars (the venv's pyspark) and the
     # connectors', in the order jar_conf gives them.
     # "agent": archives are written with the lineage agent's classes (class_archive_writing_conf); and
     # with the JVM options of the jobs that map them.
-    parts = ["agent", *(f"{key}={value}" for key, value in jar_conf(settings).items()), JVM_OPTIONS,
-             str(Path(java).resolve()) if java else "java", pyspark.__version__, str(spark_home()),
-             os.environ.get("SPARK_CONF_DIR", ""), *(f"{jar}:{jar.stat().st_size}" for jar in spark_jars(settings))]
+    parts = [
+        "agent",
+        *(f"{key}={value}" for key, value in jar_conf(settings).items()),
+        JVM_OPTIONS,
+        str(Path(java).resolve()) if java else "java",
+        pyspark.__version__,
+        str(spark_home()),
+        os.environ.get("SPARK_CONF_DIR", ""),
+        *(f"{jar}:{jar.stat().st_size}" for jar in spark_jars(settings)),
+    ]
     key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
     return settings.cache_dir / "class-sharing" / f"spark-driver-{key}.jsa"
 
@@ -170,8 +187,13 @@ def local_session(settings: Settings, app_name: str, extra_conf: dict[str, str] 
 SECRET_KEY = re.compile(r"(?i)secret|password|token|access[.]key")
 
 
-def spark_submit_command(settings: Settings, script: Path, arguments: list[str],
-                         extra_conf: dict[str, str] | None = None, secrets_file: Path | None = None) -> list[str]:
+def spark_submit_command(
+    settings: Settings,
+    script: Path,
+    arguments: list[str],
+    extra_conf: dict[str, str] | None = None,
+    secrets_file: Path | None = None,
+) -> list[str]:
     """The ``spark-submit`` command line for one of the scripts under ``spark/``. The entries Spark
     treats as secret go into ``secrets_file`` (written here, readable by the owner only), never onto
     the command line, which any user of the machine can read."""
@@ -182,7 +204,9 @@ def spark_submit_command(settings: Settings, script: Path, arguments: list[str],
     if secret:
         if secrets_file is None:
             raise ValueError(f"{', '.join(secret)}: secret Spark settings need a secrets file, not the command line")
-        write_private(secrets_file, "".join(f"{key}={value.replace(chr(92), chr(92) * 2)}\n" for key, value in secret.items()))
+        write_private(
+            secrets_file, "".join(f"{key}={value.replace(chr(92), chr(92) * 2)}\n" for key, value in secret.items())
+        )
         command += ["--properties-file", str(secrets_file)]
     for key, value in conf.items():
         if key not in secret:

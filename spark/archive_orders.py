@@ -1,7 +1,8 @@
 """Kafka `orders` -> raw archive: JSON files under s3://archive/orders/date=.../hour=.../.
 
     spark-submit spark/archive_orders.py --bootstrap-servers ... --topic orders --value-schema '{...}' \
-        --registry-url http://... --subject orders-value --path s3://archive/orders --checkpoint /path --report report.json
+        --registry-url http://... --subject orders-value --path s3://archive/orders \
+        --checkpoint /path --report report.json
 
 Every record is archived, valid or not, with its value bytes unchanged and its writer schema id (so
 fields a newer version adds are kept too). Spark's file sink keeps a
@@ -30,21 +31,36 @@ def main() -> None:
     versions = jobs.SourceVersions(args)
     columns = jobs.ColumnMetrics()
     source = jobs.kafka_source(spark, args)
-    records = transforms.archive_records(versions.observed(transforms.decode_orders(source, args.value_schema, versions.by_id)))
+    records = transforms.archive_records(
+        versions.observed(transforms.decode_orders(source, args.value_schema, versions.by_id))
+    )
     written = columns.observed(records)
     observed = jobs.observed_lineage(args, lineage.observe(written))
-    writer = (written.writeStream.format("json").partitionBy("date", "hour")
-              .option("path", args.path).option("checkpointLocation", args.checkpoint))
+    writer = (
+        written.writeStream.format("json")
+        .partitionBy("date", "hour")
+        .option("path", args.path)
+        .option("checkpointLocation", args.checkpoint)
+    )
     query = jobs.run_query(writer, args, spark, versions, columns)
 
     files_after, bytes_after = jobs.files_under(spark, args.path)
     summary = jobs.progress_summary(query)
     rows, files, size = summary["rows_in"], files_after - files_before, bytes_after - bytes_before
     jobs.write_report(
-        args.report, ArchiveReport, started, **summary, rows_written=rows, files_written=files, bytes_written=size,
-        files_total=files_after, schema_versions=versions.summary(), column_lineage=observed,
+        args.report,
+        ArchiveReport,
+        started,
+        **summary,
+        rows_written=rows,
+        files_written=files,
+        bytes_written=size,
+        files_total=files_after,
+        schema_versions=versions.summary(),
+        column_lineage=observed,
         # Of the records this run archived: the sink keeps no statistics of its files to read.
-        quality=jobs.quality_entry(rows, size, files, columns.summary()))
+        quality=jobs.quality_entry(rows, size, files, columns.summary()),
+    )
     spark.stop()
 
 

@@ -1,7 +1,8 @@
 """Kafka `orders` -> Iceberg `orders` table, with invalid records sent to the dead-letter topic.
 
     spark-submit spark/ingest_orders.py --bootstrap-servers ... --topic orders --value-schema '{...}' \
-        --registry-url http://... --subject orders-value --table lakehouse.`default`.orders --columns 'order_id string, ...' --dead-letter-topic orders-dlq \
+        --registry-url http://... --subject orders-value --table lakehouse.`default`.orders \
+        --columns 'order_id string, ...' --dead-letter-topic orders-dlq \
         --checkpoint /path --report report.json [--mode catch-up|continuous]
 
 Exactly once: each micro-batch commits one Iceberg snapshot tagged with the query's checkpoint and
@@ -66,8 +67,11 @@ class CommittedTable:
             self.snapshot_id = snapshot.snapshotId()
         else:  # another writer committed in between (or the batch wrote columns the table had not)
             self.snapshot_id = self._read(session, snapshot)
-        return {"snapshot_id": self.snapshot_id, "schema_id": iceberg.schema().schemaId(),
-                "quality": jobs.table_quality_entry(self.totals, self.columns)}
+        return {
+            "snapshot_id": self.snapshot_id,
+            "schema_id": iceberg.schema().schemaId(),
+            "quality": jobs.table_quality_entry(self.totals, self.columns),
+        }
 
     def _current(self, session: SparkSession):
         """The Iceberg table as ``session``'s catalog has it."""
@@ -91,13 +95,16 @@ class BatchPlan:
         self.replayed = transforms.has_header("headers", REPLAY_HEADER)
         valid = F.col("dead_letter_reason").isNull()
         self.outcomes = (
-            F.count_if(valid).alias("written"), F.count_if(valid & F.col("replayed")).alias("returned"),
+            F.count_if(valid).alias("written"),
+            F.count_if(valid & F.col("replayed")).alias("returned"),
             F.count_if(~valid).alias("dead_letters"),
             # Dates collected, formatted once per batch; joined: a set comes back from an observation
             # as a Java object.
-            F.array_join(F.array_sort(F.collect_set(F.when(valid, F.to_date("bid_time")))).cast("array<string>"), ",")
-            .alias("days"),
-            *[F.count_if(F.col("schema_id") == schema_id).alias(str(schema_id)) for schema_id in versions])
+            F.array_join(
+                F.array_sort(F.collect_set(F.when(valid, F.to_date("bid_time")))).cast("array<string>"), ","
+            ).alias("days"),
+            *[F.count_if(F.col("schema_id") == schema_id).alias(str(schema_id)) for schema_id in versions],
+        )
         # The metrics of the written ``columns`` (whether each is numeric; none: no metrics), for ``CommittedTable``.
         self.column_metrics = jobs.column_aggregates(columns, where=valid)
         self.outcomes += tuple(self.column_metrics.values())
@@ -135,8 +142,11 @@ def main() -> None:
     versions = jobs.SourceVersions(args)
     committed_table = CommittedTable(spark, args.table) if args.progress_file and args.mode == jobs.CONTINUOUS else None
     # The written columns' metrics are observed only for a CommittedTable: a catch-up run does without.
-    columns = jobs.numeric_columns(spark.table(args.table).schema, transforms.ICEBERG_ORDER_COLUMNS) \
-        if committed_table else {}
+    columns = (
+        jobs.numeric_columns(spark.table(args.table).schema, transforms.ICEBERG_ORDER_COLUMNS)
+        if committed_table
+        else {}
+    )
     plan = BatchPlan(args.value_schema, versions.by_id, columns)
 
     def send_dead_letters(decoded, batch_id: int) -> Counter:
@@ -144,10 +154,16 @@ def main() -> None:
         observation = Observation(f"dead-letters-{batch_id}")  # here only to keep the filter above the decoding
         dead = transforms.dead_letters(decoded.observe(observation, F.count(F.lit(1)).alias("records"))).persist()
         try:
-            reasons = Counter({row.dead_letter_reason: row["count"] for row in dead.groupBy("dead_letter_reason").count().collect()})
-            (transforms.dead_letter_records(dead, args.job_name).write.format("kafka")
-             .option("kafka.bootstrap.servers", args.bootstrap_servers)
-             .option("topic", args.dead_letter_topic).save())
+            reasons = Counter(
+                {row.dead_letter_reason: row["count"] for row in dead.groupBy("dead_letter_reason").count().collect()}
+            )
+            (
+                transforms.dead_letter_records(dead, args.job_name)
+                .write.format("kafka")
+                .option("kafka.bootstrap.servers", args.bootstrap_servers)
+                .option("topic", args.dead_letter_topic)
+                .save()
+            )
         finally:
             dead.unpersist()
         return reasons
@@ -170,30 +186,46 @@ def main() -> None:
         outcomes = Observation(f"outcomes-{batch_id}")
         rows = plan.rows(batch, outcomes)
         if plan.lineage is None:  # a micro-batch's rows are the source's records: the plan does not name them
-            plan.lineage = observed["lineage"] = jobs.observed_lineage(args, lineage.observe(rows, source=f"kafka:{args.topic}"))
+            plan.lineage = observed["lineage"] = jobs.observed_lineage(
+                args, lineage.observe(rows, source=f"kafka:{args.topic}")
+            )
         # Every batch commits a snapshot, an empty one when all its records are dead letters: the
         # snapshot tells a replay of the batch that it is done.
-        (rows.writeTo(args.table)
-         .option(f"snapshot-property.{QUERY_PROPERTY}", args.checkpoint)
-         .option(f"snapshot-property.{BATCH_PROPERTY}", str(batch_id))
-         .append())
+        (
+            rows.writeTo(args.table)
+            .option(f"snapshot-property.{QUERY_PROPERTY}", args.checkpoint)
+            .option(f"snapshot-property.{BATCH_PROPERTY}", str(batch_id))
+            .append()
+        )
         seen = outcomes.get
         written, returned = seen["written"], seen["returned"]
         # The table after this commit, for a deployment's lineage; an empty commit too, which the next
         # one follows (a catch-up run reports the table once, at its end).
-        table_after = committed_table.after_commit(batch.sparkSession, {key: seen[key] for key in plan.column_metrics}) \
-            if committed_table else {}
+        table_after = (
+            committed_table.after_commit(batch.sparkSession, {key: seen[key] for key in plan.column_metrics})
+            if committed_table
+            else {}
+        )
         batch_days = [day for day in seen["days"].split(",") if day]
         by_version = Counter({schema_id: seen[str(schema_id)] for schema_id in versions.by_id if seen[str(schema_id)]})
         batch_reasons = send_dead_letters(plan.decode(batch), batch_id) if seen["dead_letters"] else Counter()
         incompatible = sum(n for reason, n in batch_reasons.items() if reason.startswith(SCHEMA_INCOMPATIBLE))
         days.update(batch_days)
         if args.progress_file and (written or batch_reasons):  # as soon as committed, for supervision
-            jobs.append_progress(args.progress_file, {
-                "event": "committed", "batch": batch_id, "rows": written, "days": batch_days,
-                "dead_letters": sum(batch_reasons.values()), "schema_incompatible": incompatible,
-                "dead_letters_replayed": returned, "schema_versions": versions.summary(by_version),
-                **(table_after if written else {})})
+            jobs.append_progress(
+                args.progress_file,
+                {
+                    "event": "committed",
+                    "batch": batch_id,
+                    "rows": written,
+                    "days": batch_days,
+                    "dead_letters": sum(batch_reasons.values()),
+                    "schema_incompatible": incompatible,
+                    "dead_letters_replayed": returned,
+                    "schema_versions": versions.summary(by_version),
+                    **(table_after if written else {}),
+                },
+            )
         versions.batches[batch_id] = by_version
         totals["rows_written"] += written
         totals["dead_letters"] += sum(batch_reasons.values())
@@ -207,14 +239,26 @@ def main() -> None:
     table = jobs.table_state(spark, args.table)  # the whole table, from its manifests
     quality = table["quality"]
     jobs.write_report(
-        args.report, IngestionReport, started, **jobs.progress_summary(query),
-        rows_written=totals["rows_written"], dead_letters=totals["dead_letters"], dead_letter_reasons=dict(reasons),
-        batches_replayed=totals["batches_replayed"], schema_incompatible=totals["schema_incompatible"],
-        dead_letters_replayed=totals["dead_letters_replayed"], schema_versions=versions.summary(), days=sorted(days),
+        args.report,
+        IngestionReport,
+        started,
+        **jobs.progress_summary(query),
+        rows_written=totals["rows_written"],
+        dead_letters=totals["dead_letters"],
+        dead_letter_reasons=dict(reasons),
+        batches_replayed=totals["batches_replayed"],
+        schema_incompatible=totals["schema_incompatible"],
+        dead_letters_replayed=totals["dead_letters_replayed"],
+        schema_versions=versions.summary(),
+        days=sorted(days),
         column_lineage=observed.get("lineage"),
-        table_created=created, snapshot_id=table["snapshot_id"], schema_id=table["schema_id"],
+        table_created=created,
+        snapshot_id=table["snapshot_id"],
+        schema_id=table["schema_id"],
         # The manifests' count is exact without delete files (none here: the table is only appended to).
-        table_rows=quality["rows"] if quality else spark.table(args.table).count(), quality=quality)
+        table_rows=quality["rows"] if quality else spark.table(args.table).count(),
+        quality=quality,
+    )
     spark.stop()
 
 

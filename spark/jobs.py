@@ -35,20 +35,31 @@ def streaming_arguments(description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--bootstrap-servers", required=True)
     parser.add_argument("--topic", required=True, help="source topic")
-    parser.add_argument("--value-schema", required=True,
-                        help="Avro schema (JSON) the job reads the values as: the catalog's reader schema")
+    parser.add_argument(
+        "--value-schema",
+        required=True,
+        help="Avro schema (JSON) the job reads the values as: the catalog's reader schema",
+    )
     parser.add_argument("--registry-url", required=True, help="schema registry (Confluent API) of the writer versions")
     parser.add_argument("--subject", required=True, help="registry subject of the source values, e.g. orders-value")
     parser.add_argument("--checkpoint", required=True, help="checkpoint folder of the query")
-    parser.add_argument("--mode", choices=[CATCH_UP, CONTINUOUS], default=CATCH_UP,
-                        help="catch-up: process what is available, commit, exit; continuous: run until stopped")
+    parser.add_argument(
+        "--mode",
+        choices=[CATCH_UP, CONTINUOUS],
+        default=CATCH_UP,
+        help="catch-up: process what is available, commit, exit; continuous: run until stopped",
+    )
     parser.add_argument("--trigger-seconds", type=float, default=5.0, help="micro-batch interval in continuous mode")
-    parser.add_argument("--max-records-per-batch", type=positive_int, help="most records one micro-batch reads "
-                                                                             "(maxOffsetsPerTrigger); default: all available")
+    parser.add_argument(
+        "--max-records-per-batch",
+        type=positive_int,
+        help="most records one micro-batch reads (maxOffsetsPerTrigger); default: all available",
+    )
     parser.add_argument("--report", required=True, help="where to write the JSON report")
     parser.add_argument("--progress-file", help="append one JSON line per progress report to this file")
-    parser.add_argument("--drain-file", help="continuous mode: when this file appears, process what is "
-                                              "available, stop and exit 0")
+    parser.add_argument(
+        "--drain-file", help="continuous mode: when this file appears, process what is available, stop and exit 0"
+    )
     return parser
 
 
@@ -86,8 +97,13 @@ class SourceVersions:
     def observed_in(self, progress) -> Counter[int]:
         """Records per schema id that one progress report observed (none when the query observes nothing)."""
         metrics = (progress.observedMetrics or {}).get(self.OBSERVATION)
-        return Counter({int(name): count for name, count in (metrics.asDict() if metrics else {}).items()
-                        if name.isdigit() and count})
+        return Counter(
+            {
+                int(name): count
+                for name, count in (metrics.asDict() if metrics else {}).items()
+                if name.isdigit() and count
+            }
+        )
 
     def count_observed(self, progress) -> None:
         if (progress.observedMetrics or {}).get(self.OBSERVATION) is not None:
@@ -101,9 +117,18 @@ class SourceVersions:
         """Each version read (records > 0, all batches unless ``records``): version, id, records,
         readable and why not, its fields."""
         records = self.records if records is None else records
-        return [{"version": v.version, "schema_id": v.schema_id, "records": records[i], "readable": v.readable,
-                 "problems": list(v.problems), "fields": [list(f) for f in v.fields()]}
-                for i, v in sorted(self.by_id.items(), key=lambda item: item[1].version) if records[i]]
+        return [
+            {
+                "version": v.version,
+                "schema_id": v.schema_id,
+                "records": records[i],
+                "readable": v.readable,
+                "problems": list(v.problems),
+                "fields": [list(f) for f in v.fields()],
+            }
+            for i, v in sorted(self.by_id.items(), key=lambda item: item[1].version)
+            if records[i]
+        ]
 
 
 def append_progress(path: str, record: dict) -> None:
@@ -133,17 +158,28 @@ class ProgressLog(StreamingQueryListener):
     def onQueryProgress(self, event) -> None:
         progress = event.progress
         source = progress.sources[0] if progress.sources else None
-        self._append({
-            "event": "progress", "time": progress.timestamp, "batch": progress.batchId,
-            "rows": progress.numInputRows, "input_rows_per_second": progress.inputRowsPerSecond,
-            "processed_rows_per_second": progress.processedRowsPerSecond,
-            "batch_duration_ms": progress.durationMs.get("triggerExecution"),
-            "phases_ms": dict(progress.durationMs),  # where the batch's time went: planning, the sink, the commit log
-            "end_offsets": _offsets(source.endOffset) if source else None,
-            "latest_offsets": _offsets(source.latestOffset) if source else None,
-            **({"schema_versions": self.versions.summary(self.versions.observed_in(progress))} if self.versions else {}),
-            **({"columns": self._columns_so_far(progress)} if self.columns else {}),
-        })
+        self._append(
+            {
+                "event": "progress",
+                "time": progress.timestamp,
+                "batch": progress.batchId,
+                "rows": progress.numInputRows,
+                "input_rows_per_second": progress.inputRowsPerSecond,
+                "processed_rows_per_second": progress.processedRowsPerSecond,
+                "batch_duration_ms": progress.durationMs.get("triggerExecution"),
+                "phases_ms": dict(
+                    progress.durationMs
+                ),  # where the batch's time went: planning, the sink, the commit log
+                "end_offsets": _offsets(source.endOffset) if source else None,
+                "latest_offsets": _offsets(source.latestOffset) if source else None,
+                **(
+                    {"schema_versions": self.versions.summary(self.versions.observed_in(progress))}
+                    if self.versions
+                    else {}
+                ),
+                **({"columns": self._columns_so_far(progress)} if self.columns else {}),
+            }
+        )
 
     def _columns_so_far(self, progress) -> dict:
         """The written records' column metrics over every batch of the run up to this one."""
@@ -176,8 +212,11 @@ class ProgressPrinter(StreamingQueryListener):
         self.rows += progress.numInputRows
         if time.monotonic() - self.last_printed >= self.every_s:
             self.last_printed = time.monotonic()
-            print(f"{PROGRESS_PREFIX}batch {progress.batchId}: {self.rows} rows so far, "
-                  f"{progress.processedRowsPerSecond or 0:.0f} rows/s", flush=True)
+            print(
+                f"{PROGRESS_PREFIX}batch {progress.batchId}: {self.rows} rows so far, "
+                f"{progress.processedRowsPerSecond or 0:.0f} rows/s",
+                flush=True,
+            )
 
     def onQueryIdle(self, event) -> None:
         pass
@@ -229,13 +268,18 @@ class ColumnMetrics:
 
     def summary(self) -> dict:
         """Each column's metrics over every batch of the run, as ``quality_entry`` spells them."""
+
         def values(key: str) -> list:
             return [batch[key] for batch in self.batches.values() if batch.get(key) is not None]
 
-        return {name: column_entry(sum(values(f"{name}:nulls")),
-                                   min(values(f"{name}:min"), default=None) if numeric else None,
-                                   max(values(f"{name}:max"), default=None) if numeric else None)
-                for name, numeric in self.numeric.items()}
+        return {
+            name: column_entry(
+                sum(values(f"{name}:nulls")),
+                min(values(f"{name}:min"), default=None) if numeric else None,
+                max(values(f"{name}:max"), default=None) if numeric else None,
+            )
+            for name, numeric in self.numeric.items()
+        }
 
 
 class ObservedMetricsCounter(StreamingQueryListener):
@@ -279,8 +323,7 @@ def kafka_source(spark: SparkSession, args: argparse.Namespace, headers: bool = 
     if args.max_records_per_batch:
         reader = reader.option("maxOffsetsPerTrigger", str(args.max_records_per_batch))
     return (
-        reader
-        .option("kafka.bootstrap.servers", args.bootstrap_servers)
+        reader.option("kafka.bootstrap.servers", args.bootstrap_servers)
         .option("subscribe", args.topic)
         .option("startingOffsets", "earliest")
         # A deleted or compacted range must not silently skip records in a lineage-tracked job.
@@ -300,8 +343,13 @@ def observed_lineage(args: argparse.Namespace, column_lineage: dict) -> dict:
     return column_lineage
 
 
-def run_query(writer, args: argparse.Namespace, spark: SparkSession, versions: SourceVersions | None = None,
-              columns: ColumnMetrics | None = None):
+def run_query(
+    writer,
+    args: argparse.Namespace,
+    spark: SparkSession,
+    versions: SourceVersions | None = None,
+    columns: ColumnMetrics | None = None,
+):
     """Start a configured DataStreamWriter in the arguments' mode and wait for it to end.
 
     Continuous mode runs until the query fails, the process is stopped, or the drain file appears;
@@ -370,16 +418,25 @@ def files_totals(files: DataFrame) -> tuple[dict, list[str]]:
     per-column statistics (``readable_metrics``), never the data."""
     metrics = files.schema["readable_metrics"].dataType
     numeric = {c.name for c in metrics.fields if isinstance(c.dataType["lower_bound"].dataType, NumericType)}
-    aggregates = [F.count_if(F.col("content") != 0).alias("delete_files"), F.count(F.lit(1)).alias("files"),
-                  F.sum("record_count").alias("rows"), F.sum("file_size_in_bytes").alias("bytes")]
+    aggregates = [
+        F.count_if(F.col("content") != 0).alias("delete_files"),
+        F.count(F.lit(1)).alias("files"),
+        F.sum("record_count").alias("rows"),
+        F.sum("file_size_in_bytes").alias("bytes"),
+    ]
     for name in metrics.fieldNames():
         column = F.col("readable_metrics")[name]
-        aggregates += [F.sum(column["null_value_count"]).alias(f"{name}:nulls"),
-                       F.count(column["null_value_count"]).alias(f"{name}:counted")]
+        aggregates += [
+            F.sum(column["null_value_count"]).alias(f"{name}:nulls"),
+            F.count(column["null_value_count"]).alias(f"{name}:counted"),
+        ]
         if name in numeric:
             unbounded = column["lower_bound"].isNull() & ~column["null_value_count"].eqNullSafe(F.col("record_count"))
-            aggregates += [F.min(column["lower_bound"]).alias(f"{name}:min"), F.max(column["upper_bound"]).alias(f"{name}:max"),
-                           F.count_if(unbounded).alias(f"{name}:unbounded")]
+            aggregates += [
+                F.min(column["lower_bound"]).alias(f"{name}:min"),
+                F.max(column["upper_bound"]).alias(f"{name}:max"),
+                F.count_if(unbounded).alias(f"{name}:unbounded"),
+            ]
     return files.agg(*aggregates).collect()[0].asDict(), metrics.fieldNames()
 
 
@@ -400,12 +457,16 @@ def table_quality_entry(totals: dict, columns: list[str]) -> dict | None:
             return column_entry(nulls)
         return column_entry(nulls, totals.get(f"{name}:min"), totals.get(f"{name}:max"))
 
-    return quality_entry(totals["rows"] or 0, totals["bytes"] or 0, totals["files"], {name: column(name) for name in columns})
+    return quality_entry(
+        totals["rows"] or 0, totals["bytes"] or 0, totals["files"], {name: column(name) for name in columns}
+    )
 
 
 def table_schema_id(spark: SparkSession, table: str) -> int | None:
     """The id of the table's current schema, from Iceberg's metadata log."""
-    rows = spark.sql(f"SELECT latest_schema_id FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").collect()
+    rows = spark.sql(
+        f"SELECT latest_schema_id FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1"
+    ).collect()
     return rows[0].latest_schema_id if rows else None
 
 
@@ -415,8 +476,11 @@ def table_state(spark: SparkSession, table: str) -> dict:
     spark.sql(f"REFRESH TABLE {table}")
     latest = spark.sql(f"SELECT snapshot_id FROM {table}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()
     snapshot_id = latest[0].snapshot_id if latest else None
-    return {"snapshot_id": snapshot_id, "schema_id": table_schema_id(spark, table),
-            "quality": table_quality(spark, table, snapshot_id)}
+    return {
+        "snapshot_id": snapshot_id,
+        "schema_id": table_schema_id(spark, table),
+        "quality": table_quality(spark, table, snapshot_id),
+    }
 
 
 def table_quality(spark: SparkSession, table: str, snapshot_id: int | None) -> dict | None:
@@ -436,8 +500,13 @@ def totals_after_append(totals: dict, summary: dict[str, str], appended: dict) -
     added) and the appended records' ``column_aggregates``, observed as they were written. Their
     nulls are counted in every new file; their min and max are exact."""
     added_files = int(summary.get("added-data-files", "0"))  # absent from an empty commit's
-    after = {**totals, "files": int(summary["total-data-files"]), "rows": int(summary["total-records"]),
-             "bytes": int(summary["total-files-size"]), "delete_files": int(summary["total-delete-files"])}
+    after = {
+        **totals,
+        "files": int(summary["total-data-files"]),
+        "rows": int(summary["total-records"]),
+        "bytes": int(summary["total-files-size"]),
+        "delete_files": int(summary["total-delete-files"]),
+    }
     for key, value in appended.items():
         name, metric = key.rsplit(":", 1)
         before = totals.get(key)
@@ -453,8 +522,9 @@ def write_report(path: str, report: type[Report], started: float, **fields) -> N
     report(**fields, duration_seconds=round(time.monotonic() - started, 3)).write(Path(path))
 
 
-def create_table(spark: SparkSession, table: str, columns: str, partitioned_by: str,
-                 properties: dict[str, str] | None = None) -> bool:
+def create_table(
+    spark: SparkSession, table: str, columns: str, partitioned_by: str, properties: dict[str, str] | None = None
+) -> bool:
     """Create the Iceberg table (format v2, parquet, snappy, and ``properties``) and its namespace if
     missing; True when this call created it. ``columns``: the catalog's, as
     ``lineage_assets.jobs.table_columns`` lists them.
@@ -466,8 +536,12 @@ def create_table(spark: SparkSession, table: str, columns: str, partitioned_by: 
     namespace = table.rsplit(".", 1)[0]
     if not spark.catalog.databaseExists(namespace.replace("`", "")):
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
-    chosen = {"format-version": "2", "write.format.default": "parquet", "write.parquet.compression-codec": "snappy",
-              **(properties or {})}
+    chosen = {
+        "format-version": "2",
+        "write.format.default": "parquet",
+        "write.parquet.compression-codec": "snappy",
+        **(properties or {}),
+    }
     spark.sql(f"""
         CREATE TABLE IF NOT EXISTS {table} ({columns})
         USING iceberg PARTITIONED BY ({partitioned_by})
@@ -496,7 +570,7 @@ def files_under(spark: SparkSession, location: str) -> tuple[int, int]:
     listing = filesystem.listFiles(path, True)
     while listing.hasNext():
         status = listing.next()
-        relative = str(status.getPath().toString())[len(location):]
+        relative = str(status.getPath().toString())[len(location) :]
         if "_spark_metadata" in relative or relative.rsplit("/", 1)[-1].startswith((".", "_")):
             continue
         files += 1

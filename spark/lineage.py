@@ -68,8 +68,10 @@ class Lineage:
             chosen = self.struct[name]
             return Lineage(dict(chosen.direct), chosen.conditional | self.conditional, chosen.struct, chosen.record)
         if self.record is not None:
-            return Lineage({(leaf, f"{column}.{name}"): (IDENTITY, (), False) for leaf, column in self.record},
-                           set(self.conditional))
+            return Lineage(
+                {(leaf, f"{column}.{name}"): (IDENTITY, (), False) for leaf, column in self.record},
+                set(self.conditional),
+            )
         return self.flat()
 
     def through(self, function: str | None, subtype: str = TRANSFORMATION) -> Lineage:
@@ -77,9 +79,17 @@ class Lineage:
         longer a copy."""
         flat = self.flat()
         masking = function in _MASKING
-        return Lineage({source: (subtype if _RANK[subtype] > _RANK[current] else current,
-                                 (function, *functions) if function else functions, was_masking or masking)
-                        for source, (current, functions, was_masking) in flat.direct.items()}, flat.conditional)
+        return Lineage(
+            {
+                source: (
+                    subtype if _RANK[subtype] > _RANK[current] else current,
+                    (function, *functions) if function else functions,
+                    was_masking or masking,
+                )
+                for source, (current, functions, was_masking) in flat.direct.items()
+            },
+            flat.conditional,
+        )
 
 
 @dataclass(frozen=True)
@@ -138,13 +148,19 @@ class PlanLineage:
             output = [tree(attribute) for attribute in plan.fields.get("output") or []]
             for attribute in output:
                 self.attributes[_expr_id(attribute)] = (
-                    Lineage({(leaf, attribute.fields["name"]): (IDENTITY, (), False)}) if leaf else Lineage())
+                    Lineage({(leaf, attribute.fields["name"]): (IDENTITY, (), False)}) if leaf else Lineage()
+                )
             return [(a.fields["name"], _expr_id(a)) for a in output]
         outputs = [self._visit(child) for child in plan.children]
         name, fields = plan.name, plan.fields
         if name in ("Project", "Aggregate", "Window"):
-            listed = fields["aggregateExpressions" if name == "Aggregate" else
-                            "windowExpressions" if name == "Window" else "projectList"]
+            listed = fields[
+                "aggregateExpressions"
+                if name == "Aggregate"
+                else "windowExpressions"
+                if name == "Window"
+                else "projectList"
+            ]
             named = [tree(expression) for expression in listed]
             for expression in named:
                 if expression.name != "AttributeReference":
@@ -233,23 +249,41 @@ class PlanLineage:
 def report(lineage: PlanLineage, expand: str | None = None) -> dict:
     """The job report's ``column_lineage``: per written column its inputs (DIRECT, and INDIRECT
     CONDITIONAL), and the INDIRECT inputs that shape every row (``dataset``)."""
-    def input_field(source: Field, kind: str, subtype: str, functions: tuple[str, ...] = (), masking: bool = False) -> dict:
+
+    def input_field(
+        source: Field, kind: str, subtype: str, functions: tuple[str, ...] = (), masking: bool = False
+    ) -> dict:
         leaf, column = source
-        return {"source": leaf, "field": column, "type": kind, "subtype": subtype,
-                **({"functions": list(functions)} if functions else {}), **({"masking": True} if masking else {})}
+        return {
+            "source": leaf,
+            "field": column,
+            "type": kind,
+            "subtype": subtype,
+            **({"functions": list(functions)} if functions else {}),
+            **({"masking": True} if masking else {}),
+        }
 
     columns = {}
     for name, column in lineage.columns(expand).items():
         flat = column.flat() if column.struct is None else column
-        fields = [input_field(source, "DIRECT", subtype, functions, masking)
-                  for source, (subtype, functions, masking) in sorted(flat.direct.items())]
+        fields = [
+            input_field(source, "DIRECT", subtype, functions, masking)
+            for source, (subtype, functions, masking) in sorted(flat.direct.items())
+        ]
         # A field the column is computed from is not listed again for choosing between its values.
-        fields += [input_field(source, "INDIRECT", "CONDITIONAL") for source in sorted(flat.conditional - set(flat.direct))]
+        fields += [
+            input_field(source, "INDIRECT", "CONDITIONAL") for source in sorted(flat.conditional - set(flat.direct))
+        ]
         columns[name] = fields
-    return {"columns": columns,
-            "dataset": [input_field(source, "INDIRECT", subtype)
-                        for source, subtypes in sorted(lineage.indirect.items()) for subtype in sorted(subtypes)],
-            "unresolved": sorted(lineage.unknown)}
+    return {
+        "columns": columns,
+        "dataset": [
+            input_field(source, "INDIRECT", subtype)
+            for source, subtypes in sorted(lineage.indirect.items())
+            for subtype in sorted(subtypes)
+        ],
+        "unresolved": sorted(lineage.unknown),
+    }
 
 
 def leaf_identity(leaf, default: str | None) -> str | None:

@@ -1,7 +1,8 @@
 """Kafka `orders` -> Kafka `supplier-stats`: 5 s event-time windows per supplier (watermark 5 s).
 
     spark-submit spark/live_supplier_stats.py --bootstrap-servers ... --topic orders --value-schema '{...}' \
-        --registry-url http://... --subject orders-value --output-topic supplier-stats --checkpoint /path --report report.json
+        --registry-url http://... --subject orders-value --output-topic supplier-stats \
+        --checkpoint /path --report report.json
 
 Windows are emitted once, when the watermark passes their end (append mode); invalid records are
 left out here (the ingestion job dead-letters them), and so are records of a version registered after
@@ -29,20 +30,33 @@ def main() -> None:
 
     versions = jobs.SourceVersions(args)
     source = jobs.kafka_source(spark, args)
-    valid = transforms.valid_orders(versions.observed(transforms.decode_orders(source, args.value_schema, versions.by_id)))
+    valid = transforms.valid_orders(
+        versions.observed(transforms.decode_orders(source, args.value_schema, versions.by_id))
+    )
     stats = transforms.windowed_supplier_stats(valid, args.window_seconds, args.watermark_seconds)
     records = transforms.supplier_stats_records(stats)
     # The topic's columns are the fields of each record's JSON value.
     observed = jobs.observed_lineage(args, lineage.observe(records, expand="value"))
-    writer = (records.writeStream.format("kafka").outputMode("append")
-              .option("kafka.bootstrap.servers", args.bootstrap_servers).option("topic", args.output_topic)
-              .option("checkpointLocation", args.checkpoint))
+    writer = (
+        records.writeStream.format("kafka")
+        .outputMode("append")
+        .option("kafka.bootstrap.servers", args.bootstrap_servers)
+        .option("topic", args.output_topic)
+        .option("checkpointLocation", args.checkpoint)
+    )
     query = jobs.run_query(writer, args, spark, versions)
 
     summary = jobs.progress_summary(query)
     sink_rows = sum(p.sink.numOutputRows for p in query.recentProgress if p.sink and p.sink.numOutputRows > 0)
-    jobs.write_report(args.report, LiveStatsReport, started, **summary, windows_written=sink_rows,
-                      schema_versions=versions.summary(), column_lineage=observed)
+    jobs.write_report(
+        args.report,
+        LiveStatsReport,
+        started,
+        **summary,
+        windows_written=sink_rows,
+        schema_versions=versions.summary(),
+        column_lineage=observed,
+    )
     spark.stop()
 
 

@@ -1,7 +1,8 @@
 """Iceberg `orders` -> Iceberg `supplier_stats` for one day: SUM(price), COUNT(*) per supplier and hour.
 
     spark-submit spark/supplier_stats.py --source lakehouse.`default`.orders \
-        --target lakehouse.`default`.supplier_stats --columns 'supplier string, ...' --day 2026-11-21 --report report.json
+        --target lakehouse.`default`.supplier_stats --columns 'supplier string, ...' --day 2026-11-21 \
+        --report report.json
 
 The run replaces exactly that day's rows (one atomic overwrite by bid_date), so re-runs and
 backfills are idempotent; a day with no orders is left empty. Without --day, the latest day
@@ -38,7 +39,9 @@ def main() -> None:
     created = jobs.create_table(spark, args.target, args.columns, "bid_date, bid_hour")
     day = args.day or latest_day(spark, args.source)
     if day is None:
-        jobs.write_report(args.report, SupplierStatsReport, started, day=None, rows_in=0, rows_written=0, table_created=created)
+        jobs.write_report(
+            args.report, SupplierStatsReport, started, day=None, rows_in=0, rows_written=0, table_created=created
+        )
         spark.stop()
         return
 
@@ -48,18 +51,34 @@ def main() -> None:
     observed = lineage.observe(stats)
     stats.writeTo(args.target).overwrite(F.col("bid_date") == F.lit(day))
     print(f"{jobs.PROGRESS_PREFIX}replaced {day} in {args.target} after {time.monotonic() - started:.0f} s", flush=True)
-    snapshot = spark.sql(f"SELECT snapshot_id, summary FROM {args.target}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()[0]
+    snapshot = spark.sql(
+        f"SELECT snapshot_id, summary FROM {args.target}.snapshots ORDER BY committed_at DESC LIMIT 1"
+    ).collect()[0]
     totals = stats.orderBy("supplier", "bid_hour").collect()
     jobs.write_report(
-        args.report, SupplierStatsReport, started, day=day.isoformat(), column_lineage=observed,
+        args.report,
+        SupplierStatsReport,
+        started,
+        day=day.isoformat(),
+        column_lineage=observed,
         rows_in=sum(r.total_count for r in totals),  # every order of the day is in exactly one total
-        rows_written=len(totals), table_created=created, snapshot_id=snapshot.snapshot_id,
+        rows_written=len(totals),
+        table_created=created,
+        snapshot_id=snapshot.snapshot_id,
         schema_id=jobs.table_schema_id(spark, args.target),
         files_written=int(snapshot.summary.get("added-data-files", 0)),
         bytes_written=int(snapshot.summary.get("added-files-size", 0)),
         quality=jobs.table_quality(spark, args.target, snapshot.snapshot_id),  # the whole table, from its manifests
-        totals=[{"supplier": r.supplier, "bid_hour": r.bid_hour, "total_price": str(r.total_price),
-                 "total_count": r.total_count} for r in totals])
+        totals=[
+            {
+                "supplier": r.supplier,
+                "bid_hour": r.bid_hour,
+                "total_price": str(r.total_price),
+                "total_count": r.total_count,
+            }
+            for r in totals
+        ],
+    )
     spark.stop()
 
 

@@ -29,8 +29,9 @@ ICEBERG_ORDER_COLUMNS = ("order_id", "item", "price", "supplier", "bid_time")
 KAFKA_COLUMNS = ("topic", "partition", "offset", "timestamp")
 
 
-def decode_orders(raw: DataFrame, reader_schema: str, versions: Mapping[int, WriterVersion],
-                  keep: tuple[str, ...] = ()) -> DataFrame:
+def decode_orders(
+    raw: DataFrame, reader_schema: str, versions: Mapping[int, WriterVersion], keep: tuple[str, ...] = ()
+) -> DataFrame:
     """Decode Confluent Avro order values; each row gets ``dead_letter_reason`` (null when valid).
 
     ``versions`` are the registered writer versions by schema id (``source_schemas``): a record
@@ -74,9 +75,20 @@ class OrderDecoder:
         is_version = {schema_id: F.col("schema_id") == schema_id for schema_id in versions}
         # One decoder per readable version; the first (never true) gives the struct's type when there is none.
         decoders = [F.when(F.lit(False), from_avro(body, reader_schema))] + [
-            F.when(is_version[schema_id], from_avro(body, version.schema, {
-                "mode": "PERMISSIVE", **({} if json.loads(version.schema) == reader else {"avroSchema": reader_schema})}))
-            for schema_id, version in sorted(versions.items()) if version.readable]
+            F.when(
+                is_version[schema_id],
+                from_avro(
+                    body,
+                    version.schema,
+                    {
+                        "mode": "PERMISSIVE",
+                        **({} if json.loads(version.schema) == reader else {"avroSchema": reader_schema}),
+                    },
+                ),
+            )
+            for schema_id, version in sorted(versions.items())
+            if version.readable
+        ]
         self.order = F.coalesce(*decoders)
         unreadable = [(schema_id, version) for schema_id, version in sorted(versions.items()) if not version.readable]
         version_of = F.lit(None).cast("int")
@@ -93,11 +105,15 @@ class OrderDecoder:
         for schema_id, version in unreadable:
             reason = reason.when(is_version[schema_id], F.lit(version.dead_letter_reason))
         reason = (
-            reason.when(version_of.isNull(), F.concat(F.lit("unexpected schema id "), F.col("schema_id").cast("string")))
+            reason.when(
+                version_of.isNull(), F.concat(F.lit("unexpected schema id "), F.col("schema_id").cast("string"))
+            )
             .when(malformed, F.lit("value is not valid Avro for the registered schema"))
             # The names are joined only for a record that lacks one, not for every record.
-            .when(functools.reduce(Column.__or__, [F.col(f"order.{name}").isNull() for name in REQUIRED_FIELDS]),
-                  F.concat(F.lit("missing field: "), F.concat_ws(",", *missing)))
+            .when(
+                functools.reduce(Column.__or__, [F.col(f"order.{name}").isNull() for name in REQUIRED_FIELDS]),
+                F.concat(F.lit("missing field: "), F.concat_ws(",", *missing)),
+            )
             .when(price.isNull(), F.concat(F.lit("price '"), F.col("order.price"), F.lit(f"' is not a {PRICE_TYPE}")))
         )
         self.columns = (
@@ -116,8 +132,12 @@ class OrderDecoder:
         )
 
     def __call__(self, raw: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
-        return (raw.withColumn("schema_id", self.writer_id).withColumn("order", self.order).withColumn("price", self.price)
-                .select(*self.columns, *keep))
+        return (
+            raw.withColumn("schema_id", self.writer_id)
+            .withColumn("order", self.order)
+            .withColumn("price", self.price)
+            .select(*self.columns, *keep)
+        )
 
 
 def has_header(headers: str, key: str) -> Column:
@@ -138,21 +158,29 @@ def dead_letter_records(dead: DataFrame, source_job: str) -> DataFrame:
     """Kafka records for the dead-letter topic: original key and bytes, where they came from, and why."""
     return dead.select(
         F.col("key"),
-        F.to_json(F.struct(
-            F.col("dead_letter_reason").alias("reason"),
-            F.lit(source_job).alias("job"),
-            "topic", "partition", "offset",
-            F.col("timestamp").alias("source_timestamp"),
-            F.base64("value").alias("value_base64"),
-            "schema_id", "schema_version",
-        )).alias("value"),
+        F.to_json(
+            F.struct(
+                F.col("dead_letter_reason").alias("reason"),
+                F.lit(source_job).alias("job"),
+                "topic",
+                "partition",
+                "offset",
+                F.col("timestamp").alias("source_timestamp"),
+                F.base64("value").alias("value_base64"),
+                "schema_id",
+                "schema_version",
+            )
+        ).alias("value"),
     )
 
 
 def iceberg_orders(valid: DataFrame) -> DataFrame:
     """Rows of the Iceberg ``orders`` table; ``bid_time`` becomes a zone-less UTC timestamp."""
     return valid.select(
-        "order_id", "item", "price", "supplier",
+        "order_id",
+        "item",
+        "price",
+        "supplier",
         F.col("bid_time").cast("timestamp_ntz").alias("bid_time"),
     )
 
@@ -160,9 +188,16 @@ def iceberg_orders(valid: DataFrame) -> DataFrame:
 def archive_records(decoded: DataFrame) -> DataFrame:
     """Every source record, bytes unchanged, plus its decoded fields, partitioned by Kafka time (UTC)."""
     return decoded.select(
-        *KAFKA_COLUMNS, "key",
-        F.base64("value").alias("value_base64"), "schema_id",
-        "order_id", "bid_time", "price_text", "item", "supplier", "dead_letter_reason",
+        *KAFKA_COLUMNS,
+        "key",
+        F.base64("value").alias("value_base64"),
+        "schema_id",
+        "order_id",
+        "bid_time",
+        "price_text",
+        "item",
+        "supplier",
+        "dead_letter_reason",
         F.date_format("timestamp", "yyyy-MM-dd").alias("date"),
         F.date_format("timestamp", "HH").alias("hour"),
     )
@@ -194,11 +229,15 @@ def supplier_stats_records(stats: DataFrame) -> DataFrame:
     iso = "yyyy-MM-dd'T'HH:mm:ss'Z'"
     return stats.select(
         F.col("supplier").alias("key"),
-        F.to_json(F.struct(
-            F.date_format("window_start", iso).alias("window_start"),
-            F.date_format("window_end", iso).alias("window_end"),
-            "supplier", "total_price", "count",
-        )).alias("value"),
+        F.to_json(
+            F.struct(
+                F.date_format("window_start", iso).alias("window_start"),
+                F.date_format("window_end", iso).alias("window_end"),
+                "supplier",
+                "total_price",
+                "count",
+            )
+        ).alias("value"),
     )
 
 
@@ -217,7 +256,9 @@ def hourly_supplier_stats(orders: DataFrame) -> DataFrame:
         )
         .agg(F.sum("price").alias("total_price"), F.count(F.lit(1)).alias("total_count"))
         .select(
-            "supplier", "bid_date", "bid_hour",
+            "supplier",
+            "bid_date",
+            "bid_hour",
             F.col("total_price").cast(PRICE_TYPE).alias("total_price"),
             F.col("total_count").cast("long").alias("total_count"),
         )

@@ -30,8 +30,9 @@ SESSION_S3_SECRET = f"test-secret-{secrets.token_hex(8)}"
 def isolated_settings(name: str, offset: int = TEST_PORT_OFFSET, **overrides) -> Settings:
     base = Settings.from_env()
     ports = {field: getattr(base, field) + offset for field in PORT_FIELDS}
-    return dataclasses.replace(base, **{"state_dir": base.state_dir / name, "s3_secret_key": SESSION_S3_SECRET,
-                                        **ports, **overrides})
+    return dataclasses.replace(
+        base, **{"state_dir": base.state_dir / name, "s3_secret_key": SESSION_S3_SECRET, **ports, **overrides}
+    )
 
 
 def wait_for(condition, timeout: float, what: str, poll: float = 1.0):
@@ -77,11 +78,19 @@ def cluster_profile(stack, settings: Settings, tmp_path_factory):
     and the checkpoints in S3 as on a cluster of several machines. Yields its settings and supervisor."""
     base = isolated_settings("cluster", offset=CLUSTER_PORT_OFFSET, state_dir=tmp_path_factory.mktemp("cluster"))
     profile = dataclasses.replace(
-        base, kafka_brokers=3, orders_partitions=3, spark_master=base.local_spark_cluster_url,
-        s3_endpoint=settings.s3_url, registry_url=settings.schema_registry_url, catalog_url=settings.iceberg_catalog_url,
-        marquez_url=settings.marquez_api_url, iceberg_namespace="cluster_profile", lineage_namespace="lineage_assets_cluster",
+        base,
+        kafka_brokers=3,
+        orders_partitions=3,
+        spark_master=base.local_spark_cluster_url,
+        s3_endpoint=settings.s3_url,
+        registry_url=settings.schema_registry_url,
+        catalog_url=settings.iceberg_catalog_url,
+        marquez_url=settings.marquez_api_url,
+        iceberg_namespace="cluster_profile",
+        lineage_namespace="lineage_assets_cluster",
         archive_prefix=f"cluster-profile/{settings.archive_prefix}",
-        checkpoint_location=f"{settings.warehouse_url}checkpoints/{base.state_dir.name}")
+        checkpoint_location=f"{settings.warehouse_url}checkpoints/{base.state_dir.name}",
+    )
     supervisor = Supervisor(profile, progress=print)
     wanted = {service.name for service in supervisor.selected() if not service.replaced(profile)}
     assert wanted >= {*KAFKA_NODES, *SPARK_CLUSTER}  # the settings alone ask for them
@@ -106,8 +115,15 @@ def spark(settings: Settings):
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 # What this machine's closed network needs: no background calls to Google's services.
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture(scope="session")

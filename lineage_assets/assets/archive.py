@@ -20,7 +20,8 @@ def archived(run: StreamingRun[ArchiveReport]) -> Outcome:
     return Outcome(
         OutputStatistics(rows=report.rows_written, bytes=report.bytes_written, files=report.files_written),
         "CREATE" if report.files_total == report.files_written and report.files_written else None,
-        quality=report.quality, reads=(orders_read(run.settings, report.schema_versions),),
+        quality=report.quality,
+        reads=(orders_read(run.settings, report.schema_versions),),
         metadata={
             "files_written": report.files_written,
             "bytes_written": report.bytes_written,
@@ -28,27 +29,51 @@ def archived(run: StreamingRun[ArchiveReport]) -> Outcome:
             "records_consumed": report.consumed_records,
             "path": archive_location(run.settings),
             "quality": dg.MetadataValue.json(report.quality),  # of the records this run archived
-        })
+        },
+    )
 
 
 @dg.asset_check(**check_arguments(ARCHIVE_RECONCILE))
-def archive_reconciles_with_topic(context: dg.AssetCheckExecutionContext, environment: SettingsResource,
-                                  pyspark: PySparkResource, lineage: LineageResource) -> dg.AssetCheckResult:
+def archive_reconciles_with_topic(
+    context: dg.AssetCheckExecutionContext,
+    environment: SettingsResource,
+    pyspark: PySparkResource,
+    lineage: LineageResource,
+) -> dg.AssetCheckResult:
     with lineage.check_run(context, ARCHIVE_RECONCILE) as run:
         event = context.instance.get_latest_materialization_event(asset_key(ARCHIVE))
         consumed = event.asset_materialization.metadata["records_consumed"].value if event else 0
         # Reading the sink's folder through Spark honours its commit log: only committed files count.
-        records = pyspark.spark_session.read.json(archive_location(environment.settings)).select("topic", "partition", "offset")
+        records = pyspark.spark_session.read.json(archive_location(environment.settings)).select(
+            "topic", "partition", "offset"
+        )
         rows = records.count()
         distinct = records.distinct().count()
-        return run.result([
-            Assertion(ARCHIVE_RECONCILE.name, "row_count", rows == consumed,
-                      "records archived equal the topic offsets consumed", expected=str(consumed), actual=str(rows)),
-            Assertion(ARCHIVE_RECONCILE.name, "unique", distinct == rows,
-                      "no (topic, partition, offset) archived twice", expected="0", actual=str(rows - distinct)),
-        ], metadata={"archived_records": rows, "distinct_offsets": distinct, "consumed_offsets": consumed})
+        return run.result(
+            [
+                Assertion(
+                    ARCHIVE_RECONCILE.name,
+                    "row_count",
+                    rows == consumed,
+                    "records archived equal the topic offsets consumed",
+                    expected=str(consumed),
+                    actual=str(rows),
+                ),
+                Assertion(
+                    ARCHIVE_RECONCILE.name,
+                    "unique",
+                    distinct == rows,
+                    "no (topic, partition, offset) archived twice",
+                    expected="0",
+                    actual=str(rows - distinct),
+                ),
+            ],
+            metadata={"archived_records": rows, "distinct_offsets": distinct, "consumed_offsets": consumed},
+        )
 
 
 def archive_definitions(settings: Settings) -> dg.Definitions:
-    return dg.Definitions(assets=[streaming_asset(archive_job, settings, "archive", archived)],
-                          asset_checks=[archive_reconciles_with_topic])
+    return dg.Definitions(
+        assets=[streaming_asset(archive_job, settings, "archive", archived)],
+        asset_checks=[archive_reconciles_with_topic],
+    )

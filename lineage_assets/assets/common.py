@@ -12,8 +12,8 @@ from lineage_assets.datasets import DATASETS, OWNERS, Check, Dataset
 from lineage_assets.jobs import JobSpec, R, Report
 from lineage_assets.lineage.events import DatasetVersion, OutputStatistics, SourceRead
 from lineage_assets.lineage.observed import ColumnLineage, ObservationError, disagreements, from_facet, from_report
-from lineage_assets.lineage.spark_agent import AgentEvidence
 from lineage_assets.lineage.queries import declared_impact
+from lineage_assets.lineage.spark_agent import AgentEvidence
 from lineage_assets.preflight import require_services
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lineage import LineageResource
@@ -33,11 +33,16 @@ def column_schema(dataset: Dataset) -> dg.TableSchema:
 
 def column_lineage(lineage: ColumnLineage) -> dg.TableColumnLineage:
     """Dagster's column lineage: each column's input fields (Dagster has no transformation types)."""
-    return dg.TableColumnLineage(deps_by_column={
-        column: [dg.TableColumnDep(asset_key=asset_key(DATASETS[dataset]), column_name=name)
-                 for dataset, name in dict.fromkeys((s.dataset, s.column) for s in sources)]
-        for column, sources in lineage.items() if sources
-    })
+    return dg.TableColumnLineage(
+        deps_by_column={
+            column: [
+                dg.TableColumnDep(asset_key=asset_key(DATASETS[dataset]), column_name=name)
+                for dataset, name in dict.fromkeys((s.dataset, s.column) for s in sources)
+            ]
+            for column, sources in lineage.items()
+            if sources
+        }
+    )
 
 
 def definition_metadata(dataset: Dataset, settings: Settings) -> dict:
@@ -73,8 +78,9 @@ def check_arguments(check: Check) -> dict:
     return {"asset": asset_key(DATASETS[check.dataset]), "name": check.name, "description": check.description}
 
 
-def observed_lineage(dataset: Dataset, report: Report, settings: Settings, log,
-                     agent: AgentEvidence | None = None) -> ColumnLineage | None:
+def observed_lineage(
+    dataset: Dataset, report: Report, settings: Settings, log, agent: AgentEvidence | None = None
+) -> ColumnLineage | None:
     """The column lineage of what the job wrote as its own plan says, in the catalog's terms. None
     when it observed none (a run without a batch) or named an input that is no asset (logged: `lineage
     check` then finds the run without column lineage). Where openlineage-spark reached the write too
@@ -85,8 +91,10 @@ def observed_lineage(dataset: Dataset, report: Report, settings: Settings, log,
         if observed is not None and agent is not None and agent.column_lineage:
             witness = from_facet(agent.column_lineage, dataset, settings, agent.columns)
             if differences := disagreements(observed, witness):
-                log.warning(f"openlineage-spark's column lineage of {dataset.key} differs from the job's plan: "
-                            + "; ".join(differences))
+                log.warning(
+                    f"openlineage-spark's column lineage of {dataset.key} differs from the job's plan: "
+                    + "; ".join(differences)
+                )
         return observed
     except ObservationError as error:
         log.error(str(error))
@@ -125,36 +133,60 @@ class Outcome:
     check_results: tuple[dg.AssetCheckResult, ...] = ()
 
 
-def streaming_asset(job: Callable[[Settings], JobSpec[R]], settings: Settings, group: str,
-                    outcome: Callable[[StreamingRun[R]], Outcome], *,
-                    topics: Callable[[Settings], tuple[str, ...]] = lambda settings: (),
-                    **asset_arguments) -> dg.AssetsDefinition:
+def streaming_asset(
+    job: Callable[[Settings], JobSpec[R]],
+    settings: Settings,
+    group: str,
+    outcome: Callable[[StreamingRun[R]], Outcome],
+    *,
+    topics: Callable[[Settings], tuple[str, ...]] = lambda settings: (),
+    **asset_arguments,
+) -> dg.AssetsDefinition:
     """The asset of a streaming job run to catch up: refused while the job runs elsewhere (another
     catch-up run, or a deployment); otherwise one lineage run around ensuring ``topics``, the Spark job
     and its ``outcome``."""
     dataset = job(settings).dataset
 
     @dg.asset(**asset_spec_arguments(dataset, settings, group), **asset_arguments)
-    def streaming(context: dg.AssetExecutionContext, environment: SettingsResource, kafka: KafkaResource,
-                  spark_jobs: SparkJobsResource, lineage: LineageResource) -> dg.MaterializeResult:
+    def streaming(
+        context: dg.AssetExecutionContext,
+        environment: SettingsResource,
+        kafka: KafkaResource,
+        spark_jobs: SparkJobsResource,
+        lineage: LineageResource,
+    ) -> dg.MaterializeResult:
         settings = environment.settings
-        with exclusive_run(settings.state_dir, dataset.job.name, dataset.key,
-                           f"catch-up Dagster run {context.run.run_id} (pid {os.getpid()})"):
+        with exclusive_run(
+            settings.state_dir,
+            dataset.job.name,
+            dataset.key,
+            f"catch-up Dagster run {context.run.run_id} (pid {os.getpid()})",
+        ):
             require_services(settings)
             with lineage.asset_run(context, dataset) as run:
                 created = kafka.ensure_topics(*topics(settings))
                 report = spark_jobs.run(job(settings), log=context.log)
                 result = outcome(StreamingRun(context, settings, kafka, report, created))
                 observed = observed_lineage(dataset, report, settings, context.log)
-                run.complete(result.statistics, result.lifecycle, version=result.version, quality=result.quality,
-                             reads=result.reads, column_lineage=observed)
-        return dg.MaterializeResult(metadata={
-            **run_metadata(report.rows_in, result.statistics.rows, report, observed),
-            "kafka/start_offsets": dg.MetadataValue.json(report.start_offsets or {}),
-            "kafka/end_offsets": dg.MetadataValue.json(report.end_offsets or {}),
-            "schema_versions": dg.MetadataValue.json(
-                [{k: v for k, v in version.items() if k != "fields"} for version in report.schema_versions]),
-            **result.metadata,
-        }, check_results=list(result.check_results))
+                run.complete(
+                    result.statistics,
+                    result.lifecycle,
+                    version=result.version,
+                    quality=result.quality,
+                    reads=result.reads,
+                    column_lineage=observed,
+                )
+        return dg.MaterializeResult(
+            metadata={
+                **run_metadata(report.rows_in, result.statistics.rows, report, observed),
+                "kafka/start_offsets": dg.MetadataValue.json(report.start_offsets or {}),
+                "kafka/end_offsets": dg.MetadataValue.json(report.end_offsets or {}),
+                "schema_versions": dg.MetadataValue.json(
+                    [{k: v for k, v in version.items() if k != "fields"} for version in report.schema_versions]
+                ),
+                **result.metadata,
+            },
+            check_results=list(result.check_results),
+        )
 
     return streaming

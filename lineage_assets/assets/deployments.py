@@ -2,7 +2,6 @@
 supervised by a sensor (live health as asset observations, each Iceberg commit as a materialization,
 and a truthful end for deployments whose runner died without reporting one)."""
 
-
 import json
 from enum import Enum
 
@@ -28,8 +27,9 @@ def consumer_lag(kafka: KafkaResource, topic: str, progress: dict | None) -> int
     return sum(max(0, end - committed.get(str(partition), 0)) for partition, end in ends.items())
 
 
-def new_commits(deployments: Deployments, name: str, seen: dict[str, int],
-                previous: dict) -> list[dg.AssetMaterialization | dg.AssetCheckEvaluation]:
+def new_commits(
+    deployments: Deployments, name: str, seen: dict[str, int], previous: dict
+) -> list[dg.AssetMaterialization | dg.AssetCheckEvaluation]:
     """The deployment's Iceberg commits not reported yet, as materializations carrying the days to
     rebuild (so the `supplier_stats` asset sensor reacts to continuous ingestion as to a catch-up
     run), each with its schema check. ``previous`` is the metadata of the asset's last
@@ -43,14 +43,26 @@ def new_commits(deployments: Deployments, name: str, seen: dict[str, int],
     dataset = DATASETS[name]
     events = []
     for commit in commits[reported:]:
-        rebuild = Rebuild.after(previous, commit["days"], commit["schema_incompatible"], commit["dead_letters_replayed"])
+        rebuild = Rebuild.after(
+            previous, commit["days"], commit["schema_incompatible"], commit["dead_letters_replayed"]
+        )
         previous = {**previous, **rebuild.values}
-        events += [dg.AssetMaterialization(asset_key=asset_key(dataset), metadata={
-            **rebuild.metadata, "rows_out": commit["rows"], "dead_letters": commit["dead_letters"],
-            "schema_incompatible": commit["schema_incompatible"], "dead_letters_replayed": commit["dead_letters_replayed"],
-            "deployment/run_id": status.run_id, "deployment/batch": commit["batch"],
-            **table_metadata(commit.get("snapshot_id"), commit.get("schema_id"), commit.get("quality")),
-        }), rebuild.check_evaluation()]
+        events += [
+            dg.AssetMaterialization(
+                asset_key=asset_key(dataset),
+                metadata={
+                    **rebuild.metadata,
+                    "rows_out": commit["rows"],
+                    "dead_letters": commit["dead_letters"],
+                    "schema_incompatible": commit["schema_incompatible"],
+                    "dead_letters_replayed": commit["dead_letters_replayed"],
+                    "deployment/run_id": status.run_id,
+                    "deployment/batch": commit["batch"],
+                    **table_metadata(commit.get("snapshot_id"), commit.get("schema_id"), commit.get("quality")),
+                },
+            ),
+            rebuild.check_evaluation(),
+        ]
     return events
 
 
@@ -63,12 +75,17 @@ def supervise(deployments: Deployments, kafka: KafkaResource) -> tuple[list[dg.A
         if status.running:
             progress = status.last_progress
             lag = consumer_lag(kafka, deployments.settings.orders_topic, progress)
-            observations.append(dg.AssetObservation(asset_key=asset_key(DATASETS[name]), metadata={
-                "deployment/run_id": status.run_id,
-                "deployment/rows_per_second": float((progress or {}).get("processed_rows_per_second") or 0.0),
-                "deployment/consumer_lag": lag if lag is not None else -1,
-                "deployment/last_batch_time": (progress or {}).get("time") or "",
-            }))
+            observations.append(
+                dg.AssetObservation(
+                    asset_key=asset_key(DATASETS[name]),
+                    metadata={
+                        "deployment/run_id": status.run_id,
+                        "deployment/rows_per_second": float((progress or {}).get("processed_rows_per_second") or 0.0),
+                        "deployment/consumer_lag": lag if lag is not None else -1,
+                        "deployment/last_batch_time": (progress or {}).get("time") or "",
+                    },
+                )
+            )
         elif status.state == "dead":
             deployments.end_if_dead(name, by="supervision sensor")
         if deployments.status(name).state == "failed":
@@ -76,16 +93,21 @@ def supervise(deployments: Deployments, kafka: KafkaResource) -> tuple[list[dg.A
     return observations, failed
 
 
-@dg.sensor(minimum_interval_seconds=SUPERVISION_INTERVAL_SECONDS, default_status=dg.DefaultSensorStatus.RUNNING,
-           description="Observes streaming deployments (rows/s, consumer lag, last batch) and ends with FAIL "
-                       "any deployment whose process died without reporting an end (and redeploys it when "
-                       "LINEAGE_ASSETS_RESTART_DEAD_DEPLOYMENTS is on).")
-def streaming_deployments_supervisor(context: dg.SensorEvaluationContext, environment: SettingsResource,
-                                     kafka: KafkaResource) -> dg.SensorResult:
+@dg.sensor(
+    minimum_interval_seconds=SUPERVISION_INTERVAL_SECONDS,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Observes streaming deployments (rows/s, consumer lag, last batch) and ends with FAIL "
+    "any deployment whose process died without reporting an end (and redeploys it when "
+    "LINEAGE_ASSETS_RESTART_DEAD_DEPLOYMENTS is on).",
+)
+def streaming_deployments_supervisor(
+    context: dg.SensorEvaluationContext, environment: SettingsResource, kafka: KafkaResource
+) -> dg.SensorResult:
     deployments = deployments_for(environment.settings)
     seen = json.loads(context.cursor) if context.cursor else {}
-    commits = new_commits(deployments, LAKEHOUSE_ORDERS.key, seen,
-                          latest_metadata(context.instance, asset_key(LAKEHOUSE_ORDERS)))
+    commits = new_commits(
+        deployments, LAKEHOUSE_ORDERS.key, seen, latest_metadata(context.instance, asset_key(LAKEHOUSE_ORDERS))
+    )
     observations, failed = supervise(deployments, kafka)
     if environment.settings.restart_dead_deployments:
         for name in failed:
@@ -107,8 +129,9 @@ class DeploymentsConfig(dg.Config):
 
 
 @dg.op(description="Deploy, stop or drain the streaming jobs in continuous mode (outside this run).")
-def manage_streaming_deployments(context: dg.OpExecutionContext, config: DeploymentsConfig,
-                                 environment: SettingsResource) -> None:
+def manage_streaming_deployments(
+    context: dg.OpExecutionContext, config: DeploymentsConfig, environment: SettingsResource
+) -> None:
     deployments = deployments_for(environment.settings, running_interval=config.running_interval)
     for name in config.assets or list(STREAMING_JOBS):
         if config.action == DeploymentAction.DEPLOY:

@@ -34,12 +34,18 @@ DAILY = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_offset=1, time
 PRICE_MAX = "99999999.99"  # DECIMAL(10,2)
 ORDERS_RECONCILE, ORDERS_VALUES = CHECKS["orders_reconcile_with_topic"], CHECKS["orders_values_in_range"]
 # Per column the catalog says ORDERS_VALUES tests: its kind of test and the condition a failing row meets.
-VALUE_TESTS = {column: ("range", f"price IS NULL OR price <= 0 OR price > {PRICE_MAX}") if column == "price"
-               else ("not_null", f"{column} IS NULL") for column in ORDERS_VALUES.columns}
+VALUE_TESTS = {
+    column: ("range", f"price IS NULL OR price <= 0 OR price > {PRICE_MAX}")
+    if column == "price"
+    else ("not_null", f"{column} IS NULL")
+    for column in ORDERS_VALUES.columns
+}
 SCHEMA_CHECK = "orders_schema_readable"
-SCHEMA_CHECK_DESCRIPTION = ("No record of `orders` waits in the dead-letter topic for a writer schema version the "
-                            "pipeline cannot read (dead-lettered `schema_incompatible` and not replayed yet). While "
-                            "one does, `supplier_stats` is not rebuilt for the days written since.")
+SCHEMA_CHECK_DESCRIPTION = (
+    "No record of `orders` waits in the dead-letter topic for a writer schema version the "
+    "pipeline cannot read (dead-lettered `schema_incompatible` and not replayed yet). While "
+    "one does, `supplier_stats` is not rebuilt for the days written since."
+)
 
 
 @dataclass(frozen=True)
@@ -63,20 +69,40 @@ class Rebuild:
     @property
     def values(self) -> dict:
         """As the next ``after`` reads them from this materialization's metadata."""
-        return {"days": self.days, "days_held_back": self.held_back, "schema_incompatible_outstanding": self.outstanding}
+        return {
+            "days": self.days,
+            "days_held_back": self.held_back,
+            "schema_incompatible_outstanding": self.outstanding,
+        }
 
     @property
     def metadata(self) -> dict:
-        return {key: dg.MetadataValue.json(value) if isinstance(value, list) else value for key, value in self.values.items()}
+        return {
+            key: dg.MetadataValue.json(value) if isinstance(value, list) else value
+            for key, value in self.values.items()
+        }
 
     def assertion(self) -> Assertion:
-        return Assertion(SCHEMA_CHECK, "schema_compatible", not self.outstanding, SCHEMA_CHECK_DESCRIPTION,
-                         expected="0", actual=str(self.outstanding), blocking=True)
+        return Assertion(
+            SCHEMA_CHECK,
+            "schema_compatible",
+            not self.outstanding,
+            SCHEMA_CHECK_DESCRIPTION,
+            expected="0",
+            actual=str(self.outstanding),
+            blocking=True,
+        )
 
     def _check(self) -> dict:
-        return {"check_name": SCHEMA_CHECK, "passed": not self.outstanding, "description": SCHEMA_CHECK_DESCRIPTION,
-                "metadata": {"schema_incompatible_outstanding": self.outstanding,
-                             "days_held_back": dg.MetadataValue.json(self.held_back)}}
+        return {
+            "check_name": SCHEMA_CHECK,
+            "passed": not self.outstanding,
+            "description": SCHEMA_CHECK_DESCRIPTION,
+            "metadata": {
+                "schema_incompatible_outstanding": self.outstanding,
+                "days_held_back": dg.MetadataValue.json(self.held_back),
+            },
+        }
 
     def check_result(self) -> dg.AssetCheckResult:
         """The check as the ingestion asset yields it."""
@@ -125,23 +151,36 @@ def table_metadata(snapshot_id: int | None, schema_id: int | None, quality: dict
     from its manifests)."""
     if snapshot_id is None:
         return {}
-    return {"snapshot_id": str(snapshot_id), "table_schema_id": schema_id,
-            **({"dagster/row_count": quality["rows"], "quality": dg.MetadataValue.json(quality)} if quality else {})}
+    return {
+        "snapshot_id": str(snapshot_id),
+        "table_schema_id": schema_id,
+        **({"dagster/row_count": quality["rows"], "quality": dg.MetadataValue.json(quality)} if quality else {}),
+    }
 
 
 def ingested(run: StreamingRun[IngestionReport]) -> Outcome:
     """What a catch-up ingestion wrote, the days of `supplier_stats` to rebuild, and its schema check."""
     report, settings, log = run.report, run.settings, run.context.log
-    rebuild = Rebuild.after(latest_metadata(run.context.instance, asset_key(LAKEHOUSE_ORDERS)), report.days,
-                            report.schema_incompatible, report.dead_letters_replayed)
+    rebuild = Rebuild.after(
+        latest_metadata(run.context.instance, asset_key(LAKEHOUSE_ORDERS)),
+        report.days,
+        report.schema_incompatible,
+        report.dead_letters_replayed,
+    )
     if report.dead_letters:
-        log.warning(f"{report.dead_letters} records dead-lettered to {settings.dead_letter_topic}: {report.dead_letter_reasons}")
+        log.warning(
+            f"{report.dead_letters} records dead-lettered to {settings.dead_letter_topic}: {report.dead_letter_reasons}"
+        )
     if rebuild.outstanding:
-        log.error(f"{rebuild.outstanding} records wait in {settings.dead_letter_topic} for a schema version the "
-                  f"pipeline cannot read; supplier_stats is held back for {rebuild.held_back}: {TEACH_THEN_REPLAY}")
+        log.error(
+            f"{rebuild.outstanding} records wait in {settings.dead_letter_topic} for a schema version the "
+            f"pipeline cannot read; supplier_stats is held back for {rebuild.held_back}: {TEACH_THEN_REPLAY}"
+        )
     return Outcome(
-        OutputStatistics(rows=report.rows_written), "CREATE" if report.table_created else None,
-        version=DatasetVersion(str(report.snapshot_id), report.schema_id), quality=report.quality,
+        OutputStatistics(rows=report.rows_written),
+        "CREATE" if report.table_created else None,
+        version=DatasetVersion(str(report.snapshot_id), report.schema_id),
+        quality=report.quality,
         reads=(orders_read(settings, report.schema_versions, (rebuild.assertion(),)),),
         metadata={
             "dead_letters": report.dead_letters,
@@ -154,38 +193,51 @@ def ingested(run: StreamingRun[IngestionReport]) -> Outcome:
             "records_consumed": report.consumed_records,
             **table_metadata(report.snapshot_id, report.schema_id, report.quality),
         },
-        check_results=(rebuild.check_result(),))
+        check_results=(rebuild.check_result(),),
+    )
 
 
 def supplier_stats_asset(settings: Settings) -> dg.AssetsDefinition:
     @dg.asset(partitions_def=DAILY, **asset_spec_arguments(SUPPLIER_STATS, settings, "lakehouse"))
-    def supplier_stats(context: dg.AssetExecutionContext, environment: SettingsResource, spark_jobs: SparkJobsResource,
-                       lineage: LineageResource) -> dg.MaterializeResult:
+    def supplier_stats(
+        context: dg.AssetExecutionContext,
+        environment: SettingsResource,
+        spark_jobs: SparkJobsResource,
+        lineage: LineageResource,
+    ) -> dg.MaterializeResult:
         """Recompute one day of hourly supplier totals; overwrites exactly that day."""
         require_services(environment.settings)
         with lineage.asset_run(context, SUPPLIER_STATS, lifecycle="OVERWRITE") as run:
             application = run.spark_application()
             try:
-                report = spark_jobs.run(supplier_stats_job(environment.settings, context.partition_key),
-                                        log=context.log, extra_conf=application.conf())
+                report = spark_jobs.run(
+                    supplier_stats_job(environment.settings, context.partition_key),
+                    log=context.log,
+                    extra_conf=application.conf(),
+                )
             except BaseException as error:
                 run.forward_spark_events(application, ended_by=error)  # Spark's own events, even from a failed job
                 raise
             agent = run.forward_spark_events(application)
             observed = observed_lineage(SUPPLIER_STATS, report, environment.settings, context.log, agent)
-            run.complete(OutputStatistics(rows=report.rows_written, bytes=report.bytes_written, files=report.files_written),
-                         "CREATE" if report.table_created else "OVERWRITE",
-                         version=DatasetVersion(str(report.snapshot_id), report.schema_id), quality=report.quality,
-                         column_lineage=observed)
-        return dg.MaterializeResult(metadata={
-            **run_metadata(report.rows_in, report.rows_written, report, observed),
-            "day": report.day,
-            "files_written": report.files_written,
-            "bytes_written": report.bytes_written,
-            "table_created": report.table_created,
-            "totals": dg.MetadataValue.json(report.totals),
-            **table_metadata(report.snapshot_id, report.schema_id, report.quality),
-        })
+            run.complete(
+                OutputStatistics(rows=report.rows_written, bytes=report.bytes_written, files=report.files_written),
+                "CREATE" if report.table_created else "OVERWRITE",
+                version=DatasetVersion(str(report.snapshot_id), report.schema_id),
+                quality=report.quality,
+                column_lineage=observed,
+            )
+        return dg.MaterializeResult(
+            metadata={
+                **run_metadata(report.rows_in, report.rows_written, report, observed),
+                "day": report.day,
+                "files_written": report.files_written,
+                "bytes_written": report.bytes_written,
+                "table_created": report.table_created,
+                "totals": dg.MetadataValue.json(report.totals),
+                **table_metadata(report.snapshot_id, report.schema_id, report.quality),
+            }
+        )
 
     return supplier_stats
 
@@ -193,57 +245,102 @@ def supplier_stats_asset(settings: Settings) -> dg.AssetsDefinition:
 rebuild_supplier_stats = dg.define_asset_job("supplier_stats_job", selection=[asset_key(SUPPLIER_STATS)])
 
 
-@dg.asset_sensor(asset_key=asset_key(LAKEHOUSE_ORDERS), job=rebuild_supplier_stats, minimum_interval_seconds=30,
-                 default_status=dg.DefaultSensorStatus.RUNNING,
-                 description="A new `lakehouse/orders` materialization requests `supplier_stats` for each day it touched.")
+@dg.asset_sensor(
+    asset_key=asset_key(LAKEHOUSE_ORDERS),
+    job=rebuild_supplier_stats,
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="A new `lakehouse/orders` materialization requests `supplier_stats` for each day it touched.",
+)
 def supplier_stats_on_new_orders(context: dg.SensorEvaluationContext, asset_event: dg.EventLogEntry):
     metadata = asset_event.asset_materialization.metadata
     held = metadata.get("days_held_back")
     if held and held.value:
         yield dg.SkipReason(f"supplier_stats held back for {', '.join(held.value)}: check {SCHEMA_CHECK} failed")
     days = metadata.get("days")
-    for day in (days.value if days else []):
+    for day in days.value if days else []:
         # One request per (materialization, day): a re-evaluation never asks twice.
         yield dg.RunRequest(run_key=f"{asset_event.run_id}:{asset_event.timestamp}:{day}", partition_key=day)
 
 
 @dg.asset_check(**check_arguments(ORDERS_RECONCILE))
-def orders_reconcile_with_topic(context: dg.AssetCheckExecutionContext, environment: SettingsResource,
-                                pyspark: PySparkResource, kafka: KafkaResource, lineage: LineageResource) -> dg.AssetCheckResult:
+def orders_reconcile_with_topic(
+    context: dg.AssetCheckExecutionContext,
+    environment: SettingsResource,
+    pyspark: PySparkResource,
+    kafka: KafkaResource,
+    lineage: LineageResource,
+) -> dg.AssetCheckResult:
     settings = environment.settings
     with lineage.check_run(context, ORDERS_RECONCILE) as run:
         event = context.instance.get_latest_materialization_event(asset_key(LAKEHOUSE_ORDERS))
         consumed = event.asset_materialization.metadata["records_consumed"].value if event else 0
         rows = committed_table(pyspark.spark_session, iceberg_table_name(settings, "orders")).count()
         dead = sum(kafka.end_offsets(settings.dead_letter_topic).values())
-        return run.result([Assertion(
-            ORDERS_RECONCILE.name, "row_count", rows + dead == consumed,
-            "rows in the table plus dead letters equal the topic records the ingestion consumed",
-            expected=str(consumed), actual=str(rows + dead))],
-            metadata={"table_rows": rows, "dead_letters": dead, "consumed_offsets": consumed})
+        return run.result(
+            [
+                Assertion(
+                    ORDERS_RECONCILE.name,
+                    "row_count",
+                    rows + dead == consumed,
+                    "rows in the table plus dead letters equal the topic records the ingestion consumed",
+                    expected=str(consumed),
+                    actual=str(rows + dead),
+                )
+            ],
+            metadata={"table_rows": rows, "dead_letters": dead, "consumed_offsets": consumed},
+        )
 
 
 @dg.asset_check(**check_arguments(ORDERS_VALUES))
-def orders_values_in_range(context: dg.AssetCheckExecutionContext, environment: SettingsResource,
-                           pyspark: PySparkResource, lineage: LineageResource) -> dg.AssetCheckResult:
+def orders_values_in_range(
+    context: dg.AssetCheckExecutionContext,
+    environment: SettingsResource,
+    pyspark: PySparkResource,
+    lineage: LineageResource,
+) -> dg.AssetCheckResult:
     table = iceberg_table_name(environment.settings, "orders")
     with lineage.check_run(context, ORDERS_VALUES) as run:
-        failing = committed_table(pyspark.spark_session, table).selectExpr(*(
-            f"count_if({condition}) AS {column}" for column, (_, condition) in VALUE_TESTS.items())).collect()[0].asDict()
-        return run.result([Assertion(
-            ORDERS_VALUES.name, kind, failing[column] == 0, f"no row where {condition}", column=column,
-            expected="0", actual=str(failing[column]), sql=f"SELECT count_if({condition}) FROM {table}")
-            for column, (kind, condition) in VALUE_TESTS.items()],
-            metadata={f"{column}_failing": count for column, count in failing.items()})
+        failing = (
+            committed_table(pyspark.spark_session, table)
+            .selectExpr(*(f"count_if({condition}) AS {column}" for column, (_, condition) in VALUE_TESTS.items()))
+            .collect()[0]
+            .asDict()
+        )
+        return run.result(
+            [
+                Assertion(
+                    ORDERS_VALUES.name,
+                    kind,
+                    failing[column] == 0,
+                    f"no row where {condition}",
+                    column=column,
+                    expected="0",
+                    actual=str(failing[column]),
+                    sql=f"SELECT count_if({condition}) FROM {table}",
+                )
+                for column, (kind, condition) in VALUE_TESTS.items()
+            ],
+            metadata={f"{column}_failing": count for column, count in failing.items()},
+        )
 
 
 def lakehouse_definitions(settings: Settings) -> dg.Definitions:
     orders = streaming_asset(
-        ingestion_job, settings, "lakehouse", ingested, topics=lambda settings: (settings.dead_letter_topic,),
-        check_specs=[dg.AssetCheckSpec(SCHEMA_CHECK, asset=asset_key(LAKEHOUSE_ORDERS), blocking=True,
-                                       description=SCHEMA_CHECK_DESCRIPTION)])
+        ingestion_job,
+        settings,
+        "lakehouse",
+        ingested,
+        topics=lambda settings: (settings.dead_letter_topic,),
+        check_specs=[
+            dg.AssetCheckSpec(
+                SCHEMA_CHECK, asset=asset_key(LAKEHOUSE_ORDERS), blocking=True, description=SCHEMA_CHECK_DESCRIPTION
+            )
+        ],
+    )
     return dg.Definitions(
         assets=[orders, supplier_stats_asset(settings)],
         asset_checks=[orders_reconcile_with_topic, orders_values_in_range],
         jobs=[rebuild_supplier_stats],
-        sensors=[supplier_stats_on_new_orders])
+        sensors=[supplier_stats_on_new_orders],
+    )

@@ -12,12 +12,22 @@ def windows_published(run: StreamingRun[LiveStatsReport]) -> Outcome:
     """The windows the watermark closed during a catch-up run, published to the statistics topic."""
     topic = run.settings.supplier_stats_topic
     return Outcome(
-        OutputStatistics(rows=run.report.windows_written), "CREATE" if topic in run.topics_created else None,
+        OutputStatistics(rows=run.report.windows_written),
+        "CREATE" if topic in run.topics_created else None,
         reads=(orders_read(run.settings, run.report.schema_versions),),
-        metadata={"kafka/output_end_offsets": dg.MetadataValue.json(run.kafka.end_offsets(topic))})
+        metadata={"kafka/output_end_offsets": dg.MetadataValue.json(run.kafka.end_offsets(topic))},
+    )
 
 
 def live_stats_definitions(settings: Settings) -> dg.Definitions:
-    return dg.Definitions(assets=[streaming_asset(
-        live_stats_job, settings, "live_stats", windows_published,
-        topics=lambda settings: (settings.supplier_stats_topic,))])
+    return dg.Definitions(
+        assets=[
+            streaming_asset(
+                live_stats_job,
+                settings,
+                "live_stats",
+                windows_published,
+                topics=lambda settings: (settings.supplier_stats_topic,),
+            )
+        ]
+    )

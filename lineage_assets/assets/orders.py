@@ -26,37 +26,62 @@ class OrdersConfig(dg.Config):
 
     def generator(self) -> GeneratorConfig:
         start = dt.datetime.fromisoformat(self.start) if self.start else None
-        return GeneratorConfig(count=self.count, seed=self.seed, start=start, interval_seconds=self.interval_seconds,
-                               late_fraction=self.late_fraction, bad_fraction=self.bad_fraction)
+        return GeneratorConfig(
+            count=self.count,
+            seed=self.seed,
+            start=start,
+            interval_seconds=self.interval_seconds,
+            late_fraction=self.late_fraction,
+            bad_fraction=self.bad_fraction,
+        )
 
 
 def orders_definitions(settings: Settings) -> dg.Definitions:
     @dg.asset(**asset_spec_arguments(ORDERS, settings, "ingest"))
-    def orders(context: dg.AssetExecutionContext, config: OrdersConfig, environment: SettingsResource,
-               kafka: KafkaResource, lineage: LineageResource) -> dg.MaterializeResult:
+    def orders(
+        context: dg.AssetExecutionContext,
+        config: OrdersConfig,
+        environment: SettingsResource,
+        kafka: KafkaResource,
+        lineage: LineageResource,
+    ) -> dg.MaterializeResult:
         """Ensure the topics and the value schema exist, then produce ``count`` generated orders."""
         started = time.monotonic()
         settings = environment.settings
         require_services(settings)
         with lineage.asset_run(context, ORDERS) as run:
-            created = kafka.ensure_topics(settings.orders_topic, settings.supplier_stats_topic, settings.dead_letter_topic)
+            created = kafka.ensure_topics(
+                settings.orders_topic, settings.supplier_stats_topic, settings.dead_letter_topic
+            )
             schema = kafka.register_value_schema(settings.orders_topic, orders_avro_schema_json())
             generated = list(generate_orders(config.generator()))
-            report = produce_orders(generated, settings.kafka_servers, settings.schema_registry_url, settings.orders_topic,
-                                    progress=context.log.info)
-            run.complete(OutputStatistics(rows=report.produced), "CREATE" if settings.orders_topic in created else None,
-                         version=DatasetVersion(f"{schema.subject}:{schema.version}"))
+            report = produce_orders(
+                generated,
+                settings.kafka_servers,
+                settings.schema_registry_url,
+                settings.orders_topic,
+                progress=context.log.info,
+            )
+            run.complete(
+                OutputStatistics(rows=report.produced),
+                "CREATE" if settings.orders_topic in created else None,
+                version=DatasetVersion(f"{schema.subject}:{schema.version}"),
+            )
         context.log.info(f"produced {report.produced} orders to {settings.orders_topic}: {report.by_kind}")
-        return dg.MaterializeResult(metadata={
-            "rows_out": report.produced,
-            "records_by_kind": dg.MetadataValue.json(report.by_kind),
-            "schema_id": schema.schema_id,
-            "schema_version": schema.version,
-            "topics_created": dg.MetadataValue.json(created),
-            "kafka/end_offsets": dg.MetadataValue.json({settings.orders_topic: kafka.end_offsets(settings.orders_topic)}),
-            "first_sent_at": report.first_sent_at or "",
-            "last_sent_at": report.last_sent_at or "",
-            "duration_seconds": round(time.monotonic() - started, 3),
-        })
+        return dg.MaterializeResult(
+            metadata={
+                "rows_out": report.produced,
+                "records_by_kind": dg.MetadataValue.json(report.by_kind),
+                "schema_id": schema.schema_id,
+                "schema_version": schema.version,
+                "topics_created": dg.MetadataValue.json(created),
+                "kafka/end_offsets": dg.MetadataValue.json(
+                    {settings.orders_topic: kafka.end_offsets(settings.orders_topic)}
+                ),
+                "first_sent_at": report.first_sent_at or "",
+                "last_sent_at": report.last_sent_at or "",
+                "duration_seconds": round(time.monotonic() - started, 3),
+            }
+        )
 
     return dg.Definitions(assets=[orders])

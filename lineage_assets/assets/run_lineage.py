@@ -49,27 +49,38 @@ def run_lineage_executor(settings: Settings) -> dg.ExecutorDefinition:
     """The Definitions' default executor: Dagster's own default, configured the same way, wrapped."""
     default = dg.multi_or_in_process_executor
     return dg.ExecutorDefinition(
-        name=default.name, config_schema=default.config_schema, requirements=default.get_requirements,
+        name=default.name,
+        config_schema=default.config_schema,
+        requirements=default.get_requirements,
         executor_creation_fn=lambda context: RunLineageExecutor(default.executor_creation_fn(context), settings),
-        description=RunLineageExecutor.__doc__)
+        description=RunLineageExecutor.__doc__,
+    )
 
 
 # Running by default: without them a Dagster run's lineage would stay RUNNING forever.
-@dg.run_status_sensor(run_status=dg.DagsterRunStatus.SUCCESS, monitor_all_code_locations=False,
-                      default_status=dg.DefaultSensorStatus.RUNNING,
-                      description="Sends the terminal lineage event of each finished Dagster run.")
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.SUCCESS,
+    monitor_all_code_locations=False,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Sends the terminal lineage event of each finished Dagster run.",
+)
 def dagster_run_succeeded_lineage(context: dg.RunStatusSensorContext, lineage: LineageResource):
     end_dagster_run(lineage.environment.settings, context.instance, context.dagster_run.run_id)
 
 
-@dg.run_failure_sensor(default_status=dg.DefaultSensorStatus.RUNNING,
-                       description="Sends the FAIL lineage event of each failed Dagster run.")
+@dg.run_failure_sensor(
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Sends the FAIL lineage event of each failed Dagster run.",
+)
 def dagster_run_failed_lineage(context: dg.RunFailureSensorContext, lineage: LineageResource):
     end_dagster_run(lineage.environment.settings, context.instance, context.dagster_run.run_id)
 
 
-@dg.run_status_sensor(run_status=dg.DagsterRunStatus.CANCELED, default_status=dg.DefaultSensorStatus.RUNNING,
-                      description="Sends the ABORT lineage event of each cancelled Dagster run.")
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.CANCELED,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Sends the ABORT lineage event of each cancelled Dagster run.",
+)
 def dagster_run_cancelled_lineage(context: dg.RunStatusSensorContext, lineage: LineageResource):
     end_dagster_run(lineage.environment.settings, context.instance, context.dagster_run.run_id)
 
@@ -77,4 +88,5 @@ def dagster_run_cancelled_lineage(context: dg.RunStatusSensorContext, lineage: L
 def run_lineage_definitions(settings: Settings) -> dg.Definitions:
     return dg.Definitions(
         sensors=[dagster_run_succeeded_lineage, dagster_run_failed_lineage, dagster_run_cancelled_lineage],
-        executor=run_lineage_executor(settings))
+        executor=run_lineage_executor(settings),
+    )

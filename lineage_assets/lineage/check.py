@@ -16,7 +16,6 @@ from lineage_assets.lineage.marquez import MarquezApi, lineage_nodes, read_graph
 from lineage_assets.settings import Settings
 
 
-
 def _asset_job(dataset: Dataset, settings: Settings) -> str:
     return job_key(settings.lineage_namespace, dataset.job.lineage_name)
 
@@ -40,8 +39,8 @@ def check(events: list[dict], settings: Settings, running_jobs: set[str] = froze
 def check_marquez(api: MarquezApi, settings: Settings, running_jobs: set[str] = frozenset()) -> list[str]:
     """``check`` of what Marquez shows: its jobs, runs and each asset's column lineage as its current
     version keeps it (Marquez's column-lineage graph also keeps every field pair it was ever sent, so a
-    derivation changed since lingers there), plus its lineage graph
-    (asset and check jobs only) around every asset and every dataset the project's jobs read or write there. Other datasets in
+    derivation changed since lingers there), plus its lineage graph (asset and check jobs only)
+    around every asset and every dataset the project's jobs read or write there. Other datasets in
     the same namespaces (another team's topics on a shared cluster) are not the project's."""
     graph = read_graph(api, settings)
     for dataset in DATASETS.values():  # the column lineage Marquez keeps with each asset's current version
@@ -52,8 +51,10 @@ def check_marquez(api: MarquezApi, settings: Settings, running_jobs: set[str] = 
     gaps = check_graph(graph, settings, running_jobs)
     retired = _retired_jobs(settings)
     for job in sorted(set(graph.jobs) & set(retired)):
-        gaps.append(f"retired job: {job} (now {retired[job]}) is still shown in Marquez; "
-                    f"`lineage-assets lineage retire` hides it")
+        gaps.append(
+            f"retired job: {job} (now {retired[job]}) is still shown in Marquez; "
+            f"`lineage-assets lineage retire` hides it"
+        )
     expected_jobs = {_asset_job(dataset, settings) for dataset in DATASETS.values()} | set(_check_jobs(settings))
     expected_datasets = {dataset.identity(settings).node for dataset in DATASETS.values()}
     for dataset in DATASETS.values():
@@ -65,7 +66,10 @@ def check_marquez(api: MarquezApi, settings: Settings, running_jobs: set[str] = 
     symlinks = {(s.namespace, s.name) for dataset in DATASETS.values() for s in dataset.identity(settings).symlinks}
     touched = set().union(*graph.inputs.values(), *graph.outputs.values())
     for namespace, name in sorted(touched - expected_datasets - symlinks):
-        gaps.append(f"the project's jobs in Marquez touch dataset {namespace}:{name}, which is neither an asset nor an asset's symlink")
+        gaps.append(
+            f"the project's jobs in Marquez touch dataset {namespace}:{name}, which is neither an "
+            f"asset nor an asset's symlink"
+        )
     return gaps
 
 
@@ -82,7 +86,9 @@ def check_graph(graph: LineageGraph, settings: Settings, running_jobs: set[str] 
             if upstream not in graph.inputs.get(job, set()):
                 gaps.append(f"missing edge: dataset {upstream[0]}:{upstream[1]} (asset {upstream_key}) -> job {job}")
         for extra in sorted(graph.inputs.get(job, set()) - upstream_nodes):
-            gaps.append(f"extra edge: job {job} reads {extra[0]}:{extra[1]}, which asset {dataset.key} does not depend on")
+            gaps.append(
+                f"extra edge: job {job} reads {extra[0]}:{extra[1]}, which asset {dataset.key} does not depend on"
+            )
         for extra in sorted(graph.outputs.get(job, set()) - {node}):
             gaps.append(f"extra edge: job {job} writes {extra[0]}:{extra[1]}, which is not asset {dataset.key}")
         gaps.extend(_column_gaps(graph, dataset, node, job, settings))
@@ -90,9 +96,14 @@ def check_graph(graph: LineageGraph, settings: Settings, running_jobs: set[str] 
     for job, asset_check in check_jobs.items():  # a check that never ran has no job; one that ran reads what it checks
         checked = DATASETS[asset_check.dataset].identity(settings).node
         if job in graph.jobs and checked not in graph.inputs.get(job, set()):
-            gaps.append(f"missing edge: dataset {checked[0]}:{checked[1]} (asset {asset_check.dataset}) -> check job {job}")
+            gaps.append(
+                f"missing edge: dataset {checked[0]}:{checked[1]} (asset {asset_check.dataset}) -> check job {job}"
+            )
         for extra in sorted(graph.inputs.get(job, set()) - {checked}):
-            gaps.append(f"extra edge: check job {job} reads {extra[0]}:{extra[1]}, which is not asset {asset_check.dataset} it checks")
+            gaps.append(
+                f"extra edge: check job {job} reads {extra[0]}:{extra[1]}, which is not asset "
+                f"{asset_check.dataset} it checks"
+            )
         for extra in sorted(graph.outputs.get(job, set())):
             gaps.append(f"extra edge: check job {job} writes {extra[0]}:{extra[1]}; a check writes nothing")
     orchestrator = job_key(settings.lineage_namespace, ORCHESTRATOR_JOB)
@@ -101,7 +112,9 @@ def check_graph(graph: LineageGraph, settings: Settings, running_jobs: set[str] 
         if job in asset_jobs or job in check_jobs or job == orchestrator or job in retired:
             continue
         if graph.datasets_of(job):
-            gaps.append(f"extra job: {job} reads or writes {len(graph.datasets_of(job))} datasets but is no asset's job")
+            gaps.append(
+                f"extra job: {job} reads or writes {len(graph.datasets_of(job))} datasets but is no asset's job"
+            )
         elif (summary := graph.jobs.get(job)) is None or summary.parent not in {*asset_jobs, orchestrator}:
             gaps.append(f"stray job: {job} is neither an asset's job, the orchestrator's, nor nested under one")
     for (namespace, name, kind), nodes in sorted(graph.aliases.items()):
@@ -109,7 +122,9 @@ def check_graph(graph: LineageGraph, settings: Settings, running_jobs: set[str] 
             names = ", ".join(f"{n[0]}:{n[1]}" for n in sorted(nodes))
             gaps.append(f"duplicate dataset: {kind} {namespace}:{name} is named {len(nodes)} ways: {names}")
     known = {d.identity(settings).node for d in DATASETS.values()}
-    used = sorted({(job, node) for side in (graph.inputs, graph.outputs) for job, nodes in side.items() for node in nodes})
+    used = sorted(
+        {(job, node) for side in (graph.inputs, graph.outputs) for job, nodes in side.items() for node in nodes}
+    )
     for job, node in used:
         if node not in known and not any(node in aliased for aliased in graph.aliases.values() if known & aliased):
             gaps.append(f"orphan dataset: {node[0]}:{node[1]} (used by job {job}) is no asset of the graph")
@@ -165,8 +180,10 @@ def not_delivered(log: EventLog) -> list[str]:
     if waiting := log.pending():
         found.append(f"{waiting} events of {log.path} wait for delivery (`lineage-assets lineage status`)")
     if dead := len(log.dead_letters()):
-        found.append(f"{dead} events were set aside in {log.dead_letters_path} and never delivered "
-                     "(`lineage-assets lineage dead-letters`)")
+        found.append(
+            f"{dead} events were set aside in {log.dead_letters_path} and never delivered "
+            "(`lineage-assets lineage dead-letters`)"
+        )
     return found
 
 
@@ -174,4 +191,6 @@ def report(gaps: list[str], where: str) -> str:
     """The check's result as printed: one line when ``where`` matches the asset graph, else a line per gap."""
     if not gaps:
         return f"lineage check: {where} matches the asset graph"
-    return "\n".join([f"lineage check: {len(gaps)} gaps between the asset graph and {where}:", *(f"  - {gap}" for gap in gaps)])
+    return "\n".join(
+        [f"lineage check: {len(gaps)} gaps between the asset graph and {where}:", *(f"  - {gap}" for gap in gaps)]
+    )

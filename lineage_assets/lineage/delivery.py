@@ -36,7 +36,9 @@ class Backend:
         fallback, the console, is not a lineage backend, and the durable transport would log to itself)."""
         client_log = logging.getLogger("openlineage.client.client")
         level = client_log.level
-        client_log.setLevel(logging.ERROR)  # its "no configuration, printing to console" notice: no backend is fine here
+        client_log.setLevel(
+            logging.ERROR
+        )  # its "no configuration, printing to console" notice: no backend is fine here
         try:
             transport = OpenLineageClient(config=self.client_config).transport
         finally:
@@ -183,7 +185,9 @@ class Delivery:
     def _set_aside(self, line: Line, reason: str) -> None:
         self.log.set_aside(line, reason)
         self._record(last_error=f"set aside the event at byte {line.offset}: {reason}")
-        log.warning("lineage event at byte %d of %s set aside (%s); delivery goes on", line.offset, self.log.path, reason)
+        log.warning(
+            "lineage event at byte %d of %s set aside (%s); delivery goes on", line.offset, self.log.path, reason
+        )
 
     def _record(self, **status) -> None:
         at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -222,6 +226,13 @@ class Delivery:
                     left.append({**record, "reason": f"unreadable: {str(error).splitlines()[0]}"})
                 except Exception as error:
                     reason = rejection(error)
-                    left.append({**record, "reason": f"refused by the backend: {reason}" if reason else f"backend unavailable: {error}"})
+                    left.append(
+                        {
+                            **record,
+                            "reason": f"refused by the backend: {reason}"
+                            if reason
+                            else f"backend unavailable: {error}",
+                        }
+                    )
             self.log.replace_dead_letters(left)
             return taken, left

@@ -21,6 +21,7 @@ import attrs
 
 from lineage_assets.private_files import OWNER_ONLY, replace_private
 
+
 @contextmanager
 def file_lock(path: Path, blocking: bool = True):
     path.parent.mkdir(mode=OWNER_ONLY, parents=True, exist_ok=True)
@@ -65,7 +66,9 @@ def run_event(text: bytes | str) -> dict:
     event = json.loads(text)
     if not isinstance(event, dict):
         raise ValueError(f"a JSON {type(event).__name__}, not an event")
-    missing = [name for name in ("eventTime", "run", "job") if not isinstance(event.get(name), (str, dict)) or not event[name]]
+    missing = [
+        name for name in ("eventTime", "run", "job") if not isinstance(event.get(name), (str, dict)) or not event[name]
+    ]
     if missing or "runId" not in event["run"] or not {"namespace", "name"} <= set(event["job"]):
         raise ValueError(f"not an OpenLineage run event (no {', '.join(missing) or 'run id or job name'})")
     try:
@@ -121,8 +124,12 @@ class EventLog:
 
     def set_aside(self, line: Line, reason: str) -> None:
         """``line`` into the dead letters, with why and when."""
-        record = {"offset": line.offset, "reason": reason, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                  "line": line.text.decode(errors="replace").rstrip("\n")}
+        record = {
+            "offset": line.offset,
+            "reason": reason,
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "line": line.text.decode(errors="replace").rstrip("\n"),
+        }
         with file_lock(self.folder / "dead-letters.lock"), self.dead_letters_path.open("a") as out:
             out.write(json.dumps(record) + "\n")
 

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 import attr
 import openlineage.client
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
-from openlineage.client.generated.base import InputDatasetFacet, RunFacet
 from openlineage.client.facet_v2 import (
     column_lineage_dataset,
     data_quality_assertions_dataset,
@@ -43,9 +42,19 @@ from openlineage.client.facet_v2 import (
     symlinks_dataset,
     tags_run,
 )
+from openlineage.client.generated.base import InputDatasetFacet, RunFacet
 from openlineage.client.uuid import generate_static_uuid
 
-from lineage_assets.datasets import DATASETS, ORCHESTRATOR_JOB, ORDERS, OWNERS, Check, ColumnSource, Dataset, Transformation
+from lineage_assets.datasets import (
+    DATASETS,
+    ORCHESTRATOR_JOB,
+    ORDERS,
+    OWNERS,
+    Check,
+    ColumnSource,
+    Dataset,
+    Transformation,
+)
 from lineage_assets.settings import PROJECT_ROOT, Settings
 from lineage_assets.source_schemas import value_subject
 
@@ -169,59 +178,101 @@ class SourceRead:
 def orders_read(settings: Settings, versions, assertions: tuple[Assertion, ...] = ()) -> SourceRead:
     """What a run read of the orders topic: the writer versions of a Spark job's report or a
     deployment's progress (``schema_versions`` entries), and its tests of them."""
-    return SourceRead(dataset=ORDERS.key, subject=value_subject(settings.orders_topic), versions=tuple(versions or ()),
-                      assertions=assertions)
+    return SourceRead(
+        dataset=ORDERS.key,
+        subject=value_subject(settings.orders_topic),
+        versions=tuple(versions or ()),
+        assertions=assertions,
+    )
 
 
 @functools.cache
 def _git_revision() -> str | None:
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True,
-                              timeout=5, check=True).stdout.strip() or None
+        return (
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=5, check=True
+            ).stdout.strip()
+            or None
+        )
     except (OSError, subprocess.SubprocessError):
         return None
 
 
-def _job_facets(processing_type: str, job_type: str, description: str, source: str,
-                emission: job_type_job.EmissionPattern | None = None) -> dict:
+def _job_facets(
+    processing_type: str,
+    job_type: str,
+    description: str,
+    source: str,
+    emission: job_type_job.EmissionPattern | None = None,
+) -> dict:
     return {
-        "jobType": job_type_job.JobTypeJobFacet(processingType=processing_type, integration=INTEGRATION,
-                                                jobType=job_type, emissionPattern=emission),
+        "jobType": job_type_job.JobTypeJobFacet(
+            processingType=processing_type, integration=INTEGRATION, jobType=job_type, emissionPattern=emission
+        ),
         "documentation": documentation_job.DocumentationJobFacet(description=description),
         "ownership": ownership_job.OwnershipJobFacet(owners=[ownership_job.Owner(name=owner) for owner in OWNERS]),
         "sourceCodeLocation": source_code_location_job.SourceCodeLocationJobFacet(
-            type="git", url=PROJECT_ROOT.as_uri(), path=source, version=_git_revision()),
+            type="git", url=PROJECT_ROOT.as_uri(), path=source, version=_git_revision()
+        ),
     }
 
 
 def job(dataset: Dataset, settings: Settings, running_interval: int | None = None) -> Job:
     # A deployment reports periodically (RUNNING every `running_interval` s), each event complete.
-    emission = job_type_job.EmissionPattern(
-        eventTrigger="PERIODIC", eventContentMode="COMPLETE_SNAPSHOT", windowDuration=running_interval,
-    ) if running_interval else None
-    return Job(namespace=settings.lineage_namespace, name=dataset.job.lineage_name, facets=_job_facets(
-        dataset.job.processing_type, "DEPLOYMENT" if running_interval else "ASSET",
-        f"Materializes {dataset.title} (Dagster asset `{dataset.key}`). {dataset.description}", dataset.job.source, emission))
+    emission = (
+        job_type_job.EmissionPattern(
+            eventTrigger="PERIODIC",
+            eventContentMode="COMPLETE_SNAPSHOT",
+            windowDuration=running_interval,
+        )
+        if running_interval
+        else None
+    )
+    return Job(
+        namespace=settings.lineage_namespace,
+        name=dataset.job.lineage_name,
+        facets=_job_facets(
+            dataset.job.processing_type,
+            "DEPLOYMENT" if running_interval else "ASSET",
+            f"Materializes {dataset.title} (Dagster asset `{dataset.key}`). {dataset.description}",
+            dataset.job.source,
+            emission,
+        ),
+    )
 
 
 def check_job(check: Check, settings: Settings) -> Job:
     checked = DATASETS[check.dataset]
-    return Job(namespace=settings.lineage_namespace, name=check.lineage_name, facets=_job_facets(
-        "BATCH", "ASSET_CHECK", f"Dagster asset check `{check.name}` of {checked.title} (asset `{checked.key}`): "
-        f"{check.description}", check.source))
+    return Job(
+        namespace=settings.lineage_namespace,
+        name=check.lineage_name,
+        facets=_job_facets(
+            "BATCH",
+            "ASSET_CHECK",
+            f"Dagster asset check `{check.name}` of {checked.title} (asset `{checked.key}`): {check.description}",
+            check.source,
+        ),
+    )
 
 
 def _dataset_facets(dataset: Dataset, settings: Settings) -> dict:
     identity = dataset.identity(settings)
     facets = {
-        "schema": schema_dataset.SchemaDatasetFacet(fields=[
-            schema_dataset.SchemaDatasetFacetFields(name=c.name, type=c.type, description=c.description)
-            for c in dataset.columns]),
+        "schema": schema_dataset.SchemaDatasetFacet(
+            fields=[
+                schema_dataset.SchemaDatasetFacetFields(name=c.name, type=c.type, description=c.description)
+                for c in dataset.columns
+            ]
+        ),
         "dataSource": datasource_dataset.DatasourceDatasetFacet(name=identity.namespace, uri=identity.namespace),
     }
     if identity.symlinks:
-        facets["symlinks"] = symlinks_dataset.SymlinksDatasetFacet(identifiers=[
-            symlinks_dataset.Identifier(namespace=s.namespace, name=s.name, type=s.type) for s in identity.symlinks])
+        facets["symlinks"] = symlinks_dataset.SymlinksDatasetFacet(
+            identifiers=[
+                symlinks_dataset.Identifier(namespace=s.namespace, name=s.name, type=s.type) for s in identity.symlinks
+            ]
+        )
     return facets
 
 
@@ -233,8 +284,9 @@ def deprecated_transformation_type(transformation: Transformation) -> str:
     return f"{transformation.type}/{transformation.subtype}"
 
 
-def column_lineage_facet(lineage: dict[str, tuple[ColumnSource, ...]],
-                         settings: Settings) -> column_lineage_dataset.ColumnLineageDatasetFacet:
+def column_lineage_facet(
+    lineage: dict[str, tuple[ColumnSource, ...]], settings: Settings
+) -> column_lineage_dataset.ColumnLineageDatasetFacet:
     """``lineage`` (per column, each input field with one transformation) as the facet: one input
     field per dataset and field, with all its transformations."""
     fields = {}
@@ -247,17 +299,29 @@ def column_lineage_facet(lineage: dict[str, tuple[ColumnSource, ...]],
         inputs = []
         for (key, field_name), transformations in grouped.items():
             upstream = DATASETS[key].identity(settings)
-            inputs.append(column_lineage_dataset.InputField(
-                namespace=upstream.namespace, name=upstream.name, field=field_name,
-                transformations=[column_lineage_dataset.Transformation(
-                    type=t.type, subtype=t.subtype, description=t.description, masking=False) for t in transformations]))
+            inputs.append(
+                column_lineage_dataset.InputField(
+                    namespace=upstream.namespace,
+                    name=upstream.name,
+                    field=field_name,
+                    transformations=[
+                        column_lineage_dataset.Transformation(
+                            type=t.type, subtype=t.subtype, description=t.description, masking=False
+                        )
+                        for t in transformations
+                    ],
+                )
+            )
         # Both spellings: the spec's current per-input `transformations`, and the deprecated
         # per-column fields, which are the only ones Marquez (0.51) stores and shows.
-        merged = sorted(dict.fromkeys(source.transformation for source in sources), key=lambda t: (t.type, t.subtype, t.description))
+        merged = sorted(
+            dict.fromkeys(source.transformation for source in sources), key=lambda t: (t.type, t.subtype, t.description)
+        )
         fields[column] = column_lineage_dataset.Fields(
             inputFields=inputs,
             transformationType=", ".join(dict.fromkeys(map(deprecated_transformation_type, merged))),
-            transformationDescription="; ".join(dict.fromkeys(t.description for t in merged)))
+            transformationDescription="; ".join(dict.fromkeys(t.description for t in merged)),
+        )
     return column_lineage_dataset.ColumnLineageDatasetFacet(fields=fields)
 
 
@@ -268,26 +332,59 @@ def _read_facets(upstream: Dataset, read: SourceRead) -> tuple[dict, dict]:
     newest = read.newest_readable()
     if newest is not None:
         described = {c.name: c.description for c in upstream.columns}
-        facets["schema"] = schema_dataset.SchemaDatasetFacet(fields=[
-            schema_dataset.SchemaDatasetFacetFields(
-                name=name, type=kind, description=described.get(name, f"added in {read.subject} version {newest['version']}"))
-            for name, kind in newest["fields"]])
-        facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=f"{read.subject}:{newest['version']}")
+        facets["schema"] = schema_dataset.SchemaDatasetFacet(
+            fields=[
+                schema_dataset.SchemaDatasetFacetFields(
+                    name=name,
+                    type=kind,
+                    description=described.get(name, f"added in {read.subject} version {newest['version']}"),
+                )
+                for name, kind in newest["fields"]
+            ]
+        )
+        facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(
+            datasetVersion=f"{read.subject}:{newest['version']}"
+        )
     if read.versions:
-        input_facets["schemaVersions"] = SchemaVersionsInputDatasetFacet(subject=read.subject, versions=[
-            {"version": v["version"], "schemaId": v["schema_id"], "records": v["records"], "readable": v["readable"],
-             "problems": v["problems"]} for v in read.versions])
+        input_facets["schemaVersions"] = SchemaVersionsInputDatasetFacet(
+            subject=read.subject,
+            versions=[
+                {
+                    "version": v["version"],
+                    "schemaId": v["schema_id"],
+                    "records": v["records"],
+                    "readable": v["readable"],
+                    "problems": v["problems"],
+                }
+                for v in read.versions
+            ],
+        )
     if read.assertions:
         input_facets["dataQualityAssertions"] = assertions_facet(read.assertions)
     return facets, input_facets
 
 
-def assertions_facet(assertions: tuple[Assertion, ...]) -> data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet:
-    return data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet(assertions=[
-        data_quality_assertions_dataset.Assertion(
-            assertion=a.kind, success=a.passed, column=a.column, name=a.check, description=a.description,
-            expected=a.expected, actual=a.actual, severity="error" if a.blocking else "warn",
-            content=a.sql, contentType="sql" if a.sql else None, params=None) for a in assertions])
+def assertions_facet(
+    assertions: tuple[Assertion, ...],
+) -> data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet:
+    return data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet(
+        assertions=[
+            data_quality_assertions_dataset.Assertion(
+                assertion=a.kind,
+                success=a.passed,
+                column=a.column,
+                name=a.check,
+                description=a.description,
+                expected=a.expected,
+                actual=a.actual,
+                severity="error" if a.blocking else "warn",
+                content=a.sql,
+                contentType="sql" if a.sql else None,
+                params=None,
+            )
+            for a in assertions
+        ]
+    )
 
 
 def inputs(dataset: Dataset, settings: Settings, reads: tuple[SourceRead, ...] = ()) -> list[InputDataset]:
@@ -300,7 +397,9 @@ def inputs(dataset: Dataset, settings: Settings, reads: tuple[SourceRead, ...] =
             if read.dataset == key:
                 read_facets, input_facets = _read_facets(upstream, read)
                 facets.update(read_facets)
-        result.append(InputDataset(namespace=identity.namespace, name=identity.name, facets=facets, inputFacets=input_facets))
+        result.append(
+            InputDataset(namespace=identity.namespace, name=identity.name, facets=facets, inputFacets=input_facets)
+        )
     return result
 
 
@@ -313,15 +412,27 @@ def quality_facet(quality: dict) -> data_quality_metrics_dataset.DataQualityMetr
     added. Per column: nulls, and min and max of numeric columns; no distinct counts, which neither
     source has exactly."""
     return data_quality_metrics_dataset.DataQualityMetricsDatasetFacet(
-        rowCount=quality["rows"], bytes=quality["bytes"], fileCount=quality["files"],
-        columnMetrics={name: data_quality_metrics_dataset.ColumnMetrics(
-            nullCount=column.get("nulls"), min=column.get("min"), max=column.get("max"), quantiles=None)
-            for name, column in quality["columns"].items()})
+        rowCount=quality["rows"],
+        bytes=quality["bytes"],
+        fileCount=quality["files"],
+        columnMetrics={
+            name: data_quality_metrics_dataset.ColumnMetrics(
+                nullCount=column.get("nulls"), min=column.get("min"), max=column.get("max"), quantiles=None
+            )
+            for name, column in quality["columns"].items()
+        },
+    )
 
 
-def output(dataset: Dataset, settings: Settings, statistics: OutputStatistics | None = None,
-           lifecycle: str | None = None, version: DatasetVersion | None = None, quality: dict | None = None,
-           column_lineage: dict[str, tuple[ColumnSource, ...]] | None = None) -> OutputDataset:
+def output(
+    dataset: Dataset,
+    settings: Settings,
+    statistics: OutputStatistics | None = None,
+    lifecycle: str | None = None,
+    version: DatasetVersion | None = None,
+    quality: dict | None = None,
+    column_lineage: dict[str, tuple[ColumnSource, ...]] | None = None,
+) -> OutputDataset:
     """The dataset a run writes; ``version`` is what it wrote (a registry version, an Iceberg snapshot),
     ``quality`` its metrics (``quality_facet``), ``column_lineage`` what its columns came from as the
     job's plan says (``lineage/observed.py``); never the catalog's, which is what it is held against."""
@@ -335,45 +446,65 @@ def output(dataset: Dataset, settings: Settings, statistics: OutputStatistics | 
         facets["columnLineage"] = column_lineage_facet(column_lineage, settings)
     if lifecycle:
         facets["lifecycleStateChange"] = lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet(
-            lifecycleStateChange=lifecycle_state_change_dataset.LifecycleStateChange[lifecycle])
+            lifecycleStateChange=lifecycle_state_change_dataset.LifecycleStateChange[lifecycle]
+        )
     output_facets = {}
     if statistics:
         output_facets["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
-            rowCount=statistics.rows, size=statistics.bytes, fileCount=statistics.files)
+            rowCount=statistics.rows, size=statistics.bytes, fileCount=statistics.files
+        )
     return OutputDataset(namespace=identity.namespace, name=identity.name, facets=facets, outputFacets=output_facets)
 
 
 def _orchestrator_job(settings: Settings) -> Job:
-    return Job(namespace=settings.lineage_namespace, name=ORCHESTRATOR_JOB, facets={
-        "jobType": job_type_job.JobTypeJobFacet(processingType="BATCH", integration=INTEGRATION, jobType="JOB"),
-        "documentation": documentation_job.DocumentationJobFacet(
-            description="Dagster runs of this project's assets; each run is tagged with its Dagster job and run id.")})
+    return Job(
+        namespace=settings.lineage_namespace,
+        name=ORCHESTRATOR_JOB,
+        facets={
+            "jobType": job_type_job.JobTypeJobFacet(processingType="BATCH", integration=INTEGRATION, jobType="JOB"),
+            "documentation": documentation_job.DocumentationJobFacet(
+                description="Dagster runs of this project's assets; each run is tagged with its Dagster job and run id."
+            ),
+        },
+    )
 
 
 def _dagster_tags(dagster_run: DagsterRun) -> tags_run.TagsRunFacet:
-    return tags_run.TagsRunFacet(tags=[
-        tags_run.TagsRunFacetFields(key="dagster.job", value=dagster_run.job_name, source=INTEGRATION),
-        tags_run.TagsRunFacetFields(key="dagster.run_id", value=dagster_run.run_id, source=INTEGRATION)])
+    return tags_run.TagsRunFacet(
+        tags=[
+            tags_run.TagsRunFacetFields(key="dagster.job", value=dagster_run.job_name, source=INTEGRATION),
+            tags_run.TagsRunFacetFields(key="dagster.run_id", value=dagster_run.run_id, source=INTEGRATION),
+        ]
+    )
 
 
 def _engine_facet() -> processing_engine_run.ProcessingEngineRunFacet:
     return processing_engine_run.ProcessingEngineRunFacet(
         # The installed Dagster's version, read without importing the orchestrator into lineage/.
-        version=importlib.metadata.version("dagster"), name="Dagster", openlineageAdapterVersion=openlineage.client.__version__)
+        version=importlib.metadata.version("dagster"),
+        name="Dagster",
+        openlineageAdapterVersion=openlineage.client.__version__,
+    )
 
 
 def parent_facet(dagster_run: DagsterRun, settings: Settings) -> parent_run.ParentRunFacet:
     namespace, name, run_id = settings.lineage_namespace, ORCHESTRATOR_JOB, dagster_run.lineage_run_id
     return parent_run.ParentRunFacet(
-        run=parent_run.Run(runId=run_id), job=parent_run.Job(namespace=namespace, name=name),
-        root=parent_run.Root(run=parent_run.RootRun(runId=run_id), job=parent_run.RootJob(namespace=namespace, name=name)))
+        run=parent_run.Run(runId=run_id),
+        job=parent_run.Job(namespace=namespace, name=name),
+        root=parent_run.Root(
+            run=parent_run.RootRun(runId=run_id), job=parent_run.RootJob(namespace=namespace, name=name)
+        ),
+    )
 
 
 def error_facet(error: BaseException, context: str | None = None) -> error_message_run.ErrorMessageRunFacet:
     message = f"{type(error).__name__}: {error}"
     return error_message_run.ErrorMessageRunFacet(
-        message=f"{context}: {message}" if context else message, programmingLanguage="PYTHON",
-        stackTrace="".join(traceback.format_exception(error)))
+        message=f"{context}: {message}" if context else message,
+        programmingLanguage="PYTHON",
+        stackTrace="".join(traceback.format_exception(error)),
+    )
 
 
 def _run_facets(dagster_run: DagsterRun | None, settings: Settings, error: BaseException | JobError | None) -> dict:
@@ -384,16 +515,29 @@ def _run_facets(dagster_run: DagsterRun | None, settings: Settings, error: BaseE
         run_facets["errorMessage"] = error_facet(error)
     elif error is not None:
         run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
-            message=error.message, programmingLanguage=error.language, stackTrace=error.stack_trace)
+            message=error.message, programmingLanguage=error.language, stackTrace=error.stack_trace
+        )
     return run_facets
 
 
-def asset_event(state: RunState, dataset: Dataset, dagster_run: DagsterRun | None, settings: Settings, *,
-                run_id: str | None = None, statistics: OutputStatistics | None = None, lifecycle: str | None = None,
-                error: BaseException | JobError | None = None, event_time: dt.datetime | None = None,
-                progress: StreamingProgressRunFacet | None = None, running_interval: int | None = None,
-                reads: tuple[SourceRead, ...] = (), version: DatasetVersion | None = None, quality: dict | None = None,
-                column_lineage: dict[str, tuple[ColumnSource, ...]] | None = None) -> RunEvent:
+def asset_event(
+    state: RunState,
+    dataset: Dataset,
+    dagster_run: DagsterRun | None,
+    settings: Settings,
+    *,
+    run_id: str | None = None,
+    statistics: OutputStatistics | None = None,
+    lifecycle: str | None = None,
+    error: BaseException | JobError | None = None,
+    event_time: dt.datetime | None = None,
+    progress: StreamingProgressRunFacet | None = None,
+    running_interval: int | None = None,
+    reads: tuple[SourceRead, ...] = (),
+    version: DatasetVersion | None = None,
+    quality: dict | None = None,
+    column_lineage: dict[str, tuple[ColumnSource, ...]] | None = None,
+) -> RunEvent:
     """One lifecycle event of a lineage run of the dataset's producing job: a materialization inside
     ``dagster_run``, or (``dagster_run`` None, ``run_id`` given) a streaming deployment."""
     run_facets = _run_facets(dagster_run, settings, error)
@@ -412,8 +556,15 @@ def asset_event(state: RunState, dataset: Dataset, dagster_run: DagsterRun | Non
     )
 
 
-def check_event(state: RunState, check: Check, dagster_run: DagsterRun, settings: Settings, *,
-                assertions: tuple[Assertion, ...] = (), error: BaseException | None = None) -> RunEvent:
+def check_event(
+    state: RunState,
+    check: Check,
+    dagster_run: DagsterRun,
+    settings: Settings,
+    *,
+    assertions: tuple[Assertion, ...] = (),
+    error: BaseException | None = None,
+) -> RunEvent:
     """A lifecycle event of one evaluation of ``check`` inside ``dagster_run``: a run reading the
     dataset it checks, with the evaluation's ``assertions`` on that input."""
     checked = DATASETS[check.dataset]
@@ -423,19 +574,33 @@ def check_event(state: RunState, check: Check, dagster_run: DagsterRun, settings
         eventTime=dt.datetime.now(dt.UTC).isoformat(),
         run=Run(runId=dagster_run.check_run_id(check), facets=_run_facets(dagster_run, settings, error)),
         job=check_job(check, settings),
-        inputs=[InputDataset(namespace=identity.namespace, name=identity.name, facets=_dataset_facets(checked, settings),
-                             inputFacets={"dataQualityAssertions": assertions_facet(assertions)} if assertions else {})],
+        inputs=[
+            InputDataset(
+                namespace=identity.namespace,
+                name=identity.name,
+                facets=_dataset_facets(checked, settings),
+                inputFacets={"dataQualityAssertions": assertions_facet(assertions)} if assertions else {},
+            )
+        ],
         outputs=[],
         producer=PRODUCER,
     )
 
 
-def dagster_run_event(state: RunState, dagster_run: DagsterRun, settings: Settings, *,
-                      error_message: str | None = None, event_time: dt.datetime | None = None) -> RunEvent:
+def dagster_run_event(
+    state: RunState,
+    dagster_run: DagsterRun,
+    settings: Settings,
+    *,
+    error_message: str | None = None,
+    event_time: dt.datetime | None = None,
+) -> RunEvent:
     """A lifecycle event of the Dagster run itself (the parent of its asset runs)."""
     facets = {"processing_engine": _engine_facet(), "tags": _dagster_tags(dagster_run)}
     if error_message:
-        facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(message=error_message, programmingLanguage="PYTHON")
+        facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
+            message=error_message, programmingLanguage="PYTHON"
+        )
     return RunEvent(
         eventType=state,
         eventTime=(event_time or dt.datetime.now(dt.UTC)).isoformat(),

@@ -28,7 +28,9 @@ class ColumnHop:
 
     @property
     def spelled(self) -> str:
-        return ", ".join("IDENTITY" if kind == ("DIRECT", "IDENTITY") else f"{kind[0]}/{kind[1]}" for kind in sorted(self.kinds))
+        return ", ".join(
+            "IDENTITY" if kind == ("DIRECT", "IDENTITY") else f"{kind[0]}/{kind[1]}" for kind in sorted(self.kinds)
+        )
 
 
 def parse_kinds(merged: str | None) -> frozenset[tuple[str, str]]:
@@ -37,7 +39,13 @@ def parse_kinds(merged: str | None) -> frozenset[tuple[str, str]]:
     for part in (merged or "").split(","):
         part = part.strip()
         if part:
-            kinds.add(("DIRECT", "IDENTITY") if part == "IDENTITY" else tuple(part.split("/", 1)) if "/" in part else (part, ""))
+            kinds.add(
+                ("DIRECT", "IDENTITY")
+                if part == "IDENTITY"
+                else tuple(part.split("/", 1))
+                if "/" in part
+                else (part, "")
+            )
     return frozenset(kinds)
 
 
@@ -108,11 +116,16 @@ def column_hops(node: Node, facet: dict) -> dict[Edge, ColumnHop]:
             edge = ((source["namespace"], source["name"]), source["field"], node, column)
             own = source.get("transformations") or []
             if own:
-                hops[edge] = ColumnHop(frozenset((t["type"], t.get("subtype") or "") for t in own),
-                                       "; ".join(dict.fromkeys(t["description"] for t in own if t.get("description"))))
+                hops[edge] = ColumnHop(
+                    frozenset((t["type"], t.get("subtype") or "") for t in own),
+                    "; ".join(dict.fromkeys(t["description"] for t in own if t.get("description"))),
+                )
             else:
-                hops[edge] = ColumnHop(parse_kinds(lineage.get("transformationType")),
-                                       lineage.get("transformationDescription") or "", merged=True)
+                hops[edge] = ColumnHop(
+                    parse_kinds(lineage.get("transformationType")),
+                    lineage.get("transformationDescription") or "",
+                    merged=True,
+                )
     return hops
 
 
@@ -127,8 +140,12 @@ class LineageGraph:
     column_lineage: dict[tuple[str | None, Node], dict[Edge, ColumnHop]] = field(default_factory=dict)
     column_runs: dict[tuple[str | None, Node], str] = field(default_factory=dict)
     aliases: dict[tuple[str, str, str], set[Node]] = field(default_factory=lambda: defaultdict(set))
-    schemas: dict[Node, dict[str, dict[str, str]]] = field(default_factory=lambda: defaultdict(dict))  # job -> column -> type
-    run_states: dict[str, list[tuple[str, str]]] = field(default_factory=lambda: defaultdict(list))  # run -> [(job, state)]
+    schemas: dict[Node, dict[str, dict[str, str]]] = field(
+        default_factory=lambda: defaultdict(dict)
+    )  # job -> column -> type
+    run_states: dict[str, list[tuple[str, str]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )  # run -> [(job, state)]
     jobs: dict[str, JobSummary] = field(default_factory=dict)
 
     @classmethod
@@ -162,7 +179,9 @@ class LineageGraph:
         for identifier in (facets.get("symlinks") or {}).get("identifiers", []):
             self.aliases[(identifier["namespace"], identifier["name"], identifier["type"])].add(node)
         if "schema" in facets:
-            self.schemas[node][job] = {column["name"]: column.get("type", "") for column in facets["schema"].get("fields", [])}
+            self.schemas[node][job] = {
+                column["name"]: column.get("type", "") for column in facets["schema"].get("fields", [])
+            }
         if run_id is not None and "columnLineage" in facets:  # a later report replaces the job's earlier one
             self.column_lineage[(job, node)] = column_hops(node, facets["columnLineage"])
             self.column_runs[(job, node)] = run_id

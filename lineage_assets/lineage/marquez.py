@@ -45,7 +45,9 @@ class MarquezApi:
         query = f"?{urllib.parse.urlencode(params)}" if params else ""
         address = f"{self.url.rstrip('/')}/api/v1/{path}{query}"
         try:
-            with urllib.request.urlopen(urllib.request.Request(address, method=method), timeout=self.timeout) as response:
+            with urllib.request.urlopen(
+                urllib.request.Request(address, method=method), timeout=self.timeout
+            ) as response:
                 return json.load(response)
         except urllib.error.HTTPError as error:
             if error.code == 404:
@@ -68,7 +70,9 @@ class MarquezApi:
 
     def dataset_versions(self, namespace: str, name: str) -> list[dict]:
         """The dataset's versions, newest first, each with the run that made it (``createdByRun``)."""
-        return self.get(f"namespaces/{_quote(namespace)}/datasets/{_quote(name)}/versions", limit=PAGE).get("versions", [])
+        return self.get(f"namespaces/{_quote(namespace)}/datasets/{_quote(name)}/versions", limit=PAGE).get(
+            "versions", []
+        )
 
     def run(self, run_id: str) -> dict:
         return self.get(f"jobs/runs/{_quote(run_id)}")
@@ -128,8 +132,13 @@ def _add_job(api: MarquezApi, graph: LineageGraph, job: dict) -> None:
         summary.runs.add(run["id"])
         graph.run_states[run["id"]].append((key, RUN_STATE_EVENTS.get(run["state"], run["state"])))
     if runs:
-        started, ended = (dt.datetime.fromisoformat(runs[0][at]) if runs[0].get(at) else None for at in ("startedAt", "endedAt"))
-        summary.latest_run, summary.latest_state = runs[0]["id"], RUN_STATE_EVENTS.get(runs[0]["state"], runs[0]["state"])
+        started, ended = (
+            dt.datetime.fromisoformat(runs[0][at]) if runs[0].get(at) else None for at in ("startedAt", "endedAt")
+        )
+        summary.latest_run, summary.latest_state = (
+            runs[0]["id"],
+            RUN_STATE_EVENTS.get(runs[0]["state"], runs[0]["state"]),
+        )
         summary.latest_started, summary.latest_time = started, ended or started
 
 
@@ -142,7 +151,10 @@ def _add_column_lineage(graph: LineageGraph, column_lineage: dict) -> None:
         for source in data.get("inputFields") or []:
             edge = ((source["namespace"], source["dataset"]), source["field"], target, data["field"])
             graph.column_lineage.setdefault((None, target), {})[edge] = ColumnHop(
-                parse_kinds(source.get("transformationType")), source.get("transformationDescription") or "", merged=True)
+                parse_kinds(source.get("transformationType")),
+                source.get("transformationDescription") or "",
+                merged=True,
+            )
 
 
 def lineage_nodes(api: MarquezApi, namespace: str, name: str) -> tuple[set[str], set[tuple[str, str]]]:

@@ -27,8 +27,10 @@ class ObservationError(ValueError):
 def _described(dataset: Dataset, column: str) -> dict[tuple[str, str, str, str], Transformation]:
     """The catalog's transformations of ``column`` by (input dataset, field, type, subtype): an observed
     one the catalog expects keeps the catalog's description."""
-    return {(s.dataset, s.column, s.transformation.type, s.transformation.subtype): s.transformation
-            for s in dataset.expected_lineage.get(column, ())}
+    return {
+        (s.dataset, s.column, s.transformation.type, s.transformation.subtype): s.transformation
+        for s in dataset.expected_lineage.get(column, ())
+    }
 
 
 def _datasets_by_source(settings: Settings) -> dict[str, Dataset]:
@@ -76,7 +78,10 @@ def from_report(report: Mapping, dataset: Dataset, settings: Settings) -> Column
             kind = (upstream.key, name, entry["type"], entry["subtype"])
             functions = entry.get("functions") or []
             transformation = described.get(kind) or Transformation(
-                entry["type"], entry["subtype"], f"{', '.join(functions)} (Spark's plan)" if functions else "in Spark's plan")
+                entry["type"],
+                entry["subtype"],
+                f"{', '.join(functions)} (Spark's plan)" if functions else "in Spark's plan",
+            )
             result.append(ColumnSource(upstream.key, name, transformation))
         return result
 
@@ -90,10 +95,13 @@ def from_report(report: Mapping, dataset: Dataset, settings: Settings) -> Column
                 found.setdefault(key, source)
         direct = {(d, c) for d, c, kind, _ in found if kind == "DIRECT"}
         # A field the column is computed from is not listed again for choosing between its values.
-        lineage[column] = tuple(source for key, source in found.items()
-                                if not (key[3] == "CONDITIONAL" and key[:2] in direct))
+        lineage[column] = tuple(
+            source for key, source in found.items() if not (key[3] == "CONDITIONAL" and key[:2] in direct)
+        )
     if unresolved:
-        raise ObservationError(f"the observed lineage of {dataset.key} cannot be read: {'; '.join(dict.fromkeys(unresolved))}")
+        raise ObservationError(
+            f"the observed lineage of {dataset.key} cannot be read: {'; '.join(dict.fromkeys(unresolved))}"
+        )
     return lineage
 
 
@@ -114,25 +122,45 @@ def from_facet(facet: Mapping, dataset: Dataset, settings: Settings, columns: li
             unresolved.append(f"input {field['namespace']}:{field['name']} is no dataset of the catalog")
             return []
         described = _described(dataset, column)
-        return [ColumnSource(upstream.key, field["field"], described.get(
+        return [
+            ColumnSource(
+                upstream.key,
+                field["field"],
+                described.get(
                     (upstream.key, field["field"], t["type"], t.get("subtype") or ""),
-                    Transformation(t["type"], t.get("subtype") or "", t.get("description") or "in openlineage-spark's plan")))
-                for t in field.get("transformations") or [{"type": "DIRECT", "subtype": "IDENTITY"}]]
+                    Transformation(
+                        t["type"], t.get("subtype") or "", t.get("description") or "in openlineage-spark's plan"
+                    ),
+                ),
+            )
+            for t in field.get("transformations") or [{"type": "DIRECT", "subtype": "IDENTITY"}]
+        ]
 
     shared = facet.get("dataset") or []
     fields = facet.get("fields") or {}
-    lineage = {column: tuple(dict.fromkeys(source for field in [*(fields.get(column) or {}).get("inputFields", []), *shared]
-                                           for source in sources(field, column)))
-               for column in dict.fromkeys([*columns, *fields])}
+    lineage = {
+        column: tuple(
+            dict.fromkeys(
+                source
+                for field in [*(fields.get(column) or {}).get("inputFields", []), *shared]
+                for source in sources(field, column)
+            )
+        )
+        for column in dict.fromkeys([*columns, *fields])
+    }
     if unresolved:
-        raise ObservationError(f"openlineage-spark's lineage of {dataset.key} cannot be read: {'; '.join(dict.fromkeys(unresolved))}")
+        raise ObservationError(
+            f"openlineage-spark's lineage of {dataset.key} cannot be read: {'; '.join(dict.fromkeys(unresolved))}"
+        )
     return lineage
 
 
 def kinds_of(sources: tuple[ColumnSource, ...]) -> Kinds:
     kinds: Kinds = {}
     for source in sources:
-        kinds.setdefault((source.dataset, source.column), set()).add((source.transformation.type, source.transformation.subtype))
+        kinds.setdefault((source.dataset, source.column), set()).add(
+            (source.transformation.type, source.transformation.subtype)
+        )
     return kinds
 
 
@@ -143,8 +171,10 @@ def disagreements(ours: ColumnLineage, theirs: ColumnLineage) -> list[str]:
         mine, other = kinds_of(ours.get(column, ())), kinds_of(theirs.get(column, ()))
         for source in sorted(set(mine) | set(other)):
             if mine.get(source) != other.get(source):
-                found.append(f"{column} from {source[0]}.{source[1]}: {_spell(mine.get(source, set()))} "
-                             f"against {_spell(other.get(source, set()))}")
+                found.append(
+                    f"{column} from {source[0]}.{source[1]}: {_spell(mine.get(source, set()))} "
+                    f"against {_spell(other.get(source, set()))}"
+                )
     return found
 
 
@@ -166,7 +196,10 @@ class Gap:
     def __str__(self) -> str:
         where = f" from {self.upstream}" if self.upstream else ""
         run = f" (run {self.run})" if self.run else ""
-        return f"column lineage of {self.dataset}.{self.column}{where}: the catalog says {self.catalog}, Spark ran {self.observed}{run}"
+        return (
+            f"column lineage of {self.dataset}.{self.column}{where}: "
+            f"the catalog says {self.catalog}, Spark ran {self.observed}{run}"
+        )
 
 
 def gaps(dataset: Dataset, observed: Mapping[str, Kinds], run: str | None = None, merged: bool = False) -> list[Gap]:
@@ -185,7 +218,9 @@ def gaps(dataset: Dataset, observed: Mapping[str, Kinds], run: str | None = None
         for source in sorted(set(want) | set(got)):
             upstream = f"{source[0]}.{source[1]}"
             if source not in got:
-                found.append(Gap(dataset.key, column, upstream, _spell(want[source]), "nothing (a missing source)", run))
+                found.append(
+                    Gap(dataset.key, column, upstream, _spell(want[source]), "nothing (a missing source)", run)
+                )
             elif source not in want:
                 found.append(Gap(dataset.key, column, upstream, "nothing (an extra source)", _spell(got[source]), run))
             elif not merged and want[source] != got[source]:
@@ -194,5 +229,14 @@ def gaps(dataset: Dataset, observed: Mapping[str, Kinds], run: str | None = None
             catalog_kinds = set().union(*want.values())
             shown = set().union(*got.values())
             if catalog_kinds != shown:
-                found.append(Gap(dataset.key, column, None, _spell(catalog_kinds), f"{_spell(shown)} (the column's merged transformation)", run))
+                found.append(
+                    Gap(
+                        dataset.key,
+                        column,
+                        None,
+                        _spell(catalog_kinds),
+                        f"{_spell(shown)} (the column's merged transformation)",
+                        run,
+                    )
+                )
     return found

@@ -86,11 +86,15 @@ def _boxes(graph: LineageGraph, labels: dict[Node, str]) -> tuple[dict[str, Box]
         summary = graph.jobs[job]
         rows = [(_nested_name(graph.jobs[n].short_name), graph.jobs[n].state) for n in sorted(nested[job])]
         if len(rows) > NESTED_SHOWN:
-            rows = rows[:NESTED_SHOWN - 1] + [(f"… {len(rows) - NESTED_SHOWN + 1} more Spark jobs", "")]
+            rows = rows[: NESTED_SHOWN - 1] + [(f"… {len(rows) - NESTED_SHOWN + 1} more Spark jobs", "")]
         kind = " ".join(filter(None, (summary.processing_type, summary.integration, summary.job_type)))
-        tooltip = [f"job {job}", f"latest run {summary.latest_run}: {summary.state}", f"{len(summary.runs)} runs",
-                   *([f"parent job {summary.parent}"] if summary.parent else []),
-                   *(f"Spark job {graph.jobs[n].short_name}: {graph.jobs[n].state}" for n in sorted(nested[job]))]
+        tooltip = [
+            f"job {job}",
+            f"latest run {summary.latest_run}: {summary.state}",
+            f"{len(summary.runs)} runs",
+            *([f"parent job {summary.parent}"] if summary.parent else []),
+            *(f"Spark job {graph.jobs[n].short_name}: {graph.jobs[n].state}" for n in sorted(nested[job])),
+        ]
         boxes[job] = Box(job, "job", summary.short_name, kind, rows, summary.state, "\n".join(tooltip))
     aliases = defaultdict(list)
     for (namespace, name, kind), nodes in graph.aliases.items():
@@ -98,8 +102,14 @@ def _boxes(graph: LineageGraph, labels: dict[Node, str]) -> tuple[dict[str, Box]
             aliases[node].append(f"{kind} {namespace}:{name}")
     for box_id, node in sorted(datasets.items()):
         tooltip = "\n".join([f"dataset {node[0]}:{node[1]}", *(f"symlink {a}" for a in sorted(aliases[node]))])
-        boxes[box_id] = Box(box_id, "dataset", labels.get(node, node[1]), f"{node[0]}  {node[1]}",
-                            list(graph.columns(node, set(top)).items()), tooltip=tooltip)
+        boxes[box_id] = Box(
+            box_id,
+            "dataset",
+            labels.get(node, node[1]),
+            f"{node[0]}  {node[1]}",
+            list(graph.columns(node, set(top)).items()),
+            tooltip=tooltip,
+        )
     for source, target in edges:
         boxes[target].predecessors.append(source)
     return boxes, [(source, target, only_nested) for (source, target), only_nested in sorted(edges.items())]
@@ -108,11 +118,12 @@ def _boxes(graph: LineageGraph, labels: dict[Node, str]) -> tuple[dict[str, Box]
 def _nested_name(name: str) -> str:
     """A Spark job's name without its application prefix, cut to fit (the tooltip has it whole)."""
     action = name.split(".", 1)[-1]
-    return action if len(action) <= NESTED_NAME_CHARS else action[:NESTED_NAME_CHARS - 1] + "…"
+    return action if len(action) <= NESTED_NAME_CHARS else action[: NESTED_NAME_CHARS - 1] + "…"
 
 
 def _layout(boxes: dict[str, Box]) -> tuple[float, float]:
     """Longest-path layers left to right; within a layer, order by the predecessors' mean height."""
+
     def layer(box_id: str, visiting: frozenset = frozenset()) -> int:
         box = boxes[box_id]
         earlier = [layer(p, visiting | {box_id}) + 1 for p in box.predecessors if p not in visiting]
@@ -145,23 +156,29 @@ def _curve(x1: float, y1: float, x2: float, y2: float) -> str:
 def _box_svg(box: Box) -> str:
     e = html.escape
     state_class = f" state-{box.state.lower()}" if box.state else ""
-    parts = [f'<g class="box {box.kind}{state_class}" data-id="{e(box.id)}">',
-             f"<title>{e(box.tooltip)}</title>",
-             f'<rect x="{box.x:.1f}" y="{box.y:.1f}" width="{box.width}" height="{box.height}" rx="6"/>',
-             f'<text class="title" x="{box.x + 10:.1f}" y="{box.y + 17:.1f}">{e(box.title)}</text>',
-             f'<text class="subtitle" x="{box.x + 10:.1f}" y="{box.y + 31:.1f}">{e(box.subtitle)}</text>']
+    parts = [
+        f'<g class="box {box.kind}{state_class}" data-id="{e(box.id)}">',
+        f"<title>{e(box.tooltip)}</title>",
+        f'<rect x="{box.x:.1f}" y="{box.y:.1f}" width="{box.width}" height="{box.height}" rx="6"/>',
+        f'<text class="title" x="{box.x + 10:.1f}" y="{box.y + 17:.1f}">{e(box.title)}</text>',
+        f'<text class="subtitle" x="{box.x + 10:.1f}" y="{box.y + 31:.1f}">{e(box.subtitle)}</text>',
+    ]
     if box.state:
-        parts.append(f'<text class="state" x="{box.x + box.width - 10:.1f}" y="{box.y + 17:.1f}" '
-                     f'text-anchor="end">{e(box.state)}</text>')
+        parts.append(
+            f'<text class="state" x="{box.x + box.width - 10:.1f}" y="{box.y + 17:.1f}" '
+            f'text-anchor="end">{e(box.state)}</text>'
+        )
     for index, (name, detail) in enumerate(box.rows):
         y = box.row_y(index)
         key = f"{box.id}|{name}"
         row_class = "column" if box.kind == "dataset" else f"nested state-{detail.lower()}"
-        parts.append(f'<g class="{row_class}" data-key="{e(key)}">'
-                     f'<rect x="{box.x + 4:.1f}" y="{y - ROW / 2:.1f}" width="{box.width - 8}" height="{ROW}"/>'
-                     f'<text x="{box.x + 10:.1f}" y="{y + 4:.1f}">{e(name)}</text>'
-                     f'<text class="type" x="{box.x + box.width - 10:.1f}" y="{y + 4:.1f}" text-anchor="end">'
-                     f"{e(detail)}</text></g>")
+        parts.append(
+            f'<g class="{row_class}" data-key="{e(key)}">'
+            f'<rect x="{box.x + 4:.1f}" y="{y - ROW / 2:.1f}" width="{box.width - 8}" height="{ROW}"/>'
+            f'<text x="{box.x + 10:.1f}" y="{y + 4:.1f}">{e(name)}</text>'
+            f'<text class="type" x="{box.x + box.width - 10:.1f}" y="{y + 4:.1f}" text-anchor="end">'
+            f"{e(detail)}</text></g>"
+        )
     parts.append("</g>")
     return "".join(parts)
 
@@ -189,10 +206,14 @@ def render(graph: LineageGraph, labels: dict[Node, str], title: str, source: str
     svg = []
     for source_id, target_id, only_nested in edges:
         source_box, target_box = boxes[source_id], boxes[target_id]
-        path = _curve(source_box.x + source_box.width, source_box.y + HEADER / 2, target_box.x, target_box.y + HEADER / 2)
+        path = _curve(
+            source_box.x + source_box.width, source_box.y + HEADER / 2, target_box.x, target_box.y + HEADER / 2
+        )
         css = "edge nested-only" if only_nested else "edge"
-        svg.append(f'<path class="{css}" d="{path}" marker-end="url(#arrow)"><title>{html.escape(source_id)} → '
-                   f"{html.escape(target_id)}{' (reported only by Spark)' if only_nested else ''}</title></path>")
+        svg.append(
+            f'<path class="{css}" d="{path}" marker-end="url(#arrow)"><title>{html.escape(source_id)} → '
+            f"{html.escape(target_id)}{' (reported only by Spark)' if only_nested else ''}</title></path>"
+        )
     column_links = []
     for source_node, source_column, target_node, target_column in sorted(graph.column_edges):
         source_box, target_box = boxes.get(dataset_id(source_node)), boxes.get(dataset_id(target_node))
@@ -205,28 +226,56 @@ def render(graph: LineageGraph, labels: dict[Node, str], title: str, source: str
         end = (target_box.x, target_box.row_y(rows[1].index(target_column)))
         from_key, to_key = f"{source_box.id}|{source_column}", f"{target_box.id}|{target_column}"
         column_links.append([from_key, to_key])
-        svg.append(f'<path class="column-edge" data-from="{html.escape(from_key)}" data-to="{html.escape(to_key)}" '
-                   f'd="{_curve(*start, *end)}"/>')
+        svg.append(
+            f'<path class="column-edge" data-from="{html.escape(from_key)}" data-to="{html.escape(to_key)}" '
+            f'd="{_curve(*start, *end)}"/>'
+        )
     svg.extend(_box_svg(box) for box in boxes.values())
-    counts = (f"{sum(b.kind == 'job' for b in boxes.values())} jobs, {sum(b.kind == 'dataset' for b in boxes.values())} "
-              f"datasets, {len(column_links)} column edges")
+    counts = (
+        f"{sum(b.kind == 'job' for b in boxes.values())} jobs, {sum(b.kind == 'dataset' for b in boxes.values())} "
+        f"datasets, {len(column_links)} column edges"
+    )
     page = _TEMPLATE.format(
-        title=html.escape(title), source=html.escape(source), counts=counts, width=f"{width:.0f}", height=f"{height:.0f}",
-        svg="\n".join(svg), links=json.dumps(column_links).replace("</", "<\\/"))
+        title=html.escape(title),
+        source=html.escape(source),
+        counts=counts,
+        width=f"{width:.0f}",
+        height=f"{height:.0f}",
+        svg="\n".join(svg),
+        links=json.dumps(column_links).replace("</", "<\\/"),
+    )
     return LineagePage(page, round(width), round(height))
 
 
 def screenshot(page: Path, png: Path, width: int, height: int) -> None:
     """Render a page with its column edges shown to a PNG, with a headless Chromium."""
-    browser = next((path for name in ("chromium", "chromium-browser", "google-chrome")
-                    if (path := shutil.which(name))), None)
+    browser = next(
+        (path for name in ("chromium", "chromium-browser", "google-chrome") if (path := shutil.which(name))), None
+    )
     if browser is None:
-        raise RuntimeError(f"no Chromium found on PATH to render {png} (Debian: apt-get install chromium); "
-                           f"the HTML page {page} is written")
-    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                    "--no-first-run", f"--window-size={width},{height}", f"--screenshot={png.resolve()}",
-                    f"{page.resolve().as_uri()}#columns"], check=True, capture_output=True, timeout=120)
+        raise RuntimeError(
+            f"no Chromium found on PATH to render {png} (Debian: apt-get install chromium); "
+            f"the HTML page {page} is written"
+        )
+    subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--window-size={width},{height}",
+            f"--screenshot={png.resolve()}",
+            f"{page.resolve().as_uri()}#columns",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
 
 
 _TEMPLATE = """<!DOCTYPE html>
@@ -277,7 +326,10 @@ function reach(start, from, to) {{
   const found = new Set([start]); let frontier = [start];
   while (frontier.length) {{
     const next = [];
-    for (const link of links) if (frontier.includes(link[from]) && !found.has(link[to])) {{ found.add(link[to]); next.push(link[to]); }}
+    for (const link of links) if (frontier.includes(link[from]) && !found.has(link[to])) {{
+      found.add(link[to]);
+      next.push(link[to]);
+    }}
     frontier = next;
   }}
   return found;

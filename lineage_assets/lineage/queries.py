@@ -50,7 +50,9 @@ class Hop:
     description: str  # e.g. SUM(price)
     job: str | None  # the job ("namespace/name") that writes the downstream dataset from the upstream one
     latest_run: LatestRun | None  # that job's latest run
-    merged: bool = False  # the transformation is the downstream column's over all its inputs (Marquez 0.51 keeps no other)
+    merged: bool = (
+        False  # the transformation is the downstream column's over all its inputs (Marquez 0.51 keeps no other)
+    )
 
 
 @dataclass(frozen=True)
@@ -131,11 +133,15 @@ def resolve(text: str, settings: Settings) -> Subject:
     # The longest name that the text is, or starts with before a dot: names hold dots and colons too.
     name = max((n for n in names if text == n or text.startswith(f"{n}.")), key=len, default=None)
     if name is None:
-        known = ", ".join(f"{d.key} ({d.identity(settings).namespace}:{d.identity(settings).name})" for d in DATASETS.values())
+        known = ", ".join(
+            f"{d.key} ({d.identity(settings).namespace}:{d.identity(settings).name})" for d in DATASETS.values()
+        )
         raise QueryError(f"unknown dataset {text!r}: the datasets are {known}")
-    dataset, column = names[name], text[len(name) + 1:] or None
+    dataset, column = names[name], text[len(name) + 1 :] or None
     if column is not None and column not in {c.name for c in dataset.columns}:
-        raise QueryError(f"unknown column {column!r} of {dataset.key}: its columns are {', '.join(c.name for c in dataset.columns)}")
+        raise QueryError(
+            f"unknown column {column!r} of {dataset.key}: its columns are {', '.join(c.name for c in dataset.columns)}"
+        )
     return Subject(dataset, column)
 
 
@@ -159,7 +165,8 @@ def impact(graph: LineageGraph, subject: Subject, settings: Settings) -> Answer:
     for check in CHECKS.values():
         checked = DATASETS[check.dataset].identity(settings).node
         if checked in graph.inputs.get(job_key(settings.lineage_namespace, check.lineage_name), ()) and (
-                checked in reached if subject.column is None else any((checked, c) in columns for c in check.columns)):
+            checked in reached if subject.column is None else any((checked, c) in columns for c in check.columns)
+        ):
             checks.add(check.name)
     return dataclasses.replace(_answer("impact", subject, hops, reached, jobs, settings), checks=tuple(sorted(checks)))
 
@@ -167,17 +174,24 @@ def impact(graph: LineageGraph, subject: Subject, settings: Settings) -> Answer:
 def trace(graph: LineageGraph, subject: Subject, settings: Settings) -> Answer:
     """Everything upstream of one column, down to the source topic's fields."""
     if subject.column is None:
-        raise QueryError(f"trace needs a column, {subject.dataset.key}.COLUMN: its columns are "
-                         f"{', '.join(c.name for c in subject.dataset.columns)}")
-    hops, columns = _walk(graph, [(subject.dataset.identity(settings).node, subject.column)], downstream=False, settings=settings)
-    return _answer("trace", subject, hops, {node for node, _ in columns}, {hop.job for hop in hops if hop.job}, settings)
+        raise QueryError(
+            f"trace needs a column, {subject.dataset.key}.COLUMN: its columns are "
+            f"{', '.join(c.name for c in subject.dataset.columns)}"
+        )
+    hops, columns = _walk(
+        graph, [(subject.dataset.identity(settings).node, subject.column)], downstream=False, settings=settings
+    )
+    return _answer(
+        "trace", subject, hops, {node for node, _ in columns}, {hop.job for hop in hops if hop.job}, settings
+    )
 
 
 QUERIES: dict[str, Callable[[LineageGraph, Subject, Settings], Answer]] = {"impact": impact, "trace": trace}
 
 
-def ask(query: str, text: str, settings: Settings, *, events: list[dict] | None = None,
-        marquez: MarquezApi | None = None) -> Answer:
+def ask(
+    query: str, text: str, settings: Settings, *, events: list[dict] | None = None, marquez: MarquezApi | None = None
+) -> Answer:
     """``impact`` or ``trace`` of ``text`` over the recorded ``events``, or over what ``marquez`` shows."""
     subject = resolve(text, settings)
     if marquez is not None:
@@ -191,10 +205,27 @@ def declared_graph(settings: Settings) -> LineageGraph:
     """The lineage the catalog declares (the asset graph and its checks), as one run of each job
     would record it, less those runs: what the queries answer before any run."""
     declared_run = events.DagsterRun(run_id="declared", job_name="declared", started_at=dt.datetime.now(dt.UTC))
-    graph = LineageGraph.from_events([
-        *(Serde.to_dict(events.asset_event(RunState.COMPLETE, dataset, None, settings, run_id=str(generate_new_uuid()),
-                                           column_lineage=dataset.expected_lineage)) for dataset in DATASETS.values()),
-        *(Serde.to_dict(events.check_event(RunState.COMPLETE, check, declared_run, settings)) for check in CHECKS.values())])
+    graph = LineageGraph.from_events(
+        [
+            *(
+                Serde.to_dict(
+                    events.asset_event(
+                        RunState.COMPLETE,
+                        dataset,
+                        None,
+                        settings,
+                        run_id=str(generate_new_uuid()),
+                        column_lineage=dataset.expected_lineage,
+                    )
+                )
+                for dataset in DATASETS.values()
+            ),
+            *(
+                Serde.to_dict(events.check_event(RunState.COMPLETE, check, declared_run, settings))
+                for check in CHECKS.values()
+            ),
+        ]
+    )
     return dataclasses.replace(graph, jobs={}, run_states=defaultdict(list))
 
 
@@ -207,17 +238,19 @@ def declared_impact(dataset: Dataset, settings: Settings, graph: LineageGraph | 
     if not trees:
         return ""
     whole = impact(graph, Subject(dataset, None), settings)
-    return "\n\n".join(trees) + (f"\n\nDagster assets downstream: {', '.join(whole.assets) or '-'}"
-                                  f"\nAsset checks of it and downstream: {', '.join(whole.checks) or '-'}")
-
+    return "\n\n".join(trees) + (
+        f"\n\nDagster assets downstream: {', '.join(whole.assets) or '-'}"
+        f"\nAsset checks of it and downstream: {', '.join(whole.checks) or '-'}"
+    )
 
 
 def _asset_keys(settings: Settings) -> dict[Node, str]:
     return {dataset.identity(settings).node: dataset.key for dataset in DATASETS.values()}
 
 
-def _walk(graph: LineageGraph, starts: list[tuple[Node, str]], downstream: bool,
-          settings: Settings) -> tuple[tuple[Hop, ...], set[tuple[Node, str]]]:
+def _walk(
+    graph: LineageGraph, starts: list[tuple[Node, str]], downstream: bool, settings: Settings
+) -> tuple[tuple[Hop, ...], set[tuple[Node, str]]]:
     """The column hops reachable from ``starts`` along the column edges in one direction, and the
     columns they reach (``starts`` among them)."""
     keys = _asset_keys(settings)
@@ -233,10 +266,23 @@ def _walk(graph: LineageGraph, starts: list[tuple[Node, str]], downstream: bool,
             source, target = (edge[0], edge[1]), (edge[2], edge[3])
             if (source if downstream else target) != here:
                 continue
-            writers = sorted(j for j, written in graph.outputs.items() if target[0] in written and source[0] in graph.inputs.get(j, ()))
+            writers = sorted(
+                j
+                for j, written in graph.outputs.items()
+                if target[0] in written and source[0] in graph.inputs.get(j, ())
+            )
             for job in writers or [None]:
-                hops.add(Hop(label(*source), label(*target), hop.spelled, hop.description, job, _latest_run(graph, job),
-                             hop.merged))
+                hops.add(
+                    Hop(
+                        label(*source),
+                        label(*target),
+                        hop.spelled,
+                        hop.description,
+                        job,
+                        _latest_run(graph, job),
+                        hop.merged,
+                    )
+                )
             there = target if downstream else source
             if there not in seen:
                 seen.add(there)
@@ -252,9 +298,19 @@ def _latest_run(graph: LineageGraph, job: str | None) -> LatestRun | None:
     return LatestRun(summary.latest_run, summary.state, time.astimezone(dt.UTC).isoformat() if time else None)
 
 
-def _answer(query: str, subject: Subject, hops: tuple[Hop, ...], reached: set[Node], jobs: set[str],
-            settings: Settings) -> Answer:
+def _answer(
+    query: str, subject: Subject, hops: tuple[Hop, ...], reached: set[Node], jobs: set[str], settings: Settings
+) -> Answer:
     keys = _asset_keys(settings)
-    datasets = tuple(DatasetRef(keys.get(node), *node) for node in sorted(reached - {subject.dataset.identity(settings).node}))
-    return Answer(query, subject.dataset.key, subject.column, hops, datasets, tuple(sorted(jobs)),
-                  tuple(sorted(d.asset_key for d in datasets if d.asset_key)))
+    datasets = tuple(
+        DatasetRef(keys.get(node), *node) for node in sorted(reached - {subject.dataset.identity(settings).node})
+    )
+    return Answer(
+        query,
+        subject.dataset.key,
+        subject.column,
+        hops,
+        datasets,
+        tuple(sorted(jobs)),
+        tuple(sorted(d.asset_key for d in datasets if d.asset_key)),
+    )

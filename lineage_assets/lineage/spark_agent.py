@@ -18,18 +18,22 @@ from lineage_assets.settings import Settings
 LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"  # openlineage-spark
 # Root nodes (optimized logical plans) of Spark actions whose lineage says nothing of the asset: the
 # table's creation, and the job's reads of the table's metadata and of its own totals for its report.
-ACTIONS_WITHOUT_LINEAGE = tuple(f"org.apache.spark.sql.catalyst.plans.logical.{node}" for node in (
-    "CreateTable", "GlobalLimit", "Sort"))
+ACTIONS_WITHOUT_LINEAGE = tuple(
+    f"org.apache.spark.sql.catalyst.plans.logical.{node}" for node in ("CreateTable", "GlobalLimit", "Sort")
+)
 
 
 def agent_conf(events_file: Path) -> dict[str, str]:
     """openlineage-spark loaded on a Spark application, writing its events to ``events_file``."""
-    return {"spark.extraListeners": LISTENER, "spark.openlineage.transport.type": "file",
-            "spark.openlineage.transport.location": str(events_file),
-            # Its Iceberg metrics reporter looks a write's catalog up in a field that Spark 4 holds as
-            # an Option, and fails (ClassCastException, logged as an ERROR) at every Iceberg action; the
-            # jobs read the tables' statistics themselves.
-            "spark.openlineage.vendors.iceberg.metricsReporterDisabled": "true"}
+    return {
+        "spark.extraListeners": LISTENER,
+        "spark.openlineage.transport.type": "file",
+        "spark.openlineage.transport.location": str(events_file),
+        # Its Iceberg metrics reporter looks a write's catalog up in a field that Spark 4 holds as
+        # an Option, and fails (ClassCastException, logged as an ERROR) at every Iceberg action; the
+        # jobs read the tables' statistics themselves.
+        "spark.openlineage.vendors.iceberg.metricsReporterDisabled": "true",
+    }
 
 
 @dataclass(frozen=True)
@@ -64,17 +68,19 @@ class SparkApplication:
             "spark.openlineage.rootParentJobNamespace": namespace,
             "spark.openlineage.rootParentJobName": ORCHESTRATOR_JOB,
             "spark.openlineage.rootParentRunId": self.root_run_id,
-            "spark.openlineage.filter.deniedSparkNodes": f"[{';'.join(ACTIONS_WITHOUT_LINEAGE)}]",  # the agent's list syntax
+            # The agent's list syntax: [a;b;c].
+            "spark.openlineage.filter.deniedSparkNodes": f"[{';'.join(ACTIONS_WITHOUT_LINEAGE)}]",
             # Filters and group-by keys as the facet's dataset-wide inputs: otherwise a column of no
             # direct input (COUNT(*)) is left out with the rows that shape it.
             "spark.openlineage.columnLineage.datasetLineageEnabled": "true",
         }
 
-    def forward_events(self, emitter: LineageEmitter, state: RunState = RunState.COMPLETE,
-                       error: BaseException | None = None) -> AgentEvidence:
+    def forward_events(
+        self, emitter: LineageEmitter, state: RunState = RunState.COMPLETE, error: BaseException | None = None
+    ) -> AgentEvidence:
         """Forward the application's events into the log, and keep its actions' as evidence: the
-        column lineage the agent derived for what the job wrote (a witness of the job's own). When the asset run ends ``state``
-        ABORT or FAIL, the application's COMPLETE takes that state: a stopped driver shuts its
+        column lineage the agent derived for what the job wrote (a witness of the job's own). When the
+        asset run ends ``state`` ABORT or FAIL, the application's COMPLETE takes that state: a stopped driver shuts its
         SparkContext down normally, and the agent reports any such end COMPLETE, which the application
         was not."""
         evidence = AgentEvidence()
@@ -92,8 +98,9 @@ class SparkApplication:
                 continue
             if state != RunState.COMPLETE and event.get("eventType") == RunState.COMPLETE.value:
                 event["eventType"] = state.value
-                event["run"].setdefault("facets", {})["errorMessage"] = Serde.to_dict(events.error_facet(
-                    error, f"the asset run ended {state.value} while the Spark application ran"))
+                event["run"].setdefault("facets", {})["errorMessage"] = Serde.to_dict(
+                    events.error_facet(error, f"the asset run ended {state.value} while the Spark application ran")
+                )
                 line = json.dumps(event)
             emitter.emit(line)
             evidence.forwarded += 1

@@ -66,8 +66,11 @@ def plain(value):
 
 def event_line(event) -> str:
     """One line of the event log: a serialized event as it is, anything else serialized."""
-    text = event if isinstance(event, str) else json.dumps(
-        plain(event), sort_keys=True, default=lambda o: f"<<non-serializable: {type(o).__qualname__}>>")  # as Serde
+    text = (
+        event
+        if isinstance(event, str)
+        else json.dumps(plain(event), sort_keys=True, default=lambda o: f"<<non-serializable: {type(o).__qualname__}>>")
+    )  # as Serde
     return text.replace("\n", " ") + "\n"
 
 
@@ -80,8 +83,10 @@ class DurableConfig(Config):
     def from_dict(cls, params: dict[str, Any]) -> DurableConfig:
         missing = [key for key in ("folder", "backend") if not params.get(key)]
         if missing:
-            raise RuntimeError(f"the durable transport needs {' and '.join(f'`{key}`' for key in missing)} "
-                               "(backend: the transport events are delivered to, e.g. {type: http, url: …})")
+            raise RuntimeError(
+                f"the durable transport needs {' and '.join(f'`{key}`' for key in missing)} "
+                "(backend: the transport events are delivered to, e.g. {type: http, url: …})"
+            )
         return cls(folder=str(params["folder"]), backend=Backend({"transport": dict(params["backend"])}))
 
 
@@ -128,15 +133,23 @@ class DurableTransport(Transport):
         lock, so an event appended before this check is seen by the sender holding the lock, or
         finds the lock free here. A sender lingers far longer than its start-up takes, so one this
         process started moments ago and still alive is starting or sending, not leaving."""
-        starting = self._spawned is not None and self._spawned.poll() is None and time.monotonic() - self._spawned_at < STARTUP_S
+        starting = (
+            self._spawned is not None
+            and self._spawned.poll() is None
+            and time.monotonic() - self._spawned_at < STARTUP_S
+        )
         try:
             if starting or self.delivery.running():
                 return
             with (self.log.folder / "sender.log").open("ab") as sender_log:
                 self._spawned = subprocess.Popen(
                     [sys.executable, "-m", "lineage_assets.lineage.sender", str(self.log.folder)],
-                    env=os.environ.copy(), stdin=subprocess.DEVNULL, stdout=sender_log, stderr=sender_log,
-                    start_new_session=True)
+                    env=os.environ.copy(),
+                    stdin=subprocess.DEVNULL,
+                    stdout=sender_log,
+                    stderr=sender_log,
+                    start_new_session=True,
+                )
             self._spawned_at = time.monotonic()
         except Exception:  # the events wait in the log for the next sender or `lineage flush`
             log.exception("could not start the OpenLineage sender; events wait in %s", self.log.path)

@@ -28,9 +28,14 @@ PROJECT_SCHEMAS = Path(__file__).parent / "schemas"
 def _load(spec_dir: Path) -> tuple[Registry, dict, dict[str, dict], dict[str, dict]]:
     core = json.loads((spec_dir / "OpenLineage.json").read_text())
     facets = {path.name: json.loads(path.read_text()) for path in sorted((spec_dir / "facets").glob("*.json"))}
-    own = {schema["$id"]: schema for schema in (json.loads(path.read_text()) for path in sorted(PROJECT_SCHEMAS.glob("*.json")))}
-    registry = Registry().with_resources([(core["$id"], Resource.from_contents(core))] + [
-        (f["$id"], Resource.from_contents(f)) for f in [*facets.values(), *own.values()]])
+    own = {
+        schema["$id"]: schema
+        for schema in (json.loads(path.read_text()) for path in sorted(PROJECT_SCHEMAS.glob("*.json")))
+    }
+    registry = Registry().with_resources(
+        [(core["$id"], Resource.from_contents(core))]
+        + [(f["$id"], Resource.from_contents(f)) for f in [*facets.values(), *own.values()]]
+    )
     return registry, core, facets, own
 
 
@@ -46,8 +51,10 @@ def _facet_maps(event: dict):
 def validate_event(event: dict, spec_dir: Path) -> list[str]:
     """Every violation of the core schema or of a facet's schema, as readable lines (empty = valid)."""
     registry, core, facets, own = _load(spec_dir.resolve())
-    errors = [f"event: {e.message} at {list(e.absolute_path)}"
-              for e in Draft202012Validator(core, registry=registry, format_checker=FORMATS).iter_errors(event)]
+    errors = [
+        f"event: {e.message} at {list(e.absolute_path)}"
+        for e in Draft202012Validator(core, registry=registry, format_checker=FORMATS).iter_errors(event)
+    ]
     for where, facet_map in _facet_maps(event):
         for key, facet in (facet_map or {}).items():
             url = facet.get("_schemaURL", "")
@@ -61,5 +68,7 @@ def validate_event(event: dict, spec_dir: Path) -> list[str]:
                 errors.append(f"{where}.{key}: no schema for _schemaURL {url!r}")
                 continue
             validator = Draft202012Validator(schema, registry=registry, format_checker=FORMATS)
-            errors += [f"{where}.{key}: {e.message} at {list(e.absolute_path)}" for e in validator.iter_errors({key: facet})]
+            errors += [
+                f"{where}.{key}: {e.message} at {list(e.absolute_path)}" for e in validator.iter_errors({key: facet})
+            ]
     return errors

@@ -28,20 +28,34 @@ class KafkaResource(dg.ConfigurableResource):
         existing = set(admin.list_topics(timeout=10).topics)
         missing = [topic for topic in topics if topic not in existing]
         if missing:
-            futures = admin.create_topics([NewTopic(
-                topic, num_partitions=settings.orders_partitions if topic == settings.orders_topic else 1,
-                replication_factor=settings.topic_replication) for topic in missing])
+            futures = admin.create_topics(
+                [
+                    NewTopic(
+                        topic,
+                        num_partitions=settings.orders_partitions if topic == settings.orders_topic else 1,
+                        replication_factor=settings.topic_replication,
+                    )
+                    for topic in missing
+                ]
+            )
             for future in futures.values():
                 future.result(timeout=30)
         return missing
 
     def end_offsets(self, topic: str) -> dict[int, int]:
         """Partition -> next offset to be written (records in the partition, for a topic never truncated)."""
-        consumer = Consumer({"bootstrap.servers": self.environment.settings.kafka_servers, "group.id": "lineage-assets-offsets",
-                             "enable.auto.commit": False})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.environment.settings.kafka_servers,
+                "group.id": "lineage-assets-offsets",
+                "enable.auto.commit": False,
+            }
+        )
         try:
             metadata = consumer.list_topics(topic, timeout=10).topics[topic]
-            return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in metadata.partitions}
+            return {
+                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in metadata.partitions
+            }
         finally:
             consumer.close()
 
@@ -57,4 +71,5 @@ class KafkaResource(dg.ConfigurableResource):
             return registry.lookup_schema(subject, Schema(schema_json, "AVRO"))
         except Exception as error:
             raise RegistryUnavailable(
-                f"schema registry at {url} (LINEAGE_ASSETS_REGISTRY_URL) refused subject {subject}: {error}") from error
+                f"schema registry at {url} (LINEAGE_ASSETS_REGISTRY_URL) refused subject {subject}: {error}"
+            ) from error

@@ -38,21 +38,30 @@ def start_dagster_run(settings: Settings, dagster_run: events.DagsterRun) -> Non
         emitter.emit(events.dagster_run_event(RunState.START, dagster_run, settings))
 
 
-def end_dagster_run(settings: Settings, instance: dg.DagsterInstance, run_id: str,
-                    status: dg.DagsterRunStatus | None = None) -> None:
+def end_dagster_run(
+    settings: Settings, instance: dg.DagsterInstance, run_id: str, status: dg.DagsterRunStatus | None = None
+) -> None:
     """The Dagster run's terminal lineage event, from its final status (or ``status``); once per run."""
     if status is None:
         record = instance.get_run_record_by_id(run_id)
         status = record.dagster_run.status if record else None
-    state = {dg.DagsterRunStatus.SUCCESS: RunState.COMPLETE, dg.DagsterRunStatus.FAILURE: RunState.FAIL,
-             dg.DagsterRunStatus.CANCELED: RunState.ABORT}.get(status)
+    state = {
+        dg.DagsterRunStatus.SUCCESS: RunState.COMPLETE,
+        dg.DagsterRunStatus.FAILURE: RunState.FAIL,
+        dg.DagsterRunStatus.CANCELED: RunState.ABORT,
+    }.get(status)
     emitter = emitter_for(settings)
     if state is None or not emitter.marked(f"dagster-runs/{run_id}.started"):
         return  # not finished, or a run without asset lineage
     if emitter.mark(f"dagster-runs/{run_id}.ended"):
-        emitter.emit(events.dagster_run_event(
-            state, dagster_run_of(instance, run_id), settings,
-            error_message=f"Dagster run {run_id} ended {status.value}" if state != RunState.COMPLETE else None))
+        emitter.emit(
+            events.dagster_run_event(
+                state,
+                dagster_run_of(instance, run_id),
+                settings,
+                error_message=f"Dagster run {run_id} ended {status.value}" if state != RunState.COMPLETE else None,
+            )
+        )
 
 
 def ending(error: BaseException | None) -> RunState:
@@ -65,8 +74,14 @@ def ending(error: BaseException | None) -> RunState:
 class AssetRunLineage:
     """The lineage run of one materialization; the asset calls ``complete`` with what it wrote."""
 
-    def __init__(self, emitter: LineageEmitter, dataset: Dataset, dagster_run: events.DagsterRun, settings: Settings,
-                 lifecycle: str | None = None):
+    def __init__(
+        self,
+        emitter: LineageEmitter,
+        dataset: Dataset,
+        dagster_run: events.DagsterRun,
+        settings: Settings,
+        lifecycle: str | None = None,
+    ):
         self.emitter, self.dataset, self.dagster_run, self.settings = emitter, dataset, dagster_run, settings
         self.statistics: events.OutputStatistics | None = None
         self.lifecycle = lifecycle
@@ -79,26 +94,51 @@ class AssetRunLineage:
     def run_id(self) -> str:
         return self.dagster_run.asset_run_id(self.dataset)
 
-    def complete(self, statistics: events.OutputStatistics, lifecycle: str | None = None, *,
-                 version: events.DatasetVersion | None = None,
-                 quality: dict | None = None, reads: tuple[events.SourceRead, ...] = (),
-                 column_lineage: ColumnLineage | None = None) -> None:
+    def complete(
+        self,
+        statistics: events.OutputStatistics,
+        lifecycle: str | None = None,
+        *,
+        version: events.DatasetVersion | None = None,
+        quality: dict | None = None,
+        reads: tuple[events.SourceRead, ...] = (),
+        column_lineage: ColumnLineage | None = None,
+    ) -> None:
         """What the run wrote (the version it made, the job's ``quality`` report entry, where its columns
         came from as the job observed it), and what it read of its inputs."""
-        self.statistics, self.lifecycle, self.version, self.quality, self.reads = statistics, lifecycle, version, quality, reads
+        self.statistics, self.lifecycle, self.version, self.quality, self.reads = (
+            statistics,
+            lifecycle,
+            version,
+            quality,
+            reads,
+        )
         self.column_lineage = column_lineage
 
     def emit(self, state: RunState, error: BaseException | None = None) -> None:
-        self.emitter.emit(events.asset_event(state, self.dataset, self.dagster_run, self.settings,
-                                             statistics=self.statistics, lifecycle=self.lifecycle, error=error,
-                                             version=self.version, quality=self.quality, reads=self.reads,
-                                             column_lineage=self.column_lineage))
+        self.emitter.emit(
+            events.asset_event(
+                state,
+                self.dataset,
+                self.dagster_run,
+                self.settings,
+                statistics=self.statistics,
+                lifecycle=self.lifecycle,
+                error=error,
+                version=self.version,
+                quality=self.quality,
+                reads=self.reads,
+                column_lineage=self.column_lineage,
+            )
+        )
 
     def spark_application(self) -> SparkApplication:
         """The Spark application this run submits, nested under it in the lineage."""
         return SparkApplication(self.settings, self.dataset, self.run_id, self.dagster_run.lineage_run_id)
 
-    def forward_spark_events(self, application: SparkApplication, ended_by: BaseException | None = None) -> AgentEvidence:
+    def forward_spark_events(
+        self, application: SparkApplication, ended_by: BaseException | None = None
+    ) -> AgentEvidence:
         """The application's own events into the log, ending as this run ends when ``ended_by`` ends it;
         its actions' lineage kept as evidence."""
         return application.forward_events(self.emitter, ending(ended_by), ended_by)
@@ -114,14 +154,28 @@ class CheckRunLineage:
     def result(self, assertions: list[events.Assertion], metadata: dict) -> dg.AssetCheckResult:
         """The evaluation: passed when every assertion holds; the assertions also go into the lineage."""
         self.assertions = tuple(assertions)
-        return dg.AssetCheckResult(passed=all(a.passed for a in assertions), metadata={
-            **metadata, "failed_assertions": dg.MetadataValue.json(
-                [f"{a.kind}" + (f" on {a.column}" if a.column else "") + f": expected {a.expected}, got {a.actual}"
-                 for a in assertions if not a.passed])})
+        return dg.AssetCheckResult(
+            passed=all(a.passed for a in assertions),
+            metadata={
+                **metadata,
+                "failed_assertions": dg.MetadataValue.json(
+                    [
+                        f"{a.kind}"
+                        + (f" on {a.column}" if a.column else "")
+                        + f": expected {a.expected}, got {a.actual}"
+                        for a in assertions
+                        if not a.passed
+                    ]
+                ),
+            },
+        )
 
     def emit(self, state: RunState, error: BaseException | None = None) -> None:
-        self.emitter.emit(events.check_event(state, self.check, self.dagster_run, self.settings,
-                                             assertions=self.assertions, error=error))
+        self.emitter.emit(
+            events.check_event(
+                state, self.check, self.dagster_run, self.settings, assertions=self.assertions, error=error
+            )
+        )
 
 
 class LineageResource(dg.ConfigurableResource):
@@ -138,25 +192,37 @@ class LineageResource(dg.ConfigurableResource):
         if run is None or run.job_code_origin is not None or run.remote_job_origin is not None:
             return
         failed = context.instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE).records
-        end_dagster_run(self.environment.settings, context.instance, run.run_id,
-                        dg.DagsterRunStatus.FAILURE if failed else dg.DagsterRunStatus.SUCCESS)
+        end_dagster_run(
+            self.environment.settings,
+            context.instance,
+            run.run_id,
+            dg.DagsterRunStatus.FAILURE if failed else dg.DagsterRunStatus.SUCCESS,
+        )
 
     def asset_run(self, context: dg.AssetExecutionContext, dataset: Dataset, lifecycle: str | None = None):
         """The lineage run of this materialization (``lineage_run``); the asset calls ``complete``.
         ``lifecycle``: the change every run makes to its dataset (OVERWRITE), reported from START on.
         Marquez keys a dataset version on the lifecycle change too, so a START without it would add
         an empty version before COMPLETE's to the dataset's history at every run."""
-        return self.lineage_run(context, lambda dagster_run: AssetRunLineage(
-            self.emitter(), dataset, dagster_run, self.environment.settings, lifecycle))
+        return self.lineage_run(
+            context,
+            lambda dagster_run: AssetRunLineage(
+                self.emitter(), dataset, dagster_run, self.environment.settings, lifecycle
+            ),
+        )
 
     def check_run(self, context: dg.AssetCheckExecutionContext, check: Check):
         """The lineage run of this check evaluation (``lineage_run``); the check returns ``result``."""
-        return self.lineage_run(context, lambda dagster_run: CheckRunLineage(
-            self.emitter(), check, dagster_run, self.environment.settings))
+        return self.lineage_run(
+            context, lambda dagster_run: CheckRunLineage(self.emitter(), check, dagster_run, self.environment.settings)
+        )
 
     @contextmanager
-    def lineage_run(self, context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext,
-                    make: Callable[[events.DagsterRun], AssetRunLineage | CheckRunLineage]):
+    def lineage_run(
+        self,
+        context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext,
+        make: Callable[[events.DagsterRun], AssetRunLineage | CheckRunLineage],
+    ):
         """START now; on leaving, COMPLETE, FAIL with the error, or ABORT if the run was interrupted.
         A directly invoked asset or check is its whole run: no run-status sensor will end the parent
         run, so it ends here too. Emission never raises into the step."""
@@ -177,5 +243,11 @@ class LineageResource(dg.ConfigurableResource):
             state = ending(error)
             run.emit(state, error=error)
             if dagster_run.job_name == DIRECT_INVOCATION:
-                self.emitter().emit(events.dagster_run_event(
-                    state, dagster_run, settings, error_message=f"{type(error).__name__}: {error}" if error else None))
+                self.emitter().emit(
+                    events.dagster_run_event(
+                        state,
+                        dagster_run,
+                        settings,
+                        error_message=f"{type(error).__name__}: {error}" if error else None,
+                    )
+                )

@@ -15,7 +15,12 @@ import dagster as dg
 from lineage_assets.jobs import PROGRESS_PREFIX, JobSpec, R
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import PROJECT_ROOT
-from lineage_assets.spark_conf import class_archive_writing_conf, driver_class_archive, spark_submit_command, spark_submit_env
+from lineage_assets.spark_conf import (
+    class_archive_writing_conf,
+    driver_class_archive,
+    spark_submit_command,
+    spark_submit_env,
+)
 
 
 class SparkJobError(RuntimeError):
@@ -42,20 +47,32 @@ class SparkJobsResource(dg.ConfigurableResource):
             if trains:
                 training.parent.mkdir(parents=True, exist_ok=True)
                 conf = class_archive_writing_conf(conf, training, Path(folder) / "agent-events.jsonl")
-            command = spark_submit_command(settings, PROJECT_ROOT / script, [*arguments, "--report", str(report)], conf,
-                                           secrets_file=Path(folder) / "spark-secrets.properties")
+            command = spark_submit_command(
+                settings,
+                PROJECT_ROOT / script,
+                [*arguments, "--report", str(report)],
+                conf,
+                secrets_file=Path(folder) / "spark-secrets.properties",
+            )
             tail: deque[str] = deque(maxlen=40)
             # Spark 4 leaves an `artifacts` folder in its working directory: keep it in the state folder.
             workdir = settings.state_dir / "spark"
             workdir.mkdir(parents=True, exist_ok=True)
             try:
-                with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                      env=spark_submit_env(), cwd=workdir) as process:
+                with subprocess.Popen(
+                    command,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    env=spark_submit_env(),
+                    cwd=workdir,
+                ) as process:
                     try:
                         for line in process.stdout:
                             tail.append(line.rstrip())
-                            if log is not None and (line.startswith(PROGRESS_PREFIX) or " ERROR " in line
-                                                    or "Traceback" in line):
+                            if log is not None and (
+                                line.startswith(PROGRESS_PREFIX) or " ERROR " in line or "Traceback" in line
+                            ):
                                 log.info(line.rstrip())
                     except BaseException:  # the run was cancelled: the job must not outlive it
                         process.terminate()

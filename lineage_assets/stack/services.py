@@ -128,6 +128,7 @@ def http_ok(url: str, timeout: float = 2.0) -> bool:
 
 # --- PostgreSQL --------------------------------------------------------------------------------
 
+
 def _postgres_user() -> str | None:
     """PostgreSQL refuses to run as root; under root the Debian package's `postgres` user runs it."""
     if os.geteuid() != 0:
@@ -166,7 +167,9 @@ def _chown_for(path: Path, user: str | None) -> None:
             if not mode & stat.S_IXOTH:
                 os.chmod(parent, mode | stat.S_IXOTH)
         if subprocess.run(["test", "-w", str(path)], **as_user(user)).returncode != 0:
-            raise StackError(f"postgres: user {user} cannot write {path}; give it access or set LINEAGE_ASSETS_STATE_DIR")
+            raise StackError(
+                f"postgres: user {user} cannot write {path}; give it access or set LINEAGE_ASSETS_STATE_DIR"
+            )
 
 
 def _prepare_postgres(settings: Settings) -> None:
@@ -177,17 +180,43 @@ def _prepare_postgres(settings: Settings) -> None:
     if (data / "pgdata" / "PG_VERSION").exists():
         return
     subprocess.run(
-        [_postgres_binary("initdb"), "-D", str(data / "pgdata"), "-U", settings.postgres_user,
-         "--auth=trust", "-E", "UTF8", "--no-locale"],
-        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, **as_user(user),
+        [
+            _postgres_binary("initdb"),
+            "-D",
+            str(data / "pgdata"),
+            "-U",
+            settings.postgres_user,
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-locale",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        **as_user(user),
     )
 
 
 def _psql(settings: Settings, sql: str, database: str = "postgres") -> str:
     result = subprocess.run(
-        [_postgres_binary("psql"), "-h", settings.host, "-p", str(settings.postgres_port),
-         "-U", settings.postgres_user, "-d", database, "-tAc", sql],
-        check=True, capture_output=True, text=True,
+        [
+            _postgres_binary("psql"),
+            "-h",
+            settings.host,
+            "-p",
+            str(settings.postgres_port),
+            "-U",
+            settings.postgres_user,
+            "-d",
+            database,
+            "-tAc",
+            sql,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return result.stdout.strip()
 
@@ -211,9 +240,15 @@ POSTGRES = Service(
     replaced_by=("catalog_url", "marquez_url"),  # it stores only the local catalog and Marquez
     ports=lambda s: [s.postgres_port],
     command=lambda s: [
-        _postgres_binary("postgres"), "-D", str(s.state_dir / "postgres" / "pgdata"),
-        "-p", str(s.postgres_port), "-c", f"listen_addresses={s.host}",
-        "-k", str(s.state_dir / "postgres" / "socket"),
+        _postgres_binary("postgres"),
+        "-D",
+        str(s.state_dir / "postgres" / "pgdata"),
+        "-p",
+        str(s.postgres_port),
+        "-c",
+        f"listen_addresses={s.host}",
+        "-k",
+        str(s.state_dir / "postgres" / "socket"),
     ],
     healthy=_postgres_healthy,
     address=lambda s: f"postgresql://{s.host}:{s.postgres_port}",
@@ -226,43 +261,71 @@ POSTGRES = Service(
 
 # --- Kafka (KRaft): one node, or three (kafka_brokers), each a broker and a controller ------------
 
+
 def _kafka_cluster_id(settings: Settings) -> str:
     """The id every node is formatted with: node 1's, chosen once."""
     record = settings.state_dir / "kafka" / "cluster-id"
     formatted = settings.state_dir / "kafka" / "log" / "meta.properties"
     if not record.exists():
-        existing = [line.split("=", 1)[1] for line in formatted.read_text().splitlines()
-                    if line.startswith("cluster.id=")] if formatted.exists() else []
+        existing = (
+            [line.split("=", 1)[1] for line in formatted.read_text().splitlines() if line.startswith("cluster.id=")]
+            if formatted.exists()
+            else []
+        )
         record.parent.mkdir(parents=True, exist_ok=True)
-        record.write_text(existing[0] if existing else base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))
+        record.write_text(
+            existing[0] if existing else base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        )
     return record.read_text().strip()
 
 
 def _prepare_kafka_node(settings: Settings, node: int) -> None:
     data = settings.state_dir / _kafka_name(node)
     broker, controller = settings.kafka_node_ports(node)
-    voters = ",".join(f"{n}@{settings.host}:{settings.kafka_node_ports(n)[1]}" for n in range(1, settings.kafka_brokers + 1))
+    voters = ",".join(
+        f"{n}@{settings.host}:{settings.kafka_node_ports(n)[1]}" for n in range(1, settings.kafka_brokers + 1)
+    )
     # The quorum is fixed when the nodes are formatted: a different broker count needs a fresh state.
     formatted = (data / "log" / "meta.properties").exists()
     formatted_for = data / "brokers"
     if formatted and not formatted_for.exists():
         formatted_for.write_text("1")  # formatted before the broker count was a setting: a single node
     if formatted and formatted_for.read_text().strip() != str(settings.kafka_brokers):
-        raise StackError(f"{_kafka_name(node)}: formatted for a Kafka of {formatted_for.read_text().strip()} broker(s), "
-                         f"LINEAGE_ASSETS_KAFKA_BROKERS={settings.kafka_brokers}; start from a fresh state (`make clean`) "
-                         f"or set it back")
+        raise StackError(
+            f"{_kafka_name(node)}: formatted for a Kafka of {formatted_for.read_text().strip()} broker(s), "
+            f"LINEAGE_ASSETS_KAFKA_BROKERS={settings.kafka_brokers}; start from a fresh state (`make clean`) "
+            f"or set it back"
+        )
     replication = settings.topic_replication  # the brokers' own topics too
     config = render(
-        "kafka-server.properties", data / "server.properties", node_id=node, voters=voters, host=settings.host,
-        kafka_port=broker, kafka_controller_port=controller, data_dir=data / "log",
-        replication=replication, min_isr=max(1, replication - 1))
+        "kafka-server.properties",
+        data / "server.properties",
+        node_id=node,
+        voters=voters,
+        host=settings.host,
+        kafka_port=broker,
+        kafka_controller_port=controller,
+        data_dir=data / "log",
+        replication=replication,
+        min_isr=max(1, replication - 1),
+    )
     if formatted:
         return  # formatted once; formatting again would wipe the topics
     subprocess.run(
-        [java(), "-cp", jar_classpath(settings, "kafka"), f"-Dlog4j2.configurationFile={CONF_DIR / 'jvm-log4j2.properties'}",
-         # `=` form: a base64 id may start with "-" and must not be read as an option.
-         "kafka.tools.StorageTool", "format", f"--cluster-id={_kafka_cluster_id(settings)}", f"--config={config}"],
-        check=True, capture_output=True, text=True,
+        [
+            java(),
+            "-cp",
+            jar_classpath(settings, "kafka"),
+            f"-Dlog4j2.configurationFile={CONF_DIR / 'jvm-log4j2.properties'}",
+            # `=` form: a base64 id may start with "-" and must not be read as an option.
+            "kafka.tools.StorageTool",
+            "format",
+            f"--cluster-id={_kafka_cluster_id(settings)}",
+            f"--config={config}",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     formatted_for.write_text(str(settings.kafka_brokers))
 
@@ -287,10 +350,17 @@ def _kafka_name(node: int) -> str:
 
 def kafka_node(node: int) -> Service:
     def command(settings: Settings) -> list[str]:
-        return [java(), "-Xms256m", "-Xmx1g", "-XX:+UseG1GC",
-                f"-Dlog4j2.configurationFile={CONF_DIR / 'jvm-log4j2.properties'}",
-                "-cp", jar_classpath(settings, "kafka"), "kafka.Kafka",
-                str(settings.state_dir / _kafka_name(node) / "server.properties")]
+        return [
+            java(),
+            "-Xms256m",
+            "-Xmx1g",
+            "-XX:+UseG1GC",
+            f"-Dlog4j2.configurationFile={CONF_DIR / 'jvm-log4j2.properties'}",
+            "-cp",
+            jar_classpath(settings, "kafka"),
+            "kafka.Kafka",
+            str(settings.state_dir / _kafka_name(node) / "server.properties"),
+        ]
 
     return Service(
         name=_kafka_name(node),
@@ -309,17 +379,27 @@ KAFKA, *KAFKA_NODES = (kafka_node(1), kafka_node(2), kafka_node(3))
 
 # --- S3 (s3proxy, filesystem backend) ----------------------------------------------------------
 
+
 def s3_client(settings: Settings):
     import boto3
     from botocore.config import Config
 
     return boto3.client(
-        "s3", endpoint_url=settings.s3_url, aws_access_key_id=settings.s3_access_key,
-        aws_secret_access_key=settings.s3_secret_key, region_name=settings.s3_region,
+        "s3",
+        endpoint_url=settings.s3_url,
+        aws_access_key_id=settings.s3_access_key,
+        aws_secret_access_key=settings.s3_secret_key,
+        region_name=settings.s3_region,
         # Checksums only where an operation requires them: S3-compatible stores (s3proxy among them)
         # reject the flexible-checksum headers boto3 sends by default.
-        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 2}, connect_timeout=2, read_timeout=10,
-                      request_checksum_calculation="when_required", response_checksum_validation="when_required"),
+        config=Config(
+            s3={"addressing_style": "path"},
+            retries={"max_attempts": 2},
+            connect_timeout=2,
+            read_timeout=10,
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        ),
     )
 
 
@@ -327,8 +407,13 @@ def _prepare_s3(settings: Settings) -> None:
     data = S3.data_dir(settings)
     (data / "blobs").mkdir(parents=True, exist_ok=True)
     render(
-        "s3proxy.properties", data / "s3proxy.properties", host=settings.host, s3_port=settings.s3_port,
-        s3_access_key=settings.s3_access_key, s3_secret_key=settings.s3_secret_key, data_dir=data / "blobs",
+        "s3proxy.properties",
+        data / "s3proxy.properties",
+        host=settings.host,
+        s3_port=settings.s3_port,
+        s3_access_key=settings.s3_access_key,
+        s3_secret_key=settings.s3_secret_key,
+        data_dir=data / "blobs",
     )
 
 
@@ -355,8 +440,12 @@ S3 = Service(
     replaced_by=("s3_endpoint",),
     ports=lambda s: [s.s3_port],
     command=lambda s: [
-        java(), "-Xmx512m", "-jar", single_jar(s, "s3proxy"),
-        "--properties", str(s.state_dir / "s3" / "s3proxy.properties"),
+        java(),
+        "-Xmx512m",
+        "-jar",
+        single_jar(s, "s3proxy"),
+        "--properties",
+        str(s.state_dir / "s3" / "s3proxy.properties"),
     ],
     healthy=_s3_healthy,
     address=lambda s: s.s3_url,
@@ -366,6 +455,7 @@ S3 = Service(
 
 
 # --- Iceberg REST catalog ----------------------------------------------------------------------
+
 
 def _iceberg_rest_env(settings: Settings) -> dict[str, str]:
     """The server reads its catalog properties from CATALOG_* variables (`__` = `-`, `_` = `.`)."""
@@ -396,8 +486,12 @@ ICEBERG_REST = Service(
     replaced_by=("catalog_url",),
     ports=lambda s: [s.iceberg_rest_port],
     command=lambda s: [
-        java(), "-Xmx512m", f"-Dlog4j2.configurationFile={CONF_DIR / 'jvm-log4j2.properties'}",
-        "-cp", jar_classpath(s, "iceberg-rest"), str(CONF_DIR / "IcebergRestOnHost.java"),  # on the settings' host
+        java(),
+        "-Xmx512m",
+        f"-Dlog4j2.configurationFile={CONF_DIR / 'jvm-log4j2.properties'}",
+        "-cp",
+        jar_classpath(s, "iceberg-rest"),
+        str(CONF_DIR / "IcebergRestOnHost.java"),  # on the settings' host
     ],
     healthy=lambda s: http_ok(f"{s.iceberg_catalog_url}/v1/config"),
     address=lambda s: s.iceberg_catalog_url,
@@ -414,10 +508,14 @@ REGISTRY = Service(
     replaced_by=("registry_url",),
     ports=lambda s: [s.registry_port],
     command=lambda s: [
-        java(), "-Xmx512m", f"-Dquarkus.http.host={s.host}", f"-Dquarkus.http.port={s.registry_port}",
+        java(),
+        "-Xmx512m",
+        f"-Dquarkus.http.host={s.host}",
+        f"-Dquarkus.http.port={s.registry_port}",
         # Schemas survive restarts in an H2 file (the 2.6 archive bundles no PostgreSQL driver).
         f"-Dquarkus.datasource.jdbc.url=jdbc:h2:file:{s.state_dir / 'registry' / 'h2' / 'registry'}",
-        "-jar", str(next((s.jars_dir / "registry").glob("apicurio-registry-app-*-runner.jar"), "apicurio-runner-jar-missing")),
+        "-jar",
+        str(next((s.jars_dir / "registry").glob("apicurio-registry-app-*-runner.jar"), "apicurio-runner-jar-missing")),
     ],
     healthy=lambda s: http_ok(f"http://{s.host}:{s.registry_port}/health/ready"),
     address=lambda s: s.schema_registry_url,
@@ -447,7 +545,9 @@ def _run_logged(command: list[str], cwd: Path, log: Path, what: str) -> None:
         result = subprocess.run(command, cwd=cwd, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     if result.returncode != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
-        raise StackError(f"{what} failed ({' '.join(command[:3])} ... exited with {result.returncode}); log: {log}\n{tail}")
+        raise StackError(
+            f"{what} failed ({' '.join(command[:3])} ... exited with {result.returncode}); log: {log}\n{tail}"
+        )
 
 
 def _marquez_archive(settings: Settings, progress: Progress) -> Path:
@@ -468,9 +568,11 @@ def _marquez_archive(settings: Settings, progress: Progress) -> Path:
         return archive
     archive = Path(source)
     if not archive.is_file():
-        raise StackError(f"Marquez source archive not found: LINEAGE_ASSETS_MARQUEZ_SOURCE={archive}; get the upstream "
-                         f"release tarball of MarquezProject/marquez tag 0.51.1 ({MARQUEZ_RELEASE_URL}) and set "
-                         f"LINEAGE_ASSETS_MARQUEZ_SOURCE to its path or URL")
+        raise StackError(
+            f"Marquez source archive not found: LINEAGE_ASSETS_MARQUEZ_SOURCE={archive}; get the upstream "
+            f"release tarball of MarquezProject/marquez tag 0.51.1 ({MARQUEZ_RELEASE_URL}) and set "
+            f"LINEAGE_ASSETS_MARQUEZ_SOURCE to its path or URL"
+        )
     return archive
 
 
@@ -506,10 +608,23 @@ def _build_marquez_api(settings: Settings, progress: Progress) -> None:
     build = _marquez_dir(settings) / "api-build"
     build.mkdir(parents=True, exist_ok=True)
     _run_logged(
-        [_tool("mvn", "install Maven"), "-q", "-B", "-f", str(pom), f"-Dmaven.repo.local={settings.cache_dir / 'm2'}",
-         "package", "-P", "marquez", f"-Djars.dir={settings.jars_dir}", f"-Dmarquez.source={sources}",
-         f"-Dmarquez.build={build}"],
-        cwd=PROJECT_ROOT, log=_marquez_dir(settings) / "api-build.log", what="marquez: building the API",
+        [
+            _tool("mvn", "install Maven"),
+            "-q",
+            "-B",
+            "-f",
+            str(pom),
+            f"-Dmaven.repo.local={settings.cache_dir / 'm2'}",
+            "package",
+            "-P",
+            "marquez",
+            f"-Djars.dir={settings.jars_dir}",
+            f"-Dmarquez.source={sources}",
+            f"-Dmarquez.build={build}",
+        ],
+        cwd=PROJECT_ROOT,
+        log=_marquez_dir(settings) / "api-build.log",
+        what="marquez: building the API",
     )
     stamp.write_text(fingerprint)
 
@@ -525,19 +640,29 @@ def _build_marquez_web(settings: Settings, progress: Progress) -> None:
     shutil.copytree(sources / "web", web)
     npm = _tool("npm", "install Node.js 18 or later (apt-get install nodejs npm)")
     # npm's own cache under the project's cache, like Maven's repository.
-    _run_logged([npm, "ci", "--no-audit", "--no-fund", "--cache", str(settings.cache_dir / "npm")],
-                cwd=web, log=_marquez_dir(settings) / "web-npm-ci.log", what="marquez-web: npm ci")
-    _run_logged([npm, "run", "build"], cwd=web, log=_marquez_dir(settings) / "web-build.log",
-                what="marquez-web: npm run build")
+    _run_logged(
+        [npm, "ci", "--no-audit", "--no-fund", "--cache", str(settings.cache_dir / "npm")],
+        cwd=web,
+        log=_marquez_dir(settings) / "web-npm-ci.log",
+        what="marquez-web: npm ci",
+    )
+    _run_logged(
+        [npm, "run", "build"], cwd=web, log=_marquez_dir(settings) / "web-build.log", what="marquez-web: npm run build"
+    )
     stamp.write_text(fingerprint)
 
 
 def _prepare_marquez(settings: Settings) -> None:
     data = MARQUEZ.data_dir(settings)
     render(
-        "marquez.yml", data / "marquez.yml", host=settings.host, marquez_port=settings.marquez_port,
-        marquez_admin_port=settings.marquez_admin_port, jdbc_url=settings.marquez_jdbc_url,
-        postgres_user=settings.postgres_user, postgres_password=settings.postgres_password,
+        "marquez.yml",
+        data / "marquez.yml",
+        host=settings.host,
+        marquez_port=settings.marquez_port,
+        marquez_admin_port=settings.marquez_admin_port,
+        jdbc_url=settings.marquez_jdbc_url,
+        postgres_user=settings.postgres_user,
+        postgres_password=settings.postgres_password,
     )
 
 
@@ -546,8 +671,13 @@ MARQUEZ = Service(
     replaced_by=("marquez_url",),
     ports=lambda s: [s.marquez_port, s.marquez_admin_port],
     command=lambda s: [
-        java(), "-Xmx1g", "-cp", jar_classpath(s, "marquez"), "marquez.MarquezApp",
-        "server", str(s.state_dir / "marquez" / "marquez.yml"),
+        java(),
+        "-Xmx1g",
+        "-cp",
+        jar_classpath(s, "marquez"),
+        "marquez.MarquezApp",
+        "server",
+        str(s.state_dir / "marquez" / "marquez.yml"),
     ],
     healthy=lambda s: http_ok(f"http://{s.host}:{s.marquez_admin_port}/healthcheck"),
     address=lambda s: s.marquez_api_url,
@@ -561,17 +691,25 @@ MARQUEZ = Service(
 def _marquez_web_command(settings: Settings) -> list[str]:
     server = _marquez_web_dir(settings) / "setupProxy.js"
     if not (_marquez_web_dir(settings) / "dist" / "index.html").exists():
-        raise StackError(f"marquez-web: no built UI in {server.parent}: run `make setup` (or `lineage-assets stack build`)")
-    return [_tool("node", "install Node.js 18 or later (apt-get install nodejs)"),
-            "--require", str(CONF_DIR / "listen-on-host.js"), str(server)]
+        raise StackError(
+            f"marquez-web: no built UI in {server.parent}: run `make setup` (or `lineage-assets stack build`)"
+        )
+    return [
+        _tool("node", "install Node.js 18 or later (apt-get install nodejs)"),
+        "--require",
+        str(CONF_DIR / "listen-on-host.js"),
+        str(server),
+    ]
 
 
 def _marquez_web_env(settings: Settings) -> dict[str, str]:
     """The upstream server's variables; the API's address from marquez_api_url, so a remote Marquez works too."""
     api = urllib.parse.urlsplit(settings.marquez_api_url)
     return {
-        "MARQUEZ_HOST": api.hostname or settings.host, "MARQUEZ_PORT": str(api.port or 80),
-        "WEB_PORT": str(settings.marquez_web_port), "LISTEN_HOST": settings.host,
+        "MARQUEZ_HOST": api.hostname or settings.host,
+        "MARQUEZ_PORT": str(api.port or 80),
+        "WEB_PORT": str(settings.marquez_web_port),
+        "LISTEN_HOST": settings.host,
     }
 
 
@@ -590,6 +728,7 @@ MARQUEZ_WEB = Service(
 
 # --- Spark standalone cluster (opt-in: LINEAGE_ASSETS_SPARK_MASTER=spark://HOST:SPARK_CLUSTER_PORT) -----
 
+
 def _spark_daemon(settings: Settings, main_class: str, *arguments: str) -> list[str]:
     # Spark's launcher (bin/spark-class) ends in `exec java -cp <jars> <class>`: run that command
     # itself, so the supervisor finds the process under the command line it recorded.
@@ -599,14 +738,19 @@ def _spark_daemon(settings: Settings, main_class: str, *arguments: str) -> list[
 def _spark_env(settings: Settings) -> dict[str, str]:
     """What bin/load-spark-env.sh would export: a worker builds its executors' command from these."""
     (core,) = (spark_home() / "jars").glob("spark-core_*.jar")  # spark-core_2.13-4.0.0.jar
-    return {"SPARK_HOME": str(spark_home()), "SPARK_SCALA_VERSION": core.name.split("_")[1].split("-")[0],
-            "SPARK_LOCAL_IP": settings.host}  # the daemons' web UIs bind there too
+    return {
+        "SPARK_HOME": str(spark_home()),
+        "SPARK_SCALA_VERSION": core.name.split("_")[1].split("-")[0],
+        "SPARK_LOCAL_IP": settings.host,
+    }  # the daemons' web UIs bind there too
 
 
 def spark_master_state(settings: Settings) -> dict | None:
     """The master's view of the cluster (its status, workers and applications), None when it does not answer."""
     try:
-        with urllib.request.urlopen(f"http://{settings.host}:{settings.spark_cluster_web_port}/json/", timeout=2) as response:
+        with urllib.request.urlopen(
+            f"http://{settings.host}:{settings.spark_cluster_web_port}/json/", timeout=2
+        ) as response:
             return json.load(response)
     except (urllib.error.URLError, OSError, ValueError):
         return None
@@ -620,8 +764,16 @@ SPARK_MASTER = Service(
     name="spark-master",
     wanted=lambda s: s.runs_spark_cluster,
     ports=lambda s: [s.spark_cluster_port, s.spark_cluster_web_port],
-    command=lambda s: _spark_daemon(s, "org.apache.spark.deploy.master.Master", "--host", s.host,
-                                    "--port", str(s.spark_cluster_port), "--webui-port", str(s.spark_cluster_web_port)),
+    command=lambda s: _spark_daemon(
+        s,
+        "org.apache.spark.deploy.master.Master",
+        "--host",
+        s.host,
+        "--port",
+        str(s.spark_cluster_port),
+        "--webui-port",
+        str(s.spark_cluster_web_port),
+    ),
     healthy=lambda s: (spark_master_state(s) or {}).get("status") == "ALIVE",
     address=lambda s: s.local_spark_cluster_url,
     prepare=lambda s: SPARK_MASTER.data_dir(s).mkdir(parents=True, exist_ok=True),
@@ -637,10 +789,22 @@ def spark_worker(number: int) -> Service:
 
     def command(settings: Settings) -> list[str]:
         return _spark_daemon(
-            settings, "org.apache.spark.deploy.worker.Worker", settings.local_spark_cluster_url, "--host", settings.host,
-            "--port", str(spark_worker_port(settings, number)), "--webui-port", str(spark_worker_port(settings, number) + 1),
-            "--cores", str(settings.spark_worker_cores), "--memory", settings.spark_worker_memory,
-            "--work-dir", str(settings.state_dir / f"spark-worker-{number}" / "work"))
+            settings,
+            "org.apache.spark.deploy.worker.Worker",
+            settings.local_spark_cluster_url,
+            "--host",
+            settings.host,
+            "--port",
+            str(spark_worker_port(settings, number)),
+            "--webui-port",
+            str(spark_worker_port(settings, number) + 1),
+            "--cores",
+            str(settings.spark_worker_cores),
+            "--memory",
+            settings.spark_worker_memory,
+            "--work-dir",
+            str(settings.state_dir / f"spark-worker-{number}" / "work"),
+        )
 
     return Service(
         name=f"spark-worker-{number}",
@@ -658,5 +822,15 @@ def spark_worker(number: int) -> Service:
 
 SPARK_WORKERS = (spark_worker(1), spark_worker(2))
 
-SERVICES: tuple[Service, ...] = (POSTGRES, KAFKA, *KAFKA_NODES, S3, ICEBERG_REST, REGISTRY, MARQUEZ, MARQUEZ_WEB,
-                                 SPARK_MASTER, *SPARK_WORKERS)
+SERVICES: tuple[Service, ...] = (
+    POSTGRES,
+    KAFKA,
+    *KAFKA_NODES,
+    S3,
+    ICEBERG_REST,
+    REGISTRY,
+    MARQUEZ,
+    MARQUEZ_WEB,
+    SPARK_MASTER,
+    *SPARK_WORKERS,
+)

@@ -43,8 +43,12 @@ def _log_tail(path: Path, lines: int = 15) -> str:
 
 
 class Supervisor:
-    def __init__(self, settings: Settings, services: Iterable[Service] = SERVICES,
-                 progress: Callable[[str], None] = lambda line: None):
+    def __init__(
+        self,
+        settings: Settings,
+        services: Iterable[Service] = SERVICES,
+        progress: Callable[[str], None] = lambda line: None,
+    ):
         self.settings = settings
         self.services = {service.name: service for service in services}
         self.progress = progress
@@ -75,10 +79,16 @@ class Supervisor:
         statuses = []
         for service in self.selected(names):
             pid = self._recorded_pid(service)
-            statuses.append(ServiceStatus(
-                name=service.name, address=service.address(self.settings), pid=pid, running=pid is not None,
-                healthy=service.healthy(self.settings), log=str(service.log_file(self.settings)),
-            ))
+            statuses.append(
+                ServiceStatus(
+                    name=service.name,
+                    address=service.address(self.settings),
+                    pid=pid,
+                    running=pid is not None,
+                    healthy=service.healthy(self.settings),
+                    log=str(service.log_file(self.settings)),
+                )
+            )
         return statuses
 
     # --- build ----------------------------------------------------------------------------------
@@ -97,8 +107,11 @@ class Supervisor:
     # --- up -------------------------------------------------------------------------------------
     def up(self, names: Iterable[str] | None = None) -> list[ServiceStatus]:
         private_folder(self.settings.state_dir)  # logs, data and configurations with credentials
-        wanted = [service for service in self._with_requirements(self.selected(names))
-                  if not self._skipped_as_replaced(service, "started")]
+        wanted = [
+            service
+            for service in self._with_requirements(self.selected(names))
+            if not self._skipped_as_replaced(service, "started")
+        ]
         # A requirement run elsewhere counts as healthy: the stack neither starts nor waits for it.
         healthy = {service.name for service in self.services.values() if service.replaced(self.settings)}
         pending = list(wanted)
@@ -116,12 +129,14 @@ class Supervisor:
 
     def _with_requirements(self, services: list[Service]) -> list[Service]:
         ordered: list[Service] = []
+
         def visit(service: Service) -> None:
             # What a service run elsewhere requires is that deployment's business.
             for requirement in () if service.replaced(self.settings) else service.requires:
                 visit(self.services[requirement])
             if service not in ordered:
                 ordered.append(service)
+
         for service in services:
             visit(service)
         return ordered
@@ -135,8 +150,10 @@ class Supervisor:
         taken = [port for port in service.ports(settings) if _port_taken(settings.host, port)]
         if taken and service.healthy(settings):
             # The same service run by someone else (infra/compose.yaml, a developer's own server): use it.
-            self.progress(f"{service.name:<12} already served at {service.address(settings)} by a process outside "
-                          f"this stack; using it (it is not stopped by `stack down`)")
+            self.progress(
+                f"{service.name:<12} already served at {service.address(settings)} by a process outside "
+                f"this stack; using it (it is not stopped by `stack down`)"
+            )
             return None
         if taken:
             raise StackError(
@@ -149,16 +166,23 @@ class Supervisor:
             service.prepare(settings)
             command = service.command(settings)
         except subprocess.CalledProcessError as error:
-            raise StackError(f"{service.name}: preparation failed ({' '.join(map(str, error.cmd[:3]))} ...): "
-                             f"{(error.stderr or '').strip()[-500:]}") from error
+            raise StackError(
+                f"{service.name}: preparation failed ({' '.join(map(str, error.cmd[:3]))} ...): "
+                f"{(error.stderr or '').strip()[-500:]}"
+            ) from error
         self.progress(f"{service.name:<12} starting at {service.address(settings)}")
         with log_path.open("ab") as log:
             log.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(command)}\n".encode())
             log.flush()
             process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 start_new_session=True,  # outlives the CLI that started it
-                env={**os.environ, **service.env(settings)}, cwd=service.data_dir(settings), **as_user(service.run_as()),
+                env={**os.environ, **service.env(settings)},
+                cwd=service.data_dir(settings),
+                **as_user(service.run_as()),
             )
         record = self._record_path(service)
         record.parent.mkdir(parents=True, exist_ok=True)
@@ -211,6 +235,7 @@ class Supervisor:
                 pending.remove(service)
         return stopped
 
+
 EPHEMERAL_PORT_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 
 
@@ -229,9 +254,14 @@ def _refuse_ephemeral_ports(service: Service, settings: Settings) -> None:
     ephemeral = ephemeral_ports()
     for port in service.ports(settings) if ephemeral else ():
         if port in ephemeral:
-            setting = next((ENV_PREFIX + f.name.upper() for f in fields(settings)
-                            if f.name.endswith("_port") and getattr(settings, f.name) == port),
-                           f"derived from {service.name}'s port settings")
+            setting = next(
+                (
+                    ENV_PREFIX + f.name.upper()
+                    for f in fields(settings)
+                    if f.name.endswith("_port") and getattr(settings, f.name) == port
+                ),
+                f"derived from {service.name}'s port settings",
+            )
             raise StackError(
                 f"{service.name}: port {port} ({setting}) lies in this machine's ephemeral port range "
                 f"{ephemeral.start}-{ephemeral.stop - 1}, from which outgoing connections take their local ports, "
@@ -248,4 +278,3 @@ def _port_taken(host: str, port: int) -> bool:
         except OSError:
             return True
     return False
-

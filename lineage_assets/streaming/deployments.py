@@ -26,7 +26,6 @@ from lineage_assets.settings import Settings
 from lineage_assets.streaming.exclusive import running
 from lineage_assets.streaming.folder import DeploymentFolder
 
-
 # Seconds between a deployment's micro-batches: an order reaches the table about 4 s after it is produced.
 TRIGGER_SECONDS = 5.0
 
@@ -94,8 +93,17 @@ class Deployments(abc.ABC):
         spec = {
             "dataset": job.dataset.key,
             "script": job.script,
-            "arguments": [*job.arguments, "--mode", "continuous", "--trigger-seconds", str(self.trigger_seconds),
-                          "--progress-file", str(files.progress_file), "--drain-file", str(files.drain_file)],
+            "arguments": [
+                *job.arguments,
+                "--mode",
+                "continuous",
+                "--trigger-seconds",
+                str(self.trigger_seconds),
+                "--progress-file",
+                str(files.progress_file),
+                "--drain-file",
+                str(files.drain_file),
+            ],
             "environment": self.settings.as_environment(secrets=False),  # the runner's own environment has them
             "running_interval": self.running_interval,
         }
@@ -129,9 +137,19 @@ class Deployments(abc.ABC):
         else:
             state = ENDED_STATES[ended["state"]] if ended else "not deployed"
         return DeploymentStatus(
-            name=name, job=self._job(name).dataset.job.name, state=state, running=pid is not None, pid=pid,
-            run_id=runner.get("run_id"), config_hash=files.spec().get("config_hash"), started_at=runner.get("started_at"),
-            last_progress=files.last_progress(), ended=ended, orphan_pids=orphans, log=str(files.runner_log))
+            name=name,
+            job=self._job(name).dataset.job.name,
+            state=state,
+            running=pid is not None,
+            pid=pid,
+            run_id=runner.get("run_id"),
+            config_hash=files.spec().get("config_hash"),
+            started_at=runner.get("started_at"),
+            last_progress=files.last_progress(),
+            ended=ended,
+            orphan_pids=orphans,
+            log=str(files.runner_log),
+        )
 
     def end_if_dead(self, name: str, by: str) -> dict | None:
         """End a dead deployment: stop its orphaned processes, and end its run with FAIL unless it
@@ -186,7 +204,9 @@ class Deployments(abc.ABC):
         while self._running(folder) is not None:
             if time.monotonic() > deadline:
                 self._signal(folder, signal.SIGKILL)
-                raise DeploymentError(f"{name}: did not stop within {timeout:.0f} s and was killed; log: {files.runner_log}")
+                raise DeploymentError(
+                    f"{name}: did not stop within {timeout:.0f} s and was killed; log: {files.runner_log}"
+                )
             time.sleep(0.5)
         return "stopped"
 
@@ -199,7 +219,11 @@ class LocalDeployments(Deployments):
             process = subprocess.Popen(
                 [sys.executable, "-m", "lineage_assets.streaming.runner", str(folder)],
                 env={**os.environ, **self.settings.secret_environment()},
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         return process.poll
 
     def _running(self, folder: Path) -> int | None:
@@ -223,8 +247,14 @@ class DockerDeployments(Deployments):
 
     LABEL = "lineage-assets.deployment"
 
-    def __init__(self, settings: Settings, running_interval: int = 10, trigger_seconds: float = TRIGGER_SECONDS,
-                 container_kwargs: dict | None = None, client=None):
+    def __init__(
+        self,
+        settings: Settings,
+        running_interval: int = 10,
+        trigger_seconds: float = TRIGGER_SECONDS,
+        container_kwargs: dict | None = None,
+        client=None,
+    ):
         from dagster_docker.utils import validate_docker_config, validate_docker_image
 
         super().__init__(settings, running_interval, trigger_seconds)
@@ -282,6 +312,7 @@ class DockerDeployments(Deployments):
         def exit_code() -> int | None:
             container.reload()
             return container.attrs["State"]["ExitCode"] if container.status == "exited" else None
+
         return exit_code
 
     def _running(self, folder: Path) -> int | None:

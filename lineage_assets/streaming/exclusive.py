@@ -37,8 +37,10 @@ def exclusive_run(state_dir: Path, job_name: str, dataset_key: str, holder: str)
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise AlreadyRunning(f"{dataset_key} runs already: {_holder(path)}; a second run of the job would "
-                                 "commit the same checkpoint. Wait for it to end, or stop it") from None
+            raise AlreadyRunning(
+                f"{dataset_key} runs already: {_holder(path)}; a second run of the job would "
+                "commit the same checkpoint. Wait for it to end, or stop it"
+            ) from None
         os.ftruncate(descriptor, 0)
         os.pwrite(descriptor, holder.encode(), 0)
         yield descriptor

@@ -21,17 +21,18 @@ from openlineage.client.event_v2 import RunState
 
 from lineage_assets.datasets import DATASETS
 from lineage_assets.lineage import events
+from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.event_log import file_lock
 from lineage_assets.lineage.observed import ColumnLineage, ObservationError, from_report
 from lineage_assets.processes import command_line, names, pids_naming, terminate
-from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.settings import Settings
 
 # A stopped Spark job commits nothing half-way (checkpoints and Iceberg commits are atomic); it gets
 # this long to exit on SIGTERM before it is killed.
 ORPHAN_STOP_S = 20.0
-RUNNER_GONE = ("the deployment's runner process is gone without reporting an end "
-               "(killed, out of memory or machine restart)")
+RUNNER_GONE = (
+    "the deployment's runner process is gone without reporting an end (killed, out of memory or machine restart)"
+)
 TERMINAL_STATES = {"COMPLETE", "ABORT", "FAIL"}
 
 
@@ -108,9 +109,12 @@ class DeploymentFolder:
         latest = progress[-1] if progress else {}
         return events.StreamingProgressRunFacet(
             processedRows=sum(record.get("rows", 0) for record in progress),
-            inputRowsPerSecond=latest.get("input_rows_per_second"), processedRowsPerSecond=latest.get("processed_rows_per_second"),
-            lastBatchDurationMs=latest.get("batch_duration_ms"), lastBatchTime=latest.get("time"),
-            sourceOffsets=latest.get("end_offsets"))
+            inputRowsPerSecond=latest.get("input_rows_per_second"),
+            processedRowsPerSecond=latest.get("processed_rows_per_second"),
+            lastBatchDurationMs=latest.get("batch_duration_ms"),
+            lastBatchTime=latest.get("time"),
+            sourceOffsets=latest.get("end_offsets"),
+        )
 
     def versions_read(self) -> tuple[dict, ...]:
         """The writer versions of the records read so far, summed over the job's batches (the
@@ -182,7 +186,9 @@ class DeploymentFolder:
             terminate(orphans, ORPHAN_STOP_S)
             ended = None
             if self.runner().get("run_id") and self.ended() is None:
-                reason = RUNNER_GONE + (f"; its Spark job (pids {', '.join(map(str, orphans))}) was stopped" if orphans else "")
+                reason = RUNNER_GONE + (
+                    f"; its Spark job (pids {', '.join(map(str, orphans))}) was stopped" if orphans else ""
+                )
                 ended = self._end(RunState.FAIL, by, events.JobError(reason))
             return {"orphans": orphans, "ended": ended} if orphans or ended else None
 
@@ -196,12 +202,30 @@ class DeploymentFolder:
         if not any(event["eventType"] in TERMINAL_STATES for event in emitter.events(run_id)):
             progress = self.progress_facet()
             version, quality = self.output_written()
-            emitter.emit(events.asset_event(
-                state, DATASETS[spec["dataset"]], None, settings, run_id=run_id, running_interval=spec["running_interval"],
-                error=error, statistics=events.OutputStatistics(rows=progress.processedRows), progress=progress,
-                version=version, quality=quality, column_lineage=self.column_lineage(settings)))
-        ended = {"state": state.value, "run_id": run_id, "at": dt.datetime.now(dt.UTC).isoformat(), "by": by,
-                 "reason": error.message if error else None, **record}
+            emitter.emit(
+                events.asset_event(
+                    state,
+                    DATASETS[spec["dataset"]],
+                    None,
+                    settings,
+                    run_id=run_id,
+                    running_interval=spec["running_interval"],
+                    error=error,
+                    statistics=events.OutputStatistics(rows=progress.processedRows),
+                    progress=progress,
+                    version=version,
+                    quality=quality,
+                    column_lineage=self.column_lineage(settings),
+                )
+            )
+        ended = {
+            "state": state.value,
+            "run_id": run_id,
+            "at": dt.datetime.now(dt.UTC).isoformat(),
+            "by": by,
+            "reason": error.message if error else None,
+            **record,
+        }
         temporary = self.path / "ended.json.tmp"
         temporary.write_text(json.dumps(ended))
         temporary.replace(self.path / "ended.json")  # readers never see half a record

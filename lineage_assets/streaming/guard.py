@@ -40,7 +40,7 @@ def main(folder: Path, command: list[str]) -> int:
             from lineage_assets.streaming.folder import DeploymentFolder
 
             deployment = DeploymentFolder(folder)
-            deployment.end_dead(lambda: deployment.runner_pid() is not None, by="the Spark job's guard")
+            deployment.end_dead(lambda folder=deployment: folder.runner_pid() is not None, by="the Spark job's guard")
             return 1
         time.sleep(POLL_S)
     if job.returncode < 0:

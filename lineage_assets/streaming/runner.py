@@ -24,8 +24,8 @@ from openlineage.client.uuid import generate_new_uuid
 
 from lineage_assets.datasets import DATASETS
 from lineage_assets.lineage import events
-from lineage_assets.processes import terminate
 from lineage_assets.lineage.emitter import emitter_for
+from lineage_assets.processes import terminate
 from lineage_assets.settings import PROJECT_ROOT, Settings
 from lineage_assets.spark_conf import spark_submit_command, spark_submit_env
 from lineage_assets.streaming.exclusive import exclusive_run
@@ -37,12 +37,14 @@ def job_error(log_text: str, exit_code: int) -> events.JobError:
     last non-INFO lines as the stack trace."""
     lines = [line for line in log_text.splitlines() if " INFO " not in line and " WARN " not in line]
     heads = [line.strip() for line in lines if not line.strip().startswith("at ")]  # no stack frames
-    causes = [line for line in heads if "Error" in line.split(":")[0] or "Exception" in line.split(":")[0]
-              or line.startswith(("Caused by:", ": "))]
+    causes = [
+        line
+        for line in heads
+        if "Error" in line.split(":")[0] or "Exception" in line.split(":")[0] or line.startswith(("Caused by:", ": "))
+    ]
     unique = list(dict.fromkeys(causes))[-12:]
     ended = f"was killed by {signal.Signals(-exit_code).name}" if exit_code < 0 else f"exited with code {exit_code}"
-    return events.JobError(message=f"streaming job {ended}: " + " | ".join(unique),
-                           stack_trace="\n".join(lines[-200:]))
+    return events.JobError(message=f"streaming job {ended}: " + " | ".join(unique), stack_trace="\n".join(lines[-200:]))
 
 
 def main(folder: Path) -> int:
@@ -55,29 +57,44 @@ def main(folder: Path) -> int:
     interval = spec["running_interval"]
 
     def emit(state: RunState, **facts) -> None:
-        emitter.emit(events.asset_event(state, dataset, None, settings, run_id=run_id, running_interval=interval, **facts))
+        emitter.emit(
+            events.asset_event(state, dataset, None, settings, run_id=run_id, running_interval=interval, **facts)
+        )
 
     stop_requested = []
     signal.signal(signal.SIGTERM, lambda signum, frame: stop_requested.append(signum))
     signal.signal(signal.SIGINT, lambda signum, frame: stop_requested.append(signum))
 
-    command = spark_submit_command(settings, PROJECT_ROOT / spec["script"],
-                                   [*spec["arguments"], "--report", str(deployment.report_file)],
-                                   {"spark.app.name": f"{dataset.job.name}-deployment"},
-                                   secrets_file=deployment.secrets_file)
+    command = spark_submit_command(
+        settings,
+        PROJECT_ROOT / spec["script"],
+        [*spec["arguments"], "--report", str(deployment.report_file)],
+        {"spark.app.name": f"{dataset.job.name}-deployment"},
+        secrets_file=deployment.secrets_file,
+    )
     workdir = settings.state_dir / "spark"
     workdir.mkdir(parents=True, exist_ok=True)
     runner = {"pid": os.getpid(), "run_id": run_id, "started_at": dt.datetime.now(dt.UTC).isoformat()}
     # Held for the deployment's life, by this runner and the guard of its Spark job, which outlives it.
-    with exclusive_run(settings.state_dir, dataset.job.name, dataset.key,
-                       f"its continuous deployment (run {run_id}, pid {os.getpid()}) keeps the asset up to date; "
-                       f"`lineage-assets stop {dataset.key}` stops it") as lock:
+    with exclusive_run(
+        settings.state_dir,
+        dataset.job.name,
+        dataset.key,
+        f"its continuous deployment (run {run_id}, pid {os.getpid()}) keeps the asset up to date; "
+        f"`lineage-assets stop {dataset.key}` stops it",
+    ) as lock:
         deployment.write_runner(runner)
         emit(RunState.START)
         spark_log = deployment.spark_log.open("ab")
-        job = subprocess.Popen([sys.executable, "-m", "lineage_assets.streaming.guard", str(folder), *command],
-                               stdout=spark_log, stderr=subprocess.STDOUT, env=spark_submit_env(), cwd=workdir,
-                               start_new_session=True, pass_fds=(lock,))
+        job = subprocess.Popen(
+            [sys.executable, "-m", "lineage_assets.streaming.guard", str(folder), *command],
+            stdout=spark_log,
+            stderr=subprocess.STDOUT,
+            env=spark_submit_env(),
+            cwd=workdir,
+            start_new_session=True,
+            pass_fds=(lock,),
+        )
         deployment.write_runner({**runner, "spark_pgid": job.pid})  # the guard leads the job's group
         last_running = time.monotonic()
         while job.poll() is None:
@@ -92,9 +109,15 @@ def main(folder: Path) -> int:
             if time.monotonic() - last_running >= interval:  # a sign of life, with or without new batches
                 progress = deployment.progress_facet()
                 version, quality = deployment.output_written()
-                emit(RunState.RUNNING, progress=progress, statistics=events.OutputStatistics(rows=progress.processedRows),
-                     reads=(events.orders_read(settings, deployment.versions_read()),), version=version, quality=quality,
-                     column_lineage=deployment.column_lineage(settings))
+                emit(
+                    RunState.RUNNING,
+                    progress=progress,
+                    statistics=events.OutputStatistics(rows=progress.processedRows),
+                    reads=(events.orders_read(settings, deployment.versions_read()),),
+                    version=version,
+                    quality=quality,
+                    column_lineage=deployment.column_lineage(settings),
+                )
                 last_running = time.monotonic()
             time.sleep(0.5)
         # A driver killed alone leaves its Python process (or its JVM) behind: nothing outlives the run.

@@ -13,8 +13,13 @@ from lineage_assets.resources.settings import SettingsResource
 
 START = dt.datetime(2026, 11, 20, 23, 56, 0, tzinfo=dt.UTC)  # the orders cross midnight
 GENERATOR = GeneratorConfig(count=400, seed=11, start=START, late_fraction=0.03, bad_fraction=0.04)
-ORDERS_CONFIG = {"count": GENERATOR.count, "seed": GENERATOR.seed, "start": START.isoformat(),
-                 "late_fraction": GENERATOR.late_fraction, "bad_fraction": GENERATOR.bad_fraction}
+ORDERS_CONFIG = {
+    "count": GENERATOR.count,
+    "seed": GENERATOR.seed,
+    "start": START.isoformat(),
+    "late_fraction": GENERATOR.late_fraction,
+    "bad_fraction": GENERATOR.bad_fraction,
+}
 
 
 @pytest.fixture(scope="session")
@@ -37,8 +42,8 @@ DELIVERY_TIMEOUT_S = 90  # a sender backing off from a stopped Marquez waits up 
 @pytest.fixture(scope="module")
 def marquez(runs, settings):
     """The test stack's Marquez once every event of the run has been delivered to it."""
-    from lineage_assets.lineage.marquez import MarquezApi
     from lineage_assets.lineage.emitter import emitter_for
+    from lineage_assets.lineage.marquez import MarquezApi
 
     assert emitter_for(settings).flush(timeout=DELIVERY_TIMEOUT_S), "the event log was not delivered to Marquez"
     return MarquezApi(settings.marquez_api_url)

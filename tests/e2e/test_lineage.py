@@ -7,14 +7,22 @@ from decimal import Decimal
 import dagster as dg
 import pytest
 
-from lineage_assets.datasets import ARCHIVE, CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORCHESTRATOR_JOB, ORDERS, SUPPLIER_STATS
+from lineage_assets.datasets import (
+    ARCHIVE,
+    CHECKS,
+    DATASETS,
+    LAKEHOUSE_ORDERS,
+    ORCHESTRATOR_JOB,
+    ORDERS,
+    SUPPLIER_STATS,
+)
 from lineage_assets.definitions import build_definitions
 from lineage_assets.lineage.check import check
+from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.events import PRODUCER
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.lineage.validation import validate_event
 from lineage_assets.resources.settings import SettingsResource
-from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.settings import PROJECT_ROOT
 from tests.e2e.test_pipeline import GENERATED, VALID, expected_hourly_stats
 
@@ -83,7 +91,12 @@ def test_spark_agent_lineage_is_one_application_run_nested_under_the_asset_run(e
 
 def completes(events, dataset):
     """The COMPLETE events of the dataset's asset runs, in order."""
-    return [e for run_events in runs_of(events, dataset.job.lineage_name).values() for e in run_events if e["eventType"] == "COMPLETE"]
+    return [
+        e
+        for run_events in runs_of(events, dataset.job.lineage_name).values()
+        for e in run_events
+        if e["eventType"] == "COMPLETE"
+    ]
 
 
 def test_outputs_carry_quality_metrics_equal_to_the_generated_orders(events):
@@ -98,7 +111,12 @@ def test_outputs_carry_quality_metrics_equal_to_the_generated_orders(events):
         assert table["rowCount"] == len(VALID) and table["fileCount"] > 0 and table["bytes"] > 0
         assert table["columnMetrics"]["price"] == {"nullCount": 0, "min": min(prices), "max": max(prices)}
         assert {name: column["nullCount"] for name, column in table["columnMetrics"].items()} == {
-            "order_id": 0, "item": 0, "price": 0, "supplier": 0, "bid_time": 0}
+            "order_id": 0,
+            "item": 0,
+            "price": 0,
+            "supplier": 0,
+            "bid_time": 0,
+        }
     # supplier_stats, the whole table after each day's run (days in order): its (supplier, day, hour) cells so far.
     cells = expected_hourly_stats()
     days = sorted({day for _, day, _ in cells})
@@ -128,23 +146,43 @@ def test_lineage_check_reports_a_misnamed_dataset(events, settings):
     misnamed = []
     for event in events:
         if event["job"]["name"] == LAKEHOUSE_ORDERS.job.lineage_name:
-            event = {**event, "inputs": [{**d, "namespace": "kafka://localhost:19092"} if d["name"] == orders.name else d
-                                         for d in event.get("inputs", [])]}
+            event = {
+                **event,
+                "inputs": [
+                    {**d, "namespace": "kafka://localhost:19092"} if d["name"] == orders.name else d
+                    for d in event.get("inputs", [])
+                ],
+            }
         misnamed.append(event)
     gaps = check(misnamed, settings)
-    assert f"missing edge: dataset {orders.namespace}:orders (asset orders) -> job {settings.lineage_namespace}/dagster.iceberg-ingestion" in gaps
-    assert f"extra edge: job {settings.lineage_namespace}/dagster.iceberg-ingestion reads kafka://localhost:19092:orders, " \
-           f"which asset lakehouse/orders does not depend on" in gaps
+    assert (
+        f"missing edge: dataset {orders.namespace}:orders (asset orders) -> job "
+        f"{settings.lineage_namespace}/dagster.iceberg-ingestion" in gaps
+    )
+    assert (
+        f"extra edge: job {settings.lineage_namespace}/dagster.iceberg-ingestion reads kafka://localhost:19092:orders, "
+        f"which asset lakehouse/orders does not depend on" in gaps
+    )
     assert any(g.startswith("orphan dataset: kafka://localhost:19092:orders") for g in gaps)
 
 
 def test_a_failing_materialization_emits_fail_with_the_error(stack, settings, instance):
     # Settings and services are fine (a bad one stops the run before its lineage starts): the work fails.
     definitions = build_definitions(SettingsResource.of(settings))
-    result = dg.materialize([*definitions.assets], selection=[dg.AssetKey("orders")], resources=definitions.resources,
-                            instance=instance, raise_on_error=False, run_config={"ops": {"orders": {"config": {"count": -1}}}})
+    result = dg.materialize(
+        [*definitions.assets],
+        selection=[dg.AssetKey("orders")],
+        resources=definitions.resources,
+        instance=instance,
+        raise_on_error=False,
+        run_config={"ops": {"orders": {"config": {"count": -1}}}},
+    )
     assert not result.success
-    failed = [e for e in emitter_for(settings).events() if e["job"]["name"] == ORDERS.job.lineage_name and e["eventType"] == "FAIL"]
+    failed = [
+        e
+        for e in emitter_for(settings).events()
+        if e["job"]["name"] == ORDERS.job.lineage_name and e["eventType"] == "FAIL"
+    ]
     assert failed
     error = failed[-1]["run"]["facets"]["errorMessage"]
     assert "count=-1: the number of orders cannot be negative" in error["message"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS
 from lineage_assets.cli import main
+from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS
 
 
 @pytest.fixture(scope="module")
@@ -14,7 +14,9 @@ def lineage_page(runs, settings, tmp_path_factory):
     with pytest.MonkeyPatch.context() as environment:
         for variable, value in settings.as_environment().items():
             environment.setenv(variable, value)
-        assert main(["lineage", "show", "--out", str(folder / "lineage.html"), "--png", str(folder / "lineage.png")]) == 0
+        assert (
+            main(["lineage", "show", "--out", str(folder / "lineage.html"), "--png", str(folder / "lineage.png")]) == 0
+        )
     return folder
 
 
@@ -34,7 +36,9 @@ def test_the_page_shows_every_asset_and_job_of_the_graph_with_its_last_run_state
         # After catch-up runs nothing is left running; a job's colour is its last run's end.
         assert job.locator("text.state").text_content() in {"COMPLETE", "FAIL"}
     for check in CHECKS.values():  # each check evaluated is a job reading the asset it checks
-        assert page.locator(f'g.job[data-id="{settings.lineage_namespace}/{check.lineage_name}"]').count() == 1, check.name
+        assert page.locator(f'g.job[data-id="{settings.lineage_namespace}/{check.lineage_name}"]').count() == 1, (
+            check.name
+        )
     assert page.locator("g.job").count() == len(DATASETS) + len(CHECKS)
     assert page.locator("g.dataset").count() == len(DATASETS)
     stats_job = page.locator(f'g.job[data-id="{settings.lineage_namespace}/{SUPPLIER_STATS.job.lineage_name}"]')
@@ -46,8 +50,14 @@ def test_the_page_shows_every_asset_and_job_of_the_graph_with_its_last_run_state
 
 def test_column_edges_appear_on_demand_and_a_click_follows_a_column_to_its_sources(page, settings, screenshots):
     edges = page.locator("path.column-edge")
-    assert edges.count() >= len({(d.key, column, s.dataset, s.column) for d in DATASETS.values()
-                                 for column, sources in d.expected_lineage.items() for s in sources})
+    assert edges.count() >= len(
+        {
+            (d.key, column, s.dataset, s.column)
+            for d in DATASETS.values()
+            for column, sources in d.expected_lineage.items()
+            for s in sources
+        }
+    )
     assert not edges.first.is_visible()
     page.get_by_label("column lineage").check()
     assert edges.first.is_visible()

@@ -11,21 +11,27 @@ import sys
 import pytest
 
 from lineage_assets.datasets import LAKEHOUSE_ORDERS, SUPPLIER_STATS
+from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.events import PRODUCER
 from lineage_assets.lineage.queries import ask
-from lineage_assets.lineage.emitter import emitter_for
 
 
 def lineage_command(settings, *arguments) -> subprocess.CompletedProcess:
     command = [os.path.join(os.path.dirname(sys.executable), "lineage-assets"), "lineage", *arguments]
-    return subprocess.run(command, env={**os.environ, **settings.as_environment()}, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        command, env={**os.environ, **settings.as_environment()}, capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.fixture(scope="module")
 def answers(marquez, settings) -> dict:
     """Each query's JSON answer as the command prints it, from each source."""
     found = {}
-    for query, subject in (("impact", "orders.price"), ("trace", "lakehouse/supplier_stats.total_price"), ("impact", "orders")):
+    for query, subject in (
+        ("impact", "orders.price"),
+        ("trace", "lakehouse/supplier_stats.total_price"),
+        ("impact", "orders"),
+    ):
         for source in ("log", "marquez"):
             done = lineage_command(settings, query, subject, "--json", "--source", source)
             assert done.returncode == 0, done.stderr[-2000:]
@@ -33,8 +39,10 @@ def answers(marquez, settings) -> dict:
     return found
 
 
-@pytest.mark.parametrize("query, subject", [("impact", "orders.price"), ("trace", "lakehouse/supplier_stats.total_price"),
-                                            ("impact", "orders")])
+@pytest.mark.parametrize(
+    "query, subject",
+    [("impact", "orders.price"), ("trace", "lakehouse/supplier_stats.total_price"), ("impact", "orders")],
+)
 def test_the_log_and_marquez_give_the_same_answer(answers, query, subject):
     """The same hops, jobs, runs and datasets; a hop's transformation is the input's own in the log
     and, in Marquez (which keeps only the column's merged one), all of the column's, flagged so."""
@@ -42,22 +50,31 @@ def test_the_log_and_marquez_give_the_same_answer(answers, query, subject):
     assert from_log["hops"], "an empty answer would agree trivially"
 
     def without_transformations(answer):
-        return {**answer, "hops": [{k: v for k, v in hop.items() if k not in ("transformation", "description", "merged")}
-                                   for hop in answer["hops"]]}
+        return {
+            **answer,
+            "hops": [
+                {k: v for k, v in hop.items() if k not in ("transformation", "description", "merged")}
+                for hop in answer["hops"]
+            ],
+        }
 
     assert without_transformations(from_log) == without_transformations(from_marquez)
     own = {(hop["upstream"], hop["downstream"]): hop["transformation"] for hop in from_log["hops"]}
     assert not any(hop["merged"] for hop in from_log["hops"])
     for hop in from_marquez["hops"]:
-        assert hop["merged"] and set(own[(hop["upstream"], hop["downstream"])].split(", ")) <= set(hop["transformation"].split(", ")), hop
+        assert hop["merged"] and set(own[(hop["upstream"], hop["downstream"])].split(", ")) <= set(
+            hop["transformation"].split(", ")
+        ), hop
 
 
 def test_impact_of_the_topic_price_reaches_the_table_the_daily_and_the_live_totals(answers, settings):
     answer = answers[("impact", "orders.price", "log")]
     hops = {(h["upstream"], h["downstream"]): (h["transformation"], h["description"], h["job"]) for h in answer["hops"]}
     assert hops[("orders.price", "lakehouse/orders.price")] == (
-        "DIRECT/TRANSFORMATION, INDIRECT/FILTER", "CAST(price AS DECIMAL(10,2)); valid records only; the others are dead letters",
-        f"{settings.lineage_namespace}/{LAKEHOUSE_ORDERS.job.lineage_name}")
+        "DIRECT/TRANSFORMATION, INDIRECT/FILTER",
+        "CAST(price AS DECIMAL(10,2)); valid records only; the others are dead letters",
+        f"{settings.lineage_namespace}/{LAKEHOUSE_ORDERS.job.lineage_name}",
+    )
     stats_type, stats_description, stats_job = hops[("lakehouse/orders.price", "lakehouse/supplier_stats.total_price")]
     assert "DIRECT/AGGREGATION" in stats_type and "SUM(price)" in stats_description
     assert stats_job == f"{settings.lineage_namespace}/{SUPPLIER_STATS.job.lineage_name}"
@@ -66,24 +83,37 @@ def test_impact_of_the_topic_price_reaches_the_table_the_daily_and_the_live_tota
 
 
 def test_trace_of_the_daily_total_shows_each_inputs_own_transformation(answers):
-    hops = {(h["upstream"], h["downstream"]): h for h in answers[("trace", "lakehouse/supplier_stats.total_price", "log")]["hops"]}
+    hops = {
+        (h["upstream"], h["downstream"]): h
+        for h in answers[("trace", "lakehouse/supplier_stats.total_price", "log")]["hops"]
+    }
     total = "lakehouse/supplier_stats.total_price"
     assert hops[("lakehouse/orders.price", total)]["transformation"] == "DIRECT/AGGREGATION"
     assert hops[("lakehouse/orders.bid_time", total)]["transformation"] == "INDIRECT/FILTER, INDIRECT/GROUP_BY"
     kept = {(h["upstream"], h["downstream"]): h for h in answers[("trace", total, "marquez")]["hops"]}
-    assert kept[("lakehouse/orders.bid_time", total)]["transformation"] == "DIRECT/AGGREGATION, INDIRECT/FILTER, INDIRECT/GROUP_BY"
+    assert (
+        kept[("lakehouse/orders.bid_time", total)]["transformation"]
+        == "DIRECT/AGGREGATION, INDIRECT/FILTER, INDIRECT/GROUP_BY"
+    )
     assert kept[("lakehouse/orders.bid_time", total)]["merged"]
 
 
 def test_trace_of_the_daily_total_reaches_the_topic_price_with_each_hops_latest_complete_run(answers, settings):
     answer = answers[("trace", "lakehouse/supplier_stats.total_price", "marquez")]
     hops = {(h["upstream"], h["downstream"]): h for h in answer["hops"]}
-    to_table, to_stats = hops[("orders.price", "lakehouse/orders.price")], hops[("lakehouse/orders.price", "lakehouse/supplier_stats.total_price")]
+    to_table, to_stats = (
+        hops[("orders.price", "lakehouse/orders.price")],
+        hops[("lakehouse/orders.price", "lakehouse/supplier_stats.total_price")],
+    )
     assert "CAST(price AS DECIMAL(10,2))" in to_table["description"] and "SUM(price)" in to_stats["description"]
     assert answer["assets"] == ["lakehouse/orders", "orders"]
     for hop, dataset in ((to_table, LAKEHOUSE_ORDERS), (to_stats, SUPPLIER_STATS)):
         # The latest run is the job's last run in the event log, and it completed.
-        last = [e for e in emitter_for(settings).events() if e["job"]["name"] == dataset.job.lineage_name and e["producer"] == PRODUCER][-1]
+        last = [
+            e
+            for e in emitter_for(settings).events()
+            if e["job"]["name"] == dataset.job.lineage_name and e["producer"] == PRODUCER
+        ][-1]
         assert (hop["latest_run"]["id"], hop["latest_run"]["state"]) == (last["run"]["runId"], "COMPLETE")
 
 
@@ -92,12 +122,19 @@ def test_the_tree_and_a_misspelt_column(marquez, settings):
     lines = tree.stdout.splitlines()
     assert lines[0] == "trace of lakehouse/supplier_stats.total_price"
     # Marquez keeps the column's transformation over all its inputs, and the tree says so.
-    assert any(line.lstrip("│ ").lstrip("├└─ ").startswith("orders.price  (DIRECT/TRANSFORMATION, INDIRECT/CONDITIONAL, INDIRECT/FILTER: CAST(price")
-               and "Marquez keeps no per-input one" in line for line in lines)
+    assert any(
+        line.lstrip("│ ")
+        .lstrip("├└─ ")
+        .startswith("orders.price  (DIRECT/TRANSFORMATION, INDIRECT/CONDITIONAL, INDIRECT/FILTER: CAST(price")
+        and "Marquez keeps no per-input one" in line
+        for line in lines
+    )
     wrong = lineage_command(settings, "impact", "lakehouse/orders.prize")
     assert wrong.returncode == 2 and wrong.stdout == ""
-    assert wrong.stderr == ("lineage-assets: unknown column 'prize' of lakehouse/orders: "
-                            "its columns are order_id, item, price, supplier, bid_time\n")
+    assert wrong.stderr == (
+        "lineage-assets: unknown column 'prize' of lakehouse/orders: "
+        "its columns are order_id, item, price, supplier, bid_time\n"
+    )
 
 
 def test_ask_names_a_dataset_by_its_openlineage_namespace_and_name_too(marquez, settings):

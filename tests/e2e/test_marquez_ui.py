@@ -46,7 +46,9 @@ def as_tooltip(identity: tuple[str, str]) -> tuple[str, str]:
 
 def node_id(settings, dataset) -> tuple[str, str]:
     """Marquez's ids of a dataset and of the job that writes it."""
-    return dataset_node(*dataset.identity(settings).node), job_node(settings.lineage_namespace, dataset.job.lineage_name)
+    return dataset_node(*dataset.identity(settings).node), job_node(
+        settings.lineage_namespace, dataset.job.lineage_name
+    )
 
 
 def upstream_of(dataset) -> set[str]:
@@ -60,8 +62,11 @@ def upstream_of(dataset) -> set[str]:
 def lineage_url(settings, dataset, depth: int) -> str:
     """The dataset's lineage page, ``depth`` deep (the page's Depth field; 2 unless given)."""
     identity = dataset.identity(settings)
-    return (f"{settings.marquez_web_url}/lineage/dataset/{quote(identity.namespace, safe='')}/{quote(identity.name, safe='')}"
-            f"?depth={depth}")
+    return (
+        f"{settings.marquez_web_url}/lineage/dataset/"
+        f"{quote(identity.namespace, safe='')}/{quote(identity.name, safe='')}"
+        f"?depth={depth}"
+    )
 
 
 def nodes(graph, kind: str):
@@ -84,9 +89,16 @@ def tooltip_identity(page, node) -> tuple[str, str]:
     return lines[lines.index("Namespace:") + 1], lines[lines.index("Name:") + 1]
 
 
-def test_marquez_web_shows_the_lineage_graph_of_supplier_stats_with_every_asset_job_and_dataset(page, settings, screenshots):
-    jobs = {(settings.lineage_namespace, name) for name in  # the asset checks' jobs too: the run evaluated them
-            [*(d.job.lineage_name for d in DATASETS.values()), *(c.lineage_name for c in CHECKS.values())]}
+def test_marquez_web_shows_the_lineage_graph_of_supplier_stats_with_every_asset_job_and_dataset(
+    page, settings, screenshots
+):
+    jobs = {
+        (settings.lineage_namespace, name)
+        for name in [  # the asset checks' jobs too: the run evaluated them
+            *(d.job.lineage_name for d in DATASETS.values()),
+            *(c.lineage_name for c in CHECKS.values()),
+        ]
+    }
     datasets = {(d.identity(settings).namespace, d.identity(settings).name) for d in DATASETS.values()}
     # Deep enough for the farthest node: the archive's check, seven hops from supplier_stats.
     page.goto(lineage_url(settings, SUPPLIER_STATS, depth=10))
@@ -115,8 +127,10 @@ def test_marquez_web_shows_the_lineage_graph_of_supplier_stats_with_every_asset_
         written, job = node_id(settings, dataset)
         expected_edges.add(f"{job}-{written}")
         expected_edges |= {f"{node_id(settings, DATASETS[key])[0]}-{job}" for key in dataset.upstream}
-    expected_edges |= {f"{node_id(settings, DATASETS[c.dataset])[0]}-{job_node(settings.lineage_namespace, c.lineage_name)}"
-                       for c in CHECKS.values()}
+    expected_edges |= {
+        f"{node_id(settings, DATASETS[c.dataset])[0]}-{job_node(settings.lineage_namespace, c.lineage_name)}"
+        for c in CHECKS.values()
+    }
     edges = graph.locator("polyline[id]:not([id$='-animated'])").evaluate_all("lines => lines.map(l => l.id)")
     assert Counter(edges) == Counter(expected_edges)
     page.screenshot(path=screenshots / "marquez-lineage-supplier_stats.png", full_page=True)
@@ -124,12 +138,18 @@ def test_marquez_web_shows_the_lineage_graph_of_supplier_stats_with_every_asset_
 
 def test_marquez_web_column_lineage_of_supplier_stats_leads_total_price_back_to_price(page, settings, screenshots):
     stats, lakehouse = SUPPLIER_STATS.identity(settings), LAKEHOUSE_ORDERS.identity(settings)
-    page.goto(f"{settings.marquez_web_url}/datasets/column-level/{quote(stats.namespace, safe='')}/{quote(stats.name, safe='')}")
+    page.goto(
+        f"{settings.marquez_web_url}/datasets/column-level/"
+        f"{quote(stats.namespace, safe='')}/{quote(stats.name, safe='')}"
+    )
     graph = page.get_by_test_id("zoom-pan-group")
     for column in ("total_price", "price"):
         graph.locator(f"text:text-is('{column}')").first.wait_for()
     # The UI's edge from the orders table's price to supplier_stats' total_price (Marquez's column node ids).
-    edge = f"datasetField:{lakehouse.namespace}:{lakehouse.name}:price-datasetField:{stats.namespace}:{stats.name}:total_price"
+    edge = (
+        f"datasetField:{lakehouse.namespace}:{lakehouse.name}:price-"
+        f"datasetField:{stats.namespace}:{stats.name}:total_price"
+    )
     expect(graph.locator(f"polyline[id='{edge}']")).to_have_count(1)
     settled(graph.locator("text:text-is('total_price')").first)
     page.screenshot(path=screenshots / "marquez-column-lineage-supplier_stats.png", full_page=True)

@@ -27,8 +27,14 @@ WATERMARK_DELAY = dt.timedelta(seconds=5)
 
 
 def consume_all(settings, topic: str) -> list:
-    consumer = Consumer({"bootstrap.servers": settings.kafka_servers, "group.id": f"e2e-{topic}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": settings.kafka_servers,
+            "group.id": f"e2e-{topic}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.subscribe([topic])
     records, idle = [], 0
     try:
@@ -64,7 +70,9 @@ def test_archive_holds_every_record_exactly_once_with_its_bytes(runs, settings, 
 def test_lakehouse_orders_holds_each_valid_order_with_its_decimal_price(runs, settings, spark):
     rows = committed_table(spark, iceberg_table_name(settings, "orders")).collect()
     assert len(rows) == len(VALID)
-    expected = {o.key: (Decimal(o.order["price"]), o.order["supplier"], o.order["bid_time"].replace(tzinfo=None)) for o in VALID}
+    expected = {
+        o.key: (Decimal(o.order["price"]), o.order["supplier"], o.order["bid_time"].replace(tzinfo=None)) for o in VALID
+    }
     assert {row.order_id: (row.price, row.supplier, row.bid_time) for row in rows} == expected
 
 
@@ -76,8 +84,12 @@ def test_invalid_records_are_dead_lettered_and_counted(runs, settings):
     assert sorted(m.key().decode() for m in letters) == sorted(o.key for o in bad)
     reasons = {m.key().decode(): json.loads(m.value())["reason"] for m in letters}
     for order in bad:
-        expected_start = {"not-avro": "not Confluent-framed Avro", "missing-field": "missing field: supplier",
-                          "price-out-of-range": "price '123456789.00'", "price-not-a-number": "price 'twelve'"}[order.kind]
+        expected_start = {
+            "not-avro": "not Confluent-framed Avro",
+            "missing-field": "missing field: supplier",
+            "price-out-of-range": "price '123456789.00'",
+            "price-not-a-number": "price 'twelve'",
+        }[order.kind]
         assert reasons[order.key].startswith(expected_start)
 
 
@@ -112,8 +124,10 @@ def test_live_window_totals_equal_the_expected_for_closed_windows(runs, settings
             cell[0] += Decimal(order.order["price"])
             cell[1] += 1
     published = [json.loads(m.value()) for m in consume_all(settings, settings.supplier_stats_topic)]
-    got = {(dt.datetime.fromisoformat(w["window_start"]), w["supplier"]): (Decimal(str(w["total_price"])), w["count"])
-           for w in published}
+    got = {
+        (dt.datetime.fromisoformat(w["window_start"]), w["supplier"]): (Decimal(str(w["total_price"])), w["count"])
+        for w in published
+    }
     assert len(got) == len(published)  # each window published once
     assert got == {key: tuple(value) for key, value in expected.items()}
 
@@ -128,8 +142,12 @@ def test_materializing_again_without_new_orders_changes_nothing(runs, settings, 
 
 def test_asset_checks_pass(runs):
     first, second = runs
-    assert first.checks == {"archive_reconciles_with_topic": True, "orders_reconcile_with_topic": True,
-                            "orders_values_in_range": True, "orders_schema_readable": True}
+    assert first.checks == {
+        "archive_reconciles_with_topic": True,
+        "orders_reconcile_with_topic": True,
+        "orders_values_in_range": True,
+        "orders_schema_readable": True,
+    }
     assert all(second.checks.values())
 
 

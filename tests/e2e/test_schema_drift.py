@@ -34,10 +34,10 @@ from lineage_assets.datasets import LAKEHOUSE_ORDERS, ORDERS_AVRO_SCHEMA, iceber
 from lineage_assets.dead_letters import replay
 from lineage_assets.demo import DRIFTED_ORDERS_SCHEMA, PipelineRun, as_drifted, run_pipeline
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
+from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.lineage.validation import validate_event
 from lineage_assets.resources.settings import SettingsResource
-from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.settings import PROJECT_ROOT
 from lineage_assets.spark_conf import committed_table
 from tests.e2e.test_pipeline import consume_all
@@ -64,8 +64,13 @@ def taught_reader() -> dict:
 
 def produce(settings, orders, schema: dict = ORDERS_AVRO_SCHEMA) -> None:
     """As another team's producer: its own schema, registered on first use (as its serializer does by default)."""
-    produce_orders(orders, settings.kafka_servers, settings.schema_registry_url, settings.orders_topic,
-                   value_schema=json.dumps(schema))
+    produce_orders(
+        orders,
+        settings.kafka_servers,
+        settings.schema_registry_url,
+        settings.orders_topic,
+        value_schema=json.dumps(schema),
+    )
 
 
 def expected_day_stats(orders) -> dict:
@@ -95,9 +100,15 @@ class Incident:
 @pytest.fixture(scope="module")
 def drift_settings(settings):
     return dataclasses.replace(
-        settings, state_dir=settings.state_dir / "drift", orders_topic="drift-orders", supplier_stats_topic="drift-supplier-stats",
-        dead_letter_topic="drift-orders-dlq", archive_prefix="drift-orders", iceberg_namespace="drift",
-        lineage_namespace="lineage_assets_drift")
+        settings,
+        state_dir=settings.state_dir / "drift",
+        orders_topic="drift-orders",
+        supplier_stats_topic="drift-supplier-stats",
+        dead_letter_topic="drift-orders-dlq",
+        archive_prefix="drift-orders",
+        iceberg_namespace="drift",
+        lineage_namespace="lineage_assets_drift",
+    )
 
 
 def day_stats(spark, settings) -> dict:
@@ -111,7 +122,9 @@ def table_rows(spark, settings) -> list:
 
 @pytest.fixture(scope="module")
 def incident(stack, drift_settings, spark) -> Incident:
-    instance = dg.DagsterInstance.ephemeral()  # its own asset history: the other end-to-end tests materialize the same keys
+    instance = (
+        dg.DagsterInstance.ephemeral()
+    )  # its own asset history: the other end-to-end tests materialize the same keys
     settings = drift_settings
     environment = SettingsResource.of(settings)
     before = run_pipeline(environment, instance, {"count": len(BEFORE), "seed": 21, "start": START.isoformat()})
@@ -128,20 +141,37 @@ def incident(stack, drift_settings, spark) -> Incident:
         replayed = replay(settings, datasets.orders_reader_schema_json(), progress=print)
         after_replay = run_pipeline(environment, instance, None)
         rows_after_replay = table_rows(spark, settings)
-        produce(settings, [dataclasses.replace(o, order={**o.order, "currency": "EUR"}) for o in COMPATIBLE], added_currency())
+        produce(
+            settings,
+            [dataclasses.replace(o, order={**o.order, "currency": "EUR"}) for o in COMPATIBLE],
+            added_currency(),
+        )
         compatible = run_pipeline(environment, instance, None)
     compatible_dead_letters = consume_all(settings, settings.dead_letter_topic)
     archive = spark.read.json(f"s3://{settings.archive_bucket}/{settings.archive_prefix}").collect()
-    return Incident(before, drift, stats_after_drift, dead_letters, rows_after_drift, replayed, after_replay,
-                    rows_after_replay, compatible, compatible_dead_letters, archive)
+    return Incident(
+        before,
+        drift,
+        stats_after_drift,
+        dead_letters,
+        rows_after_drift,
+        replayed,
+        after_replay,
+        rows_after_replay,
+        compatible,
+        compatible_dead_letters,
+        archive,
+    )
 
 
 def test_every_drifted_record_is_dead_lettered_with_its_reason_and_version(incident):
     letters = {m.key().decode(): json.loads(m.value()) for m in incident.dead_letters}
     assert set(letters) == {o.key for o in DRIFTED}
     for letter in letters.values():
-        assert letter["reason"] == ("schema_incompatible: drift-orders-value version 2 (id "
-                                    f"{letter['schema_id']}): field supplier is missing (removed or renamed)")
+        assert letter["reason"] == (
+            "schema_incompatible: drift-orders-value version 2 (id "
+            f"{letter['schema_id']}): field supplier is missing (removed or renamed)"
+        )
         assert letter["schema_version"] == 2
     assert incident.drift.dead_letters == len(DRIFTED)
 
@@ -159,8 +189,11 @@ def test_the_blocking_check_fails_and_supplier_stats_keeps_its_value_before_the_
 
 def test_the_lineage_shows_both_versions_and_the_failed_assertion(incident, drift_settings):
     emitter = emitter_for(drift_settings)
-    ingestion = [e for e in emitter.events() if e["job"]["name"] == LAKEHOUSE_ORDERS.job.lineage_name
-                 and e["eventType"] == "COMPLETE"]
+    ingestion = [
+        e
+        for e in emitter.events()
+        if e["job"]["name"] == LAKEHOUSE_ORDERS.job.lineage_name and e["eventType"] == "COMPLETE"
+    ]
     before, drift, replayed = ingestion[0], ingestion[1], ingestion[2]
 
     def read(event) -> dict:
@@ -169,20 +202,33 @@ def test_the_lineage_shows_both_versions_and_the_failed_assertion(incident, drif
 
     assert read(before)["facets"]["version"]["datasetVersion"] == "drift-orders-value:1"
     versions = read(drift)["inputFacets"]["schemaVersions"]["versions"]
-    assert [(v["version"], v["records"], v["readable"]) for v in versions] == [(1, len(GOOD_DURING), True), (2, len(DRIFTED), False)]
+    assert [(v["version"], v["records"], v["readable"]) for v in versions] == [
+        (1, len(GOOD_DURING), True),
+        (2, len(DRIFTED), False),
+    ]
     assert versions[1]["problems"] == ["field supplier is missing (removed or renamed)"]
     (assertion,) = read(drift)["inputFacets"]["dataQualityAssertions"]["assertions"]
-    assert (assertion["name"], assertion["assertion"], assertion["success"], assertion["actual"], assertion["severity"]) == (
-        "orders_schema_readable", "schema_compatible", False, str(len(DRIFTED)), "error")
-    assert [(v["version"], v["readable"]) for v in read(replayed)["inputFacets"]["schemaVersions"]["versions"]] == [(2, True)]
+    assert (
+        assertion["name"],
+        assertion["assertion"],
+        assertion["success"],
+        assertion["actual"],
+        assertion["severity"],
+    ) == ("orders_schema_readable", "schema_compatible", False, str(len(DRIFTED)), "error")
+    assert [(v["version"], v["readable"]) for v in read(replayed)["inputFacets"]["schemaVersions"]["versions"]] == [
+        (2, True)
+    ]
     assert read(replayed)["inputFacets"]["dataQualityAssertions"]["assertions"][0]["success"] is True
     for event in (before, drift, replayed):
         assert validate_event(event, SPEC) == []
 
     # As Marquez stored the drift run's events.
     assert emitter.flush(timeout=90)
-    stored = [e for e in MarquezApi(drift_settings.marquez_api_url).events(limit=1000)
-              if e["run"]["runId"] == drift["run"]["runId"] and e["eventType"] == "COMPLETE"]
+    stored = [
+        e
+        for e in MarquezApi(drift_settings.marquez_api_url).events(limit=1000)
+        if e["run"]["runId"] == drift["run"]["runId"] and e["eventType"] == "COMPLETE"
+    ]
     assert [read(e)["inputFacets"]["dataQualityAssertions"]["assertions"][0]["success"] for e in stored] == [False]
     assert [v["version"] for v in read(stored[0])["inputFacets"]["schemaVersions"]["versions"]] == [1, 2]
 
@@ -217,7 +263,9 @@ def test_a_compatible_version_flows_through_and_the_archive_keeps_its_new_field(
         assert fastavro.schemaless_reader(io.BytesIO(value[5:]), writer)["currency"] == "EUR"
 
     events = emitter_for(drift_settings).events()
-    last = [e for e in events if e["job"]["name"] == LAKEHOUSE_ORDERS.job.lineage_name and e["eventType"] == "COMPLETE"][-1]
+    last = [
+        e for e in events if e["job"]["name"] == LAKEHOUSE_ORDERS.job.lineage_name and e["eventType"] == "COMPLETE"
+    ][-1]
     (orders,) = last["inputs"]
     assert orders["facets"]["version"]["datasetVersion"] == "drift-orders-value:3"
     assert "currency" in {f["name"] for f in orders["facets"]["schema"]["fields"]}

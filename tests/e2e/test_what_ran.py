@@ -26,7 +26,7 @@ from lineage_assets.resources.settings import SettingsResource
 from tests.e2e.conftest import DELIVERY_TIMEOUT_S
 
 # A job with one change a careless edit would make, applied to one of its transforms.
-CHANGED_JOB = '''
+CHANGED_JOB = """
 from pyspark.sql import functions as F
 
 from spark import {module}, transforms
@@ -34,7 +34,7 @@ from spark import {module}, transforms
 original = transforms.{transform}
 transforms.{transform} = lambda frame: {change}
 {module}.main()
-'''
+"""
 
 
 @dataclass(frozen=True)
@@ -56,15 +56,33 @@ class Mutation:
 
 MUTATIONS = {
     "group-by key from another column": Mutation(
-        SUPPLIER_STATS, "hourly_supplier_stats", 'original(frame.withColumn("supplier", F.col("item")))', "supplier",
-        LAKEHOUSE_ORDERS, ("item", "DIRECT/IDENTITY, INDIRECT/GROUP_BY"), ("supplier", "DIRECT/IDENTITY, INDIRECT/GROUP_BY")),
+        SUPPLIER_STATS,
+        "hourly_supplier_stats",
+        'original(frame.withColumn("supplier", F.col("item")))',
+        "supplier",
+        LAKEHOUSE_ORDERS,
+        ("item", "DIRECT/IDENTITY, INDIRECT/GROUP_BY"),
+        ("supplier", "DIRECT/IDENTITY, INDIRECT/GROUP_BY"),
+    ),
     "total over another column": Mutation(
-        SUPPLIER_STATS, "hourly_supplier_stats", 'original(frame.withColumn("price", F.length("item").cast("decimal(10,2)")))',
-        "total_price", LAKEHOUSE_ORDERS, ("item", "DIRECT/AGGREGATION"), ("price", "DIRECT/AGGREGATION")),
+        SUPPLIER_STATS,
+        "hourly_supplier_stats",
+        'original(frame.withColumn("price", F.length("item").cast("decimal(10,2)")))',
+        "total_price",
+        LAKEHOUSE_ORDERS,
+        ("item", "DIRECT/AGGREGATION"),
+        ("price", "DIRECT/AGGREGATION"),
+    ),
     # Spark's store assignment still writes a zone-less timestamp; the job's own plan no longer converts.
     "cast removed": Mutation(
-        LAKEHOUSE_ORDERS, "iceberg_orders", "frame.select(*transforms.ICEBERG_ORDER_COLUMNS)", "bid_time",
-        ORDERS, ("bid_time", "DIRECT/IDENTITY, INDIRECT/FILTER"), ("bid_time", "DIRECT/TRANSFORMATION, INDIRECT/FILTER")),
+        LAKEHOUSE_ORDERS,
+        "iceberg_orders",
+        "frame.select(*transforms.ICEBERG_ORDER_COLUMNS)",
+        "bid_time",
+        ORDERS,
+        ("bid_time", "DIRECT/IDENTITY, INDIRECT/FILTER"),
+        ("bid_time", "DIRECT/TRANSFORMATION, INDIRECT/FILTER"),
+    ),
 }
 DAY = "2026-11-21"  # of the test stack's orders
 NEW_ORDERS = dt.datetime(2026, 11, 22, 8, tzinfo=dt.UTC)
@@ -76,19 +94,28 @@ def materialize(settings, instance, dataset: Dataset, seed: int | None) -> dg.Ex
         orders = list(generate_orders(GeneratorConfig(count=20, seed=seed, start=NEW_ORDERS)))
         produce_orders(orders, settings.kafka_servers, settings.schema_registry_url, settings.orders_topic)
     definitions = build_definitions(SettingsResource.of(settings))
-    return dg.materialize([*definitions.assets], instance=instance, selection=[asset_key(dataset)],
-                          partition_key=DAY if dataset is SUPPLIER_STATS else None, resources=definitions.resources)
+    return dg.materialize(
+        [*definitions.assets],
+        instance=instance,
+        selection=[asset_key(dataset)],
+        partition_key=DAY if dataset is SUPPLIER_STATS else None,
+        resources=definitions.resources,
+    )
 
 
 @pytest.mark.parametrize("mutation", MUTATIONS.values(), ids=MUTATIONS.keys())
 def test_a_changed_derivation_is_a_gap_of_that_column_and_marquez_shows_what_ran(
-        runs, marquez, settings, instance, tmp_path, monkeypatch, mutation):
+    runs, marquez, settings, instance, tmp_path, monkeypatch, mutation
+):
     events = emitter_for(settings)
     assert check(events.events(), settings) == []  # the real jobs ran as the catalog expects
     script = mutation.script(tmp_path)
     with monkeypatch.context() as patched:
-        patched.setattr(JobSpec, "script", property(
-            lambda spec: script if spec.dataset is mutation.dataset else spec.dataset.job.source))
+        patched.setattr(
+            JobSpec,
+            "script",
+            property(lambda spec: script if spec.dataset is mutation.dataset else spec.dataset.job.source),
+        )
         result = materialize(settings, instance, mutation.dataset, seed=31)
     assert result.success
     node = "__".join(mutation.dataset.asset_key_path)
@@ -103,25 +130,31 @@ def test_a_changed_derivation_is_a_gap_of_that_column_and_marquez_shows_what_ran
     assert all(gap.startswith(f"column lineage of {name}.") for gap in gaps), gaps
     if mutation.ran[0] == mutation.no_longer[0]:  # the same input, read another way
         assert [gap.split(" (run ")[0] for gap in gaps] == [
-            f"{prefix}{mutation.ran[0]}: the catalog says {mutation.no_longer[1]}, Spark ran {mutation.ran[1]}"], gaps
+            f"{prefix}{mutation.ran[0]}: the catalog says {mutation.no_longer[1]}, Spark ran {mutation.ran[1]}"
+        ], gaps
     else:
-        assert any(gap.startswith(f"{prefix}{mutation.ran[0]}: the catalog says nothing (an extra source), "
-                                  f"Spark ran {mutation.ran[1]}") for gap in gaps), gaps
-        assert any(gap.startswith(f"{prefix}{mutation.no_longer[0]}: the catalog says {mutation.no_longer[1]}")
-                   for gap in gaps), gaps
+        assert any(
+            gap.startswith(
+                f"{prefix}{mutation.ran[0]}: the catalog says nothing (an extra source), Spark ran {mutation.ran[1]}"
+            )
+            for gap in gaps
+        ), gaps
+        assert any(
+            gap.startswith(f"{prefix}{mutation.no_longer[0]}: the catalog says {mutation.no_longer[1]}") for gap in gaps
+        ), gaps
 
     assert events.flush(timeout=DELIVERY_TIMEOUT_S)
     # Marquez's dataset (its current version) holds the derivation that ran. Its column-lineage graph
     # also keeps every pair it was ever sent, and answers a field with one of its versions: not asserted.
     facet = marquez.dataset(*mutation.dataset.identity(settings).node)["facets"]["columnLineage"]
-    shown = {(field["name"], field["field"]): kinds(field)
-             for field in facet["fields"][mutation.column]["inputFields"]}
+    shown = {(field["name"], field["field"]): kinds(field) for field in facet["fields"][mutation.column]["inputFields"]}
     table = mutation.source.identity(settings).name
     assert shown.get((table, mutation.ran[0])) == mutation.ran[1]
     if mutation.ran[0] != mutation.no_longer[0]:
         assert (table, mutation.no_longer[0]) not in shown
     assert [gap for gap in check_marquez(marquez, settings) if gap.startswith("column lineage")] == [
-        gap.rsplit(" (run ", 1)[0] for gap in gaps]  # Marquez's current version holds what the log holds
+        gap.rsplit(" (run ", 1)[0] for gap in gaps
+    ]  # Marquez's current version holds what the log holds
 
     # The real job again: what ran is again what the catalog expects, in the log and in Marquez.
     restored = materialize(settings, instance, mutation.dataset, seed=37)
@@ -129,7 +162,9 @@ def test_a_changed_derivation_is_a_gap_of_that_column_and_marquez_shows_what_ran
     assert check(events.events(), settings) == []
     assert events.flush(timeout=DELIVERY_TIMEOUT_S)
     assert not [gap for gap in check_marquez(marquez, settings) if gap.startswith("column lineage")]
-    assert not [entry for entry in instance.all_logs(restored.run_id) if "differs from the job's plan" in entry.user_message]
+    assert not [
+        entry for entry in instance.all_logs(restored.run_id) if "differs from the job's plan" in entry.user_message
+    ]
 
 
 def kinds(field: dict) -> str:

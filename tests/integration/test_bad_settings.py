@@ -20,11 +20,18 @@ from tests.integration.test_deployments import orders_topic_ready
 
 BAD = {  # variable: (value, the start of the one line that says so)
     "LINEAGE_ASSETS_SPARK_MASTER": ("garbage", "LINEAGE_ASSETS_SPARK_MASTER='garbage': a Spark master URL"),
-    "LINEAGE_ASSETS_KAFKA_BOOTSTRAP": ("no-such-kafka.invalid:9092", "LINEAGE_ASSETS_KAFKA_BOOTSTRAP="
-                                       "'no-such-kafka.invalid:9092': host no-such-kafka.invalid does not resolve"),
-    "LINEAGE_ASSETS_MARQUEZ_URL": ("127.0.0.1:25000", "LINEAGE_ASSETS_MARQUEZ_URL='127.0.0.1:25000': an http:// or https:// URL"),
-    "LINEAGE_ASSETS_S3_ENDPOINT": ("http://127.0.0.1:1", "LINEAGE_ASSETS_S3_ENDPOINT='http://127.0.0.1:1': nothing answers at "
-                                   "127.0.0.1:1 within 2 s"),
+    "LINEAGE_ASSETS_KAFKA_BOOTSTRAP": (
+        "no-such-kafka.invalid:9092",
+        "LINEAGE_ASSETS_KAFKA_BOOTSTRAP='no-such-kafka.invalid:9092': host no-such-kafka.invalid does not resolve",
+    ),
+    "LINEAGE_ASSETS_MARQUEZ_URL": (
+        "127.0.0.1:25000",
+        "LINEAGE_ASSETS_MARQUEZ_URL='127.0.0.1:25000': an http:// or https:// URL",
+    ),
+    "LINEAGE_ASSETS_S3_ENDPOINT": (
+        "http://127.0.0.1:1",
+        "LINEAGE_ASSETS_S3_ENDPOINT='http://127.0.0.1:1': nothing answers at 127.0.0.1:1 within 2 s",
+    ),
     "LINEAGE_ASSETS_KAFKA_PORT": ("99999", "LINEAGE_ASSETS_KAFKA_PORT=99999: a TCP port is 1 to 65535"),
 }
 
@@ -42,8 +49,13 @@ def recorded(settings) -> int:
 def test_a_bad_setting_stops_the_demo_before_it_produces_anything(ready, settings, variable):
     value, said = BAD[variable]
     offsets, events = KafkaResource(environment=ready).end_offsets(settings.orders_topic), recorded(settings)
-    result = subprocess.run([sys.executable, "-m", "lineage_assets.cli", "demo", "--orders", "5"], capture_output=True,
-                            text=True, env={**os.environ, **settings.as_environment(), variable: value}, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-m", "lineage_assets.cli", "demo", "--orders", "5"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **settings.as_environment(), variable: value},
+        timeout=600,
+    )
     assert result.returncode == 2
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"lineage-assets: {said}"), line
@@ -53,13 +65,23 @@ def test_a_bad_setting_stops_the_demo_before_it_produces_anything(ready, setting
 
 
 def test_a_dagster_run_with_a_bad_setting_fails_before_its_lineage_starts(ready, settings):
-    environment = SettingsResource(overrides={**settings.as_environment(), "LINEAGE_ASSETS_S3_ENDPOINT": "http://127.0.0.1:1"})
+    environment = SettingsResource(
+        overrides={**settings.as_environment(), "LINEAGE_ASSETS_S3_ENDPOINT": "http://127.0.0.1:1"}
+    )
     definitions = build_definitions(environment)
     events = recorded(settings)
-    result = dg.materialize([*definitions.assets], selection=[asset_key(ORDERS)], resources=definitions.resources,
-                            instance=dg.DagsterInstance.ephemeral(), raise_on_error=False,
-                            run_config={"ops": {"orders": {"config": {"count": 5}}}})
+    result = dg.materialize(
+        [*definitions.assets],
+        selection=[asset_key(ORDERS)],
+        resources=definitions.resources,
+        instance=dg.DagsterInstance.ephemeral(),
+        raise_on_error=False,
+        run_config={"ops": {"orders": {"config": {"count": 5}}}},
+    )
     assert not result.success
     failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error
-    assert "LINEAGE_ASSETS_S3_ENDPOINT='http://127.0.0.1:1': nothing answers at 127.0.0.1:1" in (failure.cause or failure).message
+    assert (
+        "LINEAGE_ASSETS_S3_ENDPOINT='http://127.0.0.1:1': nothing answers at 127.0.0.1:1"
+        in (failure.cause or failure).message
+    )
     assert not [e for e in LineageEmitter(settings.lineage_dir).events()[events:] if e["job"]["name"] != "dagster"]

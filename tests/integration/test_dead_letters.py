@@ -17,9 +17,9 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from lineage_assets import cli
 from lineage_assets.datasets import ORDERS_AVRO_SCHEMA, with_aliases
 from lineage_assets.dead_letters import GROUP, REPLAY_HEADER, ReplayError, replay, source_time_ms
+from lineage_assets.demo import DRIFTED_ORDERS_SCHEMA
 from lineage_assets.settings import Settings
 from lineage_assets.source_schemas import registered_versions, value_subject
-from lineage_assets.demo import DRIFTED_ORDERS_SCHEMA
 from tests.unit.conftest import confluent_avro
 
 V1 = ORDERS_AVRO_SCHEMA
@@ -44,8 +44,9 @@ class Letters:
 
     def write(self, *kinds: str) -> list[dict]:
         """Dead letters as the ingestion writes them: "v2" a record of version 2, "bad" a bad price."""
-        reason_v2 = registered_versions(self.settings.schema_registry_url, value_subject(self.settings.orders_topic),
-                                        json.dumps(V1))[self.ids[2]].dead_letter_reason
+        reason_v2 = registered_versions(
+            self.settings.schema_registry_url, value_subject(self.settings.orders_topic), json.dumps(V1)
+        )[self.ids[2]].dead_letter_reason
         producer = Producer({"bootstrap.servers": self.settings.kafka_servers})
         letters = []
         for kind in kinds:
@@ -54,14 +55,35 @@ class Letters:
             if kind == "v2":
                 value, version, reason = confluent_avro(V2, {**order, "vendor": "acme"}, self.ids[2]), 2, reason_v2
             else:
-                value, version, reason = confluent_avro(V1, {**order, "price": "twelve", "supplier": "acme"}, self.ids[1]), 1, BAD_PRICE
-            letter = {"key": order["order_id"].encode(), "value": value, "reason": reason,
-                      "time": spark_json_time(SOURCE_TIME + dt.timedelta(seconds=n, milliseconds=n)), "offset": 100 + n}
-            producer.produce(self.settings.dead_letter_topic, key=letter["key"], value=json.dumps({
-                "reason": reason, "job": "iceberg-ingestion", "topic": self.settings.orders_topic, "partition": 0,
-                "offset": letter["offset"], "source_timestamp": letter["time"],
-                "value_base64": base64.b64encode(value).decode(), "schema_id": self.ids[version],
-                "schema_version": version}))
+                value, version, reason = (
+                    confluent_avro(V1, {**order, "price": "twelve", "supplier": "acme"}, self.ids[1]),
+                    1,
+                    BAD_PRICE,
+                )
+            letter = {
+                "key": order["order_id"].encode(),
+                "value": value,
+                "reason": reason,
+                "time": spark_json_time(SOURCE_TIME + dt.timedelta(seconds=n, milliseconds=n)),
+                "offset": 100 + n,
+            }
+            producer.produce(
+                self.settings.dead_letter_topic,
+                key=letter["key"],
+                value=json.dumps(
+                    {
+                        "reason": reason,
+                        "job": "iceberg-ingestion",
+                        "topic": self.settings.orders_topic,
+                        "partition": 0,
+                        "offset": letter["offset"],
+                        "source_timestamp": letter["time"],
+                        "value_base64": base64.b64encode(value).decode(),
+                        "schema_id": self.ids[version],
+                        "schema_version": version,
+                    }
+                ),
+            )
             letters.append(letter)
         assert producer.flush(30) == 0
         dlq_end = high_watermark(self.settings, self.settings.dead_letter_topic)
@@ -73,8 +95,14 @@ class Letters:
     def replay_of(self, letter: dict) -> None:
         """What a replay run produces for ``letter`` before it commits."""
         producer = Producer({"bootstrap.servers": self.settings.kafka_servers})
-        producer.produce(self.settings.orders_topic, key=letter["key"], value=letter["value"], partition=0,
-                         timestamp=source_time_ms(letter["time"]), headers=[(REPLAY_HEADER, letter["position"])])
+        producer.produce(
+            self.settings.orders_topic,
+            key=letter["key"],
+            value=letter["value"],
+            partition=0,
+            timestamp=source_time_ms(letter["time"]),
+            headers=[(REPLAY_HEADER, letter["position"])],
+        )
         assert producer.flush(30) == 0
 
 
@@ -89,8 +117,9 @@ def high_watermark(settings: Settings, topic: str) -> int:
 def source_records(settings: Settings) -> list:
     """Every record of the source topic, read back from the start."""
     end = high_watermark(settings, settings.orders_topic)
-    consumer = Consumer({"bootstrap.servers": settings.kafka_servers, "group.id": "replay-test-reader",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": settings.kafka_servers, "group.id": "replay-test-reader", "enable.auto.commit": False}
+    )
     consumer.assign([TopicPartition(settings.orders_topic, 0, 0)])
     records = []
     try:
@@ -119,12 +148,16 @@ def letters(stack, settings) -> Letters:
     suffix = uuid.uuid4().hex[:8]
     mine = dataclasses.replace(settings, orders_topic=f"replay-src-{suffix}", dead_letter_topic=f"replay-dlq-{suffix}")
     admin = AdminClient({"bootstrap.servers": mine.kafka_servers})
-    for future in admin.create_topics([NewTopic(mine.orders_topic, 1, 1), NewTopic(mine.dead_letter_topic, 1, 1)]).values():
+    for future in admin.create_topics(
+        [NewTopic(mine.orders_topic, 1, 1), NewTopic(mine.dead_letter_topic, 1, 1)]
+    ).values():
         future.result(timeout=30)
     registry = SchemaRegistryClient({"url": mine.schema_registry_url})
     subject = value_subject(mine.orders_topic)
-    ids = {version: registry.register_schema(subject, Schema(json.dumps(schema), "AVRO"))
-           for version, schema in ((1, V1), (2, V2))}
+    ids = {
+        version: registry.register_schema(subject, Schema(json.dumps(schema), "AVRO"))
+        for version, schema in ((1, V1), (2, V2))
+    }
     return Letters(mine, ids)
 
 
@@ -135,8 +168,10 @@ def test_a_version_the_pipeline_cannot_read_stops_the_replay(letters):
     assert (report.replayed, report.already_replayed, report.versions) == (0, 0, {})
     assert report.passed_over == {BAD_PRICE: 1}
     version_2 = f"{value_subject(letters.settings.orders_topic)} version 2 (id {letters.ids[2]})"
-    assert report.stopped_at == (f"{letters.settings.dead_letter_topic} partition 0 offset 1: {version_2} "
-                                 f"cannot be read by the pipeline: field supplier is missing (removed or renamed)")
+    assert report.stopped_at == (
+        f"{letters.settings.dead_letter_topic} partition 0 offset 1: {version_2} "
+        f"cannot be read by the pipeline: field supplier is missing (removed or renamed)"
+    )
     assert report.stopped_version == version_2
 
     again = replay(letters.settings, json.dumps(V1), progress=lambda line: None)

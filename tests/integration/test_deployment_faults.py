@@ -19,25 +19,31 @@ from lineage_assets.generator import GeneratorConfig, generate_orders, produce_o
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.streaming.deployments import LocalDeployments
+from tests.conftest import wait_for
 from tests.integration.test_deployments import (  # noqa: F401  (module fixtures: the stack's topics, no deployment left)
     NAME,
-    evaluate_supervisor,
     environment,
+    evaluate_supervisor,
     marquez_state,
     no_deployment_outlives_its_test,
     processes_of,
     rows_with_ids,
     run_events,
 )
-from tests.conftest import wait_for
 
 TERMINAL = ("FAIL", "ABORT", "COMPLETE")
 
 
 def cli(settings, *arguments: str) -> subprocess.CompletedProcess:
     """`lineage-assets …` as a user runs it, on the test stack's settings."""
-    return subprocess.run([sys.executable, "-m", "lineage_assets.cli", *arguments], capture_output=True, text=True,
-                          env={**os.environ, **settings.as_environment()}, timeout=120, check=True)
+    return subprocess.run(
+        [sys.executable, "-m", "lineage_assets.cli", *arguments],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **settings.as_environment()},
+        timeout=120,
+        check=True,
+    )
 
 
 def ends(settings, run_id) -> list[dict]:
@@ -67,8 +73,9 @@ class Scenario:
         self.settings = settings
         self.deployments = LocalDeployments(settings, running_interval=3, trigger_seconds=2)
         self.folder = self.deployments.folder(NAME)
-        self.orders = list(generate_orders(GeneratorConfig(count=40, seed=seed,
-                                                           start=dt.datetime(2026, 11, day, 9, tzinfo=dt.UTC))))
+        self.orders = list(
+            generate_orders(GeneratorConfig(count=40, seed=seed, start=dt.datetime(2026, 11, day, 9, tzinfo=dt.UTC)))
+        )
         self.ids = [o.key for o in self.orders]
         self.table = iceberg_table_name(settings, "orders")
         self.spark = spark
@@ -77,7 +84,9 @@ class Scenario:
         return rows_with_ids(self.spark, self.table, self.ids)
 
     def produce(self, orders) -> None:
-        produce_orders(orders, self.settings.kafka_servers, self.settings.schema_registry_url, self.settings.orders_topic)
+        produce_orders(
+            orders, self.settings.kafka_servers, self.settings.schema_registry_url, self.settings.orders_topic
+        )
 
     def deployed_with_a_commit(self):
         assert self.deployments.deploy(NAME) in ("started", "restarted")
@@ -98,9 +107,12 @@ class Scenario:
         (in the event log and in Marquez). The FAIL event and the deployment's status."""
         killed_at = time.time()
         os.kill(pid, signal.SIGKILL)
-        wait_for(lambda: processes_of(self.folder) == [] and ends(self.settings, run_id), 30,
-                 f"the deployment to end after its {what} was killed")
-        fail, = ends(self.settings, run_id)
+        wait_for(
+            lambda: processes_of(self.folder) == [] and ends(self.settings, run_id),
+            30,
+            f"the deployment to end after its {what} was killed",
+        )
+        (fail,) = ends(self.settings, run_id)
         print(f"\n{what} killed: FAIL {seconds_to(fail, killed_at)} s after the kill")
         assert fail["eventType"] == "FAIL" and ended_once_in_marquez(self.settings, run_id)
         return fail, self.deployments.status(NAME)
@@ -156,9 +168,11 @@ def test_everything_killed_at_once_ends_at_the_next_status_and_the_sensor_adds_n
     listed = json.loads(cli(settings, "status", NAME, "--json").stdout)
     assert listed[0]["state"] == "failed" and listed[0]["ended"]["by"] == "status"
     assert listed[0]["ended_now"] == f"was dead: ended run {running.run_id} with FAIL"
-    fail, = ends(settings, running.run_id)
+    (fail,) = ends(settings, running.run_id)
     assert fail["eventType"] == "FAIL"
-    print(f"\neverything killed: `lineage-assets status` (run {seconds_to(fail, killed_at)} s after the kill) sent FAIL")
+    print(
+        f"\neverything killed: `lineage-assets status` (run {seconds_to(fail, killed_at)} s after the kill) sent FAIL"
+    )
     assert json.loads(cli(settings, "status", NAME, "--json").stdout)[0]["ended_now"] is None  # nothing more to end
     recorded = run_events(settings, running.run_id)
     with dg.instance_for_test() as instance:
@@ -177,16 +191,24 @@ def test_stop_on_a_dead_deployment_stops_its_orphan_and_ends_its_run_with_fail(s
     for pid in (running.pid, guard):  # the Spark job survives with nobody watching it
         os.kill(pid, signal.SIGKILL)
     # A SIGKILL lands a moment later: until then the killed processes still count among the orphans.
-    wait_for(lambda: not scenario.deployments.status(NAME).running and not {running.pid, guard} & set(processes_of(scenario.folder)),
-             10, "the runner and the guard to be gone")
+    wait_for(
+        lambda: (
+            not scenario.deployments.status(NAME).running
+            and not {running.pid, guard} & set(processes_of(scenario.folder))
+        ),
+        10,
+        "the runner and the guard to be gone",
+    )
 
     dead = scenario.deployments.status(NAME)
     assert dead.state == "dead" and set(driver) <= set(dead.orphan_pids)
     said = cli(settings, "stop", NAME).stdout
-    assert f"was dead: stopped its orphaned processes (pids {', '.join(map(str, dead.orphan_pids))}) and ended run " \
-           f"{running.run_id} with FAIL" in said
+    assert (
+        f"was dead: stopped its orphaned processes (pids {', '.join(map(str, dead.orphan_pids))}) and ended run "
+        f"{running.run_id} with FAIL" in said
+    )
     assert processes_of(scenario.folder) == []
-    fail, = ends(settings, running.run_id)
+    (fail,) = ends(settings, running.run_id)
     assert fail["eventType"] == "FAIL"
     print(f"\nrunner and guard killed: `lineage-assets stop` sent FAIL {seconds_to(fail, killed_at)} s after the kill")
     assert scenario.deployments.status(NAME).ended["by"] == "stop"

@@ -14,16 +14,16 @@ from pyspark.sql import functions as F
 from lineage_assets.datasets import LAKEHOUSE_ORDERS, ORDERS_AVRO_SCHEMA, iceberg_table_name, orders_avro_schema_json
 from lineage_assets.definitions import build_definitions
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
+from lineage_assets.jobs import STREAMING_JOBS
+from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.lineage.validation import validate_event
 from lineage_assets.resources.kafka import KafkaResource
-from lineage_assets.jobs import STREAMING_JOBS
-from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import PROJECT_ROOT
+from lineage_assets.spark_conf import committed_table
 from lineage_assets.streaming.deployments import LocalDeployments
 from lineage_assets.streaming.folder import read_json
-from lineage_assets.spark_conf import committed_table
 from tests.conftest import wait_for
 
 SPEC = PROJECT_ROOT.parent / "shared" / "openlineage-spec"
@@ -71,7 +71,12 @@ def rows_and_orders(spark, table: str, ids: list[str]) -> tuple[int, int]:
     no order is doubled."""
     if not spark.catalog.tableExists(table.replace("`", "")):
         return 0, 0
-    row = committed_table(spark, table).where(F.col("order_id").isin(ids)).agg(F.count("*"), F.countDistinct("order_id")).first()
+    row = (
+        committed_table(spark, table)
+        .where(F.col("order_id").isin(ids))
+        .agg(F.count("*"), F.countDistinct("order_id"))
+        .first()
+    )
     return row[0], row[1]
 
 
@@ -100,8 +105,12 @@ def no_deployment_outlives_its_test(environment):
 def test_continuous_ingestion_lifecycle(environment, settings, spark):
     deployments = LocalDeployments(settings, running_interval=3, trigger_seconds=2)
     table = iceberg_table_name(settings, "orders")
-    orders = list(generate_orders(GeneratorConfig(count=60, seed=2026, start=dt.datetime(2026, 11, 19, 8, tzinfo=dt.UTC))))
-    produce_orders(orders[:1], settings.kafka_servers, settings.schema_registry_url, settings.orders_topic)  # schema and topic exist
+    orders = list(
+        generate_orders(GeneratorConfig(count=60, seed=2026, start=dt.datetime(2026, 11, 19, 8, tzinfo=dt.UTC)))
+    )
+    produce_orders(
+        orders[:1], settings.kafka_servers, settings.schema_registry_url, settings.orders_topic
+    )  # schema and topic exist
 
     assert deployments.deploy(NAME) == "started"
     assert deployments.deploy(NAME) == "unchanged"
@@ -113,8 +122,12 @@ def test_continuous_ingestion_lifecycle(environment, settings, spark):
     import dagster as dg
 
     definitions = build_definitions(environment)
-    refused = dg.materialize([*definitions.assets], selection=[dg.AssetKey(["lakehouse", "orders"])],
-                             resources=definitions.resources, raise_on_error=False)
+    refused = dg.materialize(
+        [*definitions.assets],
+        selection=[dg.AssetKey(["lakehouse", "orders"])],
+        resources=definitions.resources,
+        raise_on_error=False,
+    )
     assert not refused.success
     failure = next(e for e in refused.all_events if e.is_step_failure).step_failure_data.error
     assert "lineage-assets stop lakehouse/orders" in (failure.cause or failure).message
@@ -127,18 +140,31 @@ def test_continuous_ingestion_lifecycle(environment, settings, spark):
 
     wait_for(lambda: ingested() >= len(ids), 180, "the deployed ingestion to write the orders")
     assert ingested() == len(ids)  # each once
-    wait_for(lambda: len([e for e in run_events(settings, first.run_id) if e["eventType"] == "RUNNING"]) >= 2, 60,
-             "two RUNNING events")
+    wait_for(
+        lambda: len([e for e in run_events(settings, first.run_id) if e["eventType"] == "RUNNING"]) >= 2,
+        60,
+        "two RUNNING events",
+    )
     events = run_events(settings, first.run_id)
     assert events[0]["eventType"] == "START"
     running = [e for e in events if e["eventType"] == "RUNNING"]
     assert max(e["run"]["facets"]["streamingProgress"]["processedRows"] for e in running + [events[-1]]) >= 0
     assert events[0]["job"]["facets"]["jobType"]["emissionPattern"] == {
-        "eventTrigger": "PERIODIC", "eventContentMode": "COMPLETE_SNAPSHOT", "windowDuration": 3}
+        "eventTrigger": "PERIODIC",
+        "eventContentMode": "COMPLETE_SNAPSHOT",
+        "windowDuration": 3,
+    }
     assert len([p for p in processes_of(folder) if p == first.pid]) == 1
     # Each RUNNING event after a commit names the table's snapshot and its metrics as of that snapshot.
-    wait_for(lambda: any(e["outputs"][0]["facets"].get("version") for e in run_events(settings, first.run_id)
-                         if e["eventType"] == "RUNNING"), 60, "a RUNNING event with the table's version")
+    wait_for(
+        lambda: any(
+            e["outputs"][0]["facets"].get("version")
+            for e in run_events(settings, first.run_id)
+            if e["eventType"] == "RUNNING"
+        ),
+        60,
+        "a RUNNING event with the table's version",
+    )
     for event in [e for e in run_events(settings, first.run_id) if e["outputs"][0]["facets"].get("version")]:
         assert_metrics_match_the_snapshot(spark, table, event["outputs"][0]["facets"])
     assert marquez_state(settings, first.run_id) == "RUNNING"
@@ -164,16 +190,23 @@ def test_continuous_ingestion_lifecycle(environment, settings, spark):
 
         wait_for(tick_reports_ours, 60, "the supervisor to report the deployment's commits")
         assert all(c.metadata["deployment/run_id"].value == first.run_id for c in commits)
-        assert all("snapshot_id" in c.metadata and "quality" in c.metadata for c in commits if c.metadata["rows_out"].value)
+        assert all(
+            "snapshot_id" in c.metadata and "quality" in c.metadata for c in commits if c.metadata["rows_out"].value
+        )
         # Orders other tests left in the topic are ingested too: the days include at least ours.
         days = {d for c in commits for d in c.metadata["days"].data}
         assert "2026-11-19" in days
-        assert [e for e in evaluate_supervisor(environment, instance, cursor).asset_events
-                if isinstance(e, dg.AssetMaterialization)] == []
+        assert [
+            e
+            for e in evaluate_supervisor(environment, instance, cursor).asset_events
+            if isinstance(e, dg.AssetMaterialization)
+        ] == []
         for commit in commits:
             instance.report_runless_asset_event(commit)
         with dg.build_sensor_context(instance=instance, definitions=definitions) as context:
-            requests = definitions.resolve_sensor_def("supplier_stats_on_new_orders").evaluate_tick(context).run_requests
+            requests = (
+                definitions.resolve_sensor_def("supplier_stats_on_new_orders").evaluate_tick(context).run_requests
+            )
         assert {r.partition_key for r in requests} == days
 
     # A changed config drains the running deployment (COMPLETE) and starts it again from its checkpoint.
@@ -204,11 +237,17 @@ def test_continuous_ingestion_lifecycle(environment, settings, spark):
 def assert_metrics_match_the_snapshot(spark, table: str, facets: dict) -> None:
     """The output's dataQualityMetrics describe the whole table as of the snapshot its version names."""
     snapshot = facets["version"]["datasetVersion"]
-    row = spark.sql(f"SELECT count(*) AS n, count_if(price IS NULL) AS price_nulls, min(price) AS low, max(price) AS high "
-                    f"FROM {table} VERSION AS OF {snapshot}").collect()[0]
+    row = spark.sql(
+        f"SELECT count(*) AS n, count_if(price IS NULL) AS price_nulls, min(price) AS low, max(price) AS high "
+        f"FROM {table} VERSION AS OF {snapshot}"
+    ).collect()[0]
     metrics = facets["dataQualityMetrics"]
     assert metrics["rowCount"] == row.n and metrics["fileCount"] > 0 and metrics["bytes"] > 0
-    assert metrics["columnMetrics"]["price"] == {"nullCount": row.price_nulls, "min": float(row.low), "max": float(row.high)}
+    assert metrics["columnMetrics"]["price"] == {
+        "nullCount": row.price_nulls,
+        "min": float(row.low),
+        "max": float(row.high),
+    }
 
 
 def evaluate_supervisor(environment, instance, cursor=None):
@@ -216,8 +255,12 @@ def evaluate_supervisor(environment, instance, cursor=None):
 
     definitions = build_definitions(environment)
     sensor = definitions.resolve_sensor_def("streaming_deployments_supervisor")
-    with dg.build_sensor_context(instance=instance, definitions=definitions, cursor=cursor,
-                                 resources={name: definitions.resources[name] for name in ("environment", "kafka")}) as context:
+    with dg.build_sensor_context(
+        instance=instance,
+        definitions=definitions,
+        cursor=cursor,
+        resources={name: definitions.resources[name] for name in ("environment", "kafka")},
+    ) as context:
         return sensor.evaluate_tick(context)
 
 
@@ -226,8 +269,11 @@ def test_the_ui_job_deploys_and_stops_and_names_a_bad_action(environment, settin
 
     definitions = build_definitions(environment)
     job = definitions.resolve_job_def("streaming_deployments")
-    op_config = lambda action: {"ops": {"manage_streaming_deployments": {"config": {  # noqa: E731
-        "action": action.upper(), "assets": ["orders_archive"], "running_interval": 3}}}}
+
+    def op_config(action: str) -> dict:
+        config = {"action": action.upper(), "assets": ["orders_archive"], "running_interval": 3}
+        return {"ops": {"manage_streaming_deployments": {"config": config}}}
+
     with dg.instance_for_test() as instance:
         with pytest.raises(dg.DagsterInvalidConfigError, match="action not in enum type DeploymentAction got EXPLODE"):
             job.execute_in_process(run_config=op_config("explode"), instance=instance)
@@ -244,7 +290,9 @@ def test_the_ui_job_deploys_and_stops_and_names_a_bad_action(environment, settin
     assert metrics["columnMetrics"]["key"]["nullCount"] == 0 and "bytes" not in metrics
 
 
-def test_a_killed_deployment_ends_with_one_fail_and_its_opt_in_restart_resumes_from_the_checkpoint(environment, settings, spark):
+def test_a_killed_deployment_ends_with_one_fail_and_its_opt_in_restart_resumes_from_the_checkpoint(
+    environment, settings, spark
+):
     import os
     import signal
 
@@ -252,7 +300,9 @@ def test_a_killed_deployment_ends_with_one_fail_and_its_opt_in_restart_resumes_f
 
     deployments = LocalDeployments(settings, running_interval=3, trigger_seconds=2)
     table = iceberg_table_name(settings, "orders")
-    orders = list(generate_orders(GeneratorConfig(count=40, seed=777, start=dt.datetime(2026, 11, 18, 9, tzinfo=dt.UTC))))
+    orders = list(
+        generate_orders(GeneratorConfig(count=40, seed=777, start=dt.datetime(2026, 11, 18, 9, tzinfo=dt.UTC)))
+    )
     ids = [o.key for o in orders]
 
     def ingested() -> int:
@@ -275,17 +325,24 @@ def test_a_killed_deployment_ends_with_one_fail_and_its_opt_in_restart_resumes_f
         os.kill(killed.pid, signal.SIGKILL)  # no chance to report anything
         wait_for(lambda: not deployments.status(NAME).running, 30, "the runner to be gone")
         # The opt-in restart: the tick that finds it dead ends its run with FAIL and redeploys it.
-        restarting = SettingsResource(overrides={**settings.as_environment(), "LINEAGE_ASSETS_RESTART_DEAD_DEPLOYMENTS": "on"})
+        restarting = SettingsResource(
+            overrides={**settings.as_environment(), "LINEAGE_ASSETS_RESTART_DEAD_DEPLOYMENTS": "on"}
+        )
         evaluate_supervisor(restarting, instance)
         failed = [e for e in run_events(settings, killed.run_id) if e["eventType"] == "FAIL"]
         assert len(failed) == 1 and "runner process is gone" in failed[0]["run"]["facets"]["errorMessage"]["message"]
         assert marquez_state(settings, killed.run_id) == "FAILED"
         restarted = deployments.status(NAME)
         assert restarted.running and restarted.run_id != killed.run_id
-        assert killed_spark and killed_spark not in processes_of(deployments.folder(NAME)), "the orphan is stopped first"
+        assert killed_spark and killed_spark not in processes_of(deployments.folder(NAME)), (
+            "the orphan is stopped first"
+        )
 
         evaluate_supervisor(environment, instance)  # a second pass emits nothing more for the dead run
-        assert len([e for e in run_events(settings, killed.run_id) if e["eventType"] in ("FAIL", "ABORT", "COMPLETE")]) == 1
+        assert (
+            len([e for e in run_events(settings, killed.run_id) if e["eventType"] in ("FAIL", "ABORT", "COMPLETE")])
+            == 1
+        )
 
     # The new run resumes from the checkpoint: every order once, none twice.
     produce_orders(orders[20:], settings.kafka_servers, settings.schema_registry_url, settings.orders_topic)
@@ -315,12 +372,19 @@ def test_a_version_registered_while_the_ingestion_runs_is_read_by_its_next_batch
     running deployment reads those records into the table (it asks the registry at each micro-batch),
     dead-letters none and needs no restart. On topics of its own, so the shared subject keeps one version."""
     own = dataclasses.replace(
-        settings, state_dir=settings.state_dir / "new-version", orders_topic="new-version-orders",
-        dead_letter_topic="new-version-orders-dlq", iceberg_namespace="new_version", lineage_namespace="lineage_assets_new_version")
+        settings,
+        state_dir=settings.state_dir / "new-version",
+        orders_topic="new-version-orders",
+        dead_letter_topic="new-version-orders-dlq",
+        iceberg_namespace="new_version",
+        lineage_namespace="lineage_assets_new_version",
+    )
     environment = orders_topic_ready(own)
     deployments = LocalDeployments(own, running_interval=3, trigger_seconds=2)
     table = iceberg_table_name(own, "orders")
-    orders = list(generate_orders(GeneratorConfig(count=40, seed=4242, start=dt.datetime(2026, 11, 18, 11, tzinfo=dt.UTC))))
+    orders = list(
+        generate_orders(GeneratorConfig(count=40, seed=4242, start=dt.datetime(2026, 11, 18, 11, tzinfo=dt.UTC)))
+    )
     first, later = orders[:20], orders[20:]
     with_currency = copy.deepcopy(ORDERS_AVRO_SCHEMA)
     with_currency["fields"].append({"name": "currency", "type": ["null", "string"], "default": None})
@@ -328,11 +392,23 @@ def test_a_version_registered_while_the_ingestion_runs_is_read_by_its_next_batch
     produce_orders(first, own.kafka_servers, own.schema_registry_url, own.orders_topic)
     assert deployments.deploy(NAME) == "started"
     try:
-        wait_for(lambda: rows_with_ids(spark, table, [o.key for o in first]) == len(first), 180, "the first orders in Iceberg")
-        produce_orders([dataclasses.replace(o, order={**o.order, "currency": "EUR"}) for o in later], own.kafka_servers,
-                       own.schema_registry_url, own.orders_topic, value_schema=json.dumps(with_currency))
-        wait_for(lambda: rows_with_ids(spark, table, [o.key for o in later]) == len(later), 120,
-                 "the new version's orders in Iceberg")
+        wait_for(
+            lambda: rows_with_ids(spark, table, [o.key for o in first]) == len(first),
+            180,
+            "the first orders in Iceberg",
+        )
+        produce_orders(
+            [dataclasses.replace(o, order={**o.order, "currency": "EUR"}) for o in later],
+            own.kafka_servers,
+            own.schema_registry_url,
+            own.orders_topic,
+            value_schema=json.dumps(with_currency),
+        )
+        wait_for(
+            lambda: rows_with_ids(spark, table, [o.key for o in later]) == len(later),
+            120,
+            "the new version's orders in Iceberg",
+        )
     finally:
         assert deployments.stop(NAME, drain=True) == "stopped"
     assert deployments.status(NAME).ended["state"] == "COMPLETE"

@@ -25,8 +25,11 @@ def deployed(stack, settings):
     try:
         assert deployments.deploy(NAME) in ("started", "restarted")
         progress = deployments.files(NAME).progress_file
-        wait_for(lambda: progress.exists() and '"event": "lineage"' in progress.read_text(), timeout=240,
-                 what="the deployment's query plan")
+        wait_for(
+            lambda: progress.exists() and '"event": "lineage"' in progress.read_text(),
+            timeout=240,
+            what="the deployment's query plan",
+        )
         yield deployments.folder(NAME)
     finally:
         deployments.stop(NAME)
@@ -68,7 +71,7 @@ def listeners(pids: set[int]) -> dict[tuple[str, int], int]:
             address, port = fields[1].split(":")
             raw = bytes.fromhex(address)
             # /proc prints each 32-bit word in host (little-endian) order.
-            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+            raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
             found[(socket.inet_ntop(family, raw), int(port, 16))] = inodes[fields[9]]
     return found
 

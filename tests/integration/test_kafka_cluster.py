@@ -32,11 +32,20 @@ from tests.integration.test_deployments import orders_topic_ready, rows_and_orde
 def test_the_orders_topic_is_partitioned_and_replicated_on_every_broker(cluster_profile):
     settings, _ = cluster_profile
     assert settings.kafka_servers.count(",") == 2
-    KafkaResource(environment=SettingsResource.of(settings)).ensure_topics(settings.orders_topic, settings.dead_letter_topic)
+    KafkaResource(environment=SettingsResource.of(settings)).ensure_topics(
+        settings.orders_topic, settings.dead_letter_topic
+    )
     admin = AdminClient({"bootstrap.servers": settings.kafka_servers})
     # A new topic reaches every broker's metadata a moment after it is created.
-    topics = wait_for(lambda: (t := admin.list_topics(timeout=10).topics).keys() >= {settings.orders_topic, settings.dead_letter_topic}
-                      and t, 30, "the topics in the metadata", poll=0.5)
+    topics = wait_for(
+        lambda: (
+            (t := admin.list_topics(timeout=10).topics).keys() >= {settings.orders_topic, settings.dead_letter_topic}
+            and t
+        ),
+        30,
+        "the topics in the metadata",
+        poll=0.5,
+    )
     orders, dead = topics[settings.orders_topic], topics[settings.dead_letter_topic]
     assert len(orders.partitions) == 3 and len(dead.partitions) == 1
     assert all(sorted(p.replicas) == [1, 2, 3] for p in [*orders.partitions.values(), *dead.partitions.values()])
@@ -53,8 +62,12 @@ def test_acknowledged_writes_survive_a_broker_killed_outright_and_it_rejoins(clu
     def produce(numbers: range) -> None:
         failed = []
         for n in numbers:
-            producer.produce(topic, key=str(n), value=json.dumps({"n": n}),
-                             on_delivery=lambda error, message: error and failed.append(error))
+            producer.produce(
+                topic,
+                key=str(n),
+                value=json.dumps({"n": n}),
+                on_delivery=lambda error, message: error and failed.append(error),
+            )
         producer.flush(60)
         assert not failed, failed
 
@@ -65,8 +78,14 @@ def test_acknowledged_writes_survive_a_broker_killed_outright_and_it_rejoins(clu
     supervisor.up(["kafka-2"])
     wait_for(lambda: all(s.healthy for s in supervisor.status(KAFKA_NODES)), 60, "the killed broker to rejoin")
 
-    consumer = Consumer({"bootstrap.servers": settings.kafka_servers, "group.id": "survivors-check",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": settings.kafka_servers,
+            "group.id": "survivors-check",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.subscribe([topic])
     seen: list[int] = []
     deadline = time.monotonic() + 60
@@ -81,7 +100,9 @@ def test_acknowledged_writes_survive_a_broker_killed_outright_and_it_rejoins(clu
 def test_a_continuous_ingestion_loses_and_doubles_nothing_while_a_broker_is_down_and_back(cluster_profile, spark):
     settings, supervisor = cluster_profile
     orders_topic_ready(settings)
-    orders = list(generate_orders(GeneratorConfig(count=300, seed=1515, start=dt.datetime(2026, 11, 3, 9, tzinfo=dt.UTC))))
+    orders = list(
+        generate_orders(GeneratorConfig(count=300, seed=1515, start=dt.datetime(2026, 11, 3, 9, tzinfo=dt.UTC)))
+    )
     ids = [order.key for order in orders]
     table = iceberg_table_name(settings, "orders")
 
@@ -113,8 +134,10 @@ def test_a_continuous_ingestion_loses_and_doubles_nothing_while_a_broker_is_down
     finally:
         deployments.stop(LAKEHOUSE_ORDERS.key)
     rows, distinct = ingested()
-    print(f"\nbroker killed during the ingestion: {len(ids)} produced, {distinct} in the table, {rows - distinct} "
-          f"duplicates; the orders sent while it was down were in the table {recovered:.1f} s after the kill")
+    print(
+        f"\nbroker killed during the ingestion: {len(ids)} produced, {distinct} in the table, {rows - distinct} "
+        f"duplicates; the orders sent while it was down were in the table {recovered:.1f} s after the kill"
+    )
     assert (rows, distinct) == (len(ids), len(ids))
     # The deployment ran through the outage: one run, ended once by the drain, as Marquez shows it too.
     emitter = emitter_for(settings)
@@ -129,7 +152,9 @@ def test_a_different_broker_count_on_a_formatted_kafka_is_a_clear_error(cluster_
     single = Supervisor(dataclasses.replace(settings, kafka_brokers=1))
     single.down(["kafka"])
     try:
-        with pytest.raises(StackError, match="formatted for a Kafka of 3 broker\\(s\\), LINEAGE_ASSETS_KAFKA_BROKERS=1"):
+        with pytest.raises(
+            StackError, match="formatted for a Kafka of 3 broker\\(s\\), LINEAGE_ASSETS_KAFKA_BROKERS=1"
+        ):
             single.up(["kafka"])
     finally:
         supervisor.up(["kafka"])  # the profile whole again

@@ -23,9 +23,15 @@ NAMESPACE = "delivery-probe"  # jobs of their own: the asset graph's check does 
 
 
 def event(name: str, **changes) -> dict:
-    return {"eventType": "COMPLETE", "eventTime": dt.datetime.now(dt.UTC).isoformat(), "run": {"runId": str(uuid.uuid4())},
-            "job": {"namespace": NAMESPACE, "name": name}, "producer": "urn:lineage-assets:tests",
-            "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent", **changes}
+    return {
+        "eventType": "COMPLETE",
+        "eventTime": dt.datetime.now(dt.UTC).isoformat(),
+        "run": {"runId": str(uuid.uuid4())},
+        "job": {"namespace": NAMESPACE, "name": name},
+        "producer": "urn:lineage-assets:tests",
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+        **changes,
+    }
 
 
 @pytest.fixture
@@ -35,8 +41,13 @@ def probe(stack, settings, tmp_path):
 
 
 def cli(settings, *arguments: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "lineage_assets.cli", "lineage", *arguments], capture_output=True,
-                          text=True, env={**os.environ, **settings.as_environment()}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "lineage_assets.cli", "lineage", *arguments],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **settings.as_environment()},
+        timeout=300,
+    )
 
 
 def test_a_torn_line_and_refused_events_are_set_aside_and_every_later_event_arrives(probe):
@@ -45,11 +56,20 @@ def test_a_torn_line_and_refused_events_are_set_aside_and_every_later_event_arri
     emitter.emit(event(f"before-{suffix}"))
     with emitter.log_path.open("a") as log:  # what a crash mid-append leaves
         log.write(json.dumps(event(f"torn-{suffix}"))[:60])
-    emitter.emit(event(f"bad-time-{suffix}", run={"runId": str(uuid.uuid4()), "facets": {"nominalTime": {
-        "_producer": "urn:t", "_schemaURL": "urn:t", "nominalStartTime": "not-a-time"}}}))  # Marquez: HTTP 500, {"code": 400, …}
+    emitter.emit(
+        event(
+            f"bad-time-{suffix}",
+            run={
+                "runId": str(uuid.uuid4()),
+                "facets": {
+                    "nominalTime": {"_producer": "urn:t", "_schemaURL": "urn:t", "nominalStartTime": "not-a-time"}
+                },
+            },
+        )
+    )  # Marquez: HTTP 500, {"code": 400, …}
     emitter.emit(event(f"no-producer-{suffix}", producer=None))  # Marquez: HTTP 422
     emitter.emit(event(f"no-zone-{suffix}", eventTime="2026-11-26T10:00:00"))  # not an event's time
-    emitter.emit("{\"eventType\": \"START\", ")  # not JSON
+    emitter.emit('{"eventType": "START", ')  # not JSON
     emitter.emit(event(f"after-{suffix}"))
     assert emitter.flush(timeout=120)
 
@@ -58,10 +78,15 @@ def test_a_torn_line_and_refused_events_are_set_aside_and_every_later_event_arri
     assert not {name for name in arrived if name.endswith(suffix)} - {f"before-{suffix}", f"after-{suffix}"}
     reasons = [record["reason"] for record in emitter.log.dead_letters()]
     assert reasons[0].startswith("torn")
-    assert reasons[1].startswith("refused by the backend: HTTP 500 naming a client error 400") and "not-a-time" in reasons[1]
+    assert (
+        reasons[1].startswith("refused by the backend: HTTP 500 naming a client error 400")
+        and "not-a-time" in reasons[1]
+    )
     assert reasons[2].startswith("refused by the backend: HTTP 422") and "producer" in reasons[2]
-    assert reasons[3:] == ["unreadable: eventTime '2026-11-26T10:00:00' is no ISO 8601 time with its zone",
-                           "unreadable: Expecting property name enclosed in double quotes: line 2 column 1 (char 24)"]
+    assert reasons[3:] == [
+        "unreadable: eventTime '2026-11-26T10:00:00' is no ISO 8601 time with its zone",
+        "unreadable: Expecting property name enclosed in double quotes: line 2 column 1 (char 24)",
+    ]
 
     status = cli(probe, "status")
     assert status.returncode == 1 and "dead letters  5" in status.stdout and "0 events wait" in status.stdout

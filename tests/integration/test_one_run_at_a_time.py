@@ -19,8 +19,13 @@ from tests.integration.test_deployments import orders_topic_ready
 
 def catch_up(environment) -> dg.ExecuteInJobResult:
     definitions = build_definitions(environment)
-    return dg.materialize([*definitions.assets], selection=[asset_key(LAKEHOUSE_ORDERS)], resources=definitions.resources,
-                          instance=dg.DagsterInstance.ephemeral(), raise_on_error=False)
+    return dg.materialize(
+        [*definitions.assets],
+        selection=[asset_key(LAKEHOUSE_ORDERS)],
+        resources=definitions.resources,
+        instance=dg.DagsterInstance.ephemeral(),
+        raise_on_error=False,
+    )
 
 
 def test_a_second_run_of_a_streaming_job_is_refused_naming_the_running_one(stack, settings):
@@ -29,8 +34,12 @@ def test_a_second_run_of_a_streaming_job_is_refused_naming_the_running_one(stack
     going = threading.Thread(target=lambda: first.update(result=catch_up(environment)))
     going.start()
     try:
-        holder = wait_for(lambda: running(settings.state_dir, LAKEHOUSE_ORDERS.job.name), timeout=120,
-                          what="the first run to hold the job", poll=0.1)
+        holder = wait_for(
+            lambda: running(settings.state_dir, LAKEHOUSE_ORDERS.job.name),
+            timeout=120,
+            what="the first run to hold the job",
+            poll=0.1,
+        )
         second = catch_up(environment)
         with pytest.raises(DeploymentError, match=r"lakehouse/orders runs already: catch-up Dagster run "):
             LocalDeployments(settings).deploy(LAKEHOUSE_ORDERS.key)
@@ -40,6 +49,8 @@ def test_a_second_run_of_a_streaming_job_is_refused_naming_the_running_one(stack
     assert holder.startswith(f"catch-up Dagster run {first['result'].run_id} (pid ")
     assert not second.success
     failure = next(e for e in second.all_events if e.is_step_failure).step_failure_data.error
-    assert f"lakehouse/orders runs already: {holder}; a second run of the job would commit the same checkpoint" in \
-        (failure.cause or failure).message
+    assert (
+        f"lakehouse/orders runs already: {holder}; a second run of the job would commit the same checkpoint"
+        in (failure.cause or failure).message
+    )
     assert running(settings.state_dir, LAKEHOUSE_ORDERS.job.name) is None  # the first run let go as it ended

@@ -48,11 +48,16 @@ def test_the_first_successful_job_writes_the_archive_that_later_drivers_map(sett
 
     assert jobs.submit(str(probe), ["--rows", "5"]) == {"rows": 5}
     assert archive.is_file() and [p.name for p in archive.parent.iterdir()] == [archive.name]
-    assert spark_conf.spark_conf(settings)[spark_conf.DRIVER_JAVA_OPTIONS] == f"{spark_conf.JVM_OPTIONS} -XX:SharedArchiveFile={archive}"
+    assert (
+        spark_conf.spark_conf(settings)[spark_conf.DRIVER_JAVA_OPTIONS]
+        == f"{spark_conf.JVM_OPTIONS} -XX:SharedArchiveFile={archive}"
+    )
 
     # -Xshare:on makes the JVM refuse to start unless it maps the archive.
     written = archive.stat().st_mtime_ns
-    assert jobs.submit(str(probe), ["--rows", "7"], extra_conf={"spark.driver.extraJavaOptions": "-Xshare:on"}) == {"rows": 7}
+    assert jobs.submit(str(probe), ["--rows", "7"], extra_conf={"spark.driver.extraJavaOptions": "-Xshare:on"}) == {
+        "rows": 7
+    }
     assert archive.stat().st_mtime_ns == written  # used, not written again
 
 
@@ -68,6 +73,7 @@ def test_an_archive_is_named_after_the_jars_it_was_made_with_and_can_be_turned_o
 
     spark_conf.driver_class_archive(local).parent.mkdir(parents=True)
     spark_conf.driver_class_archive(local).write_bytes(b"archive")
-    assert spark_conf.class_sharing_options(local) == [f"-XX:SharedArchiveFile={spark_conf.driver_class_archive(local)}"]
+    assert spark_conf.class_sharing_options(local) == [
+        f"-XX:SharedArchiveFile={spark_conf.driver_class_archive(local)}"
+    ]
     assert spark_conf.class_sharing_options(dataclasses.replace(local, spark_class_sharing=False)) == []
-

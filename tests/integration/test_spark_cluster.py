@@ -27,12 +27,17 @@ from lineage_assets.demo import run_pipeline
 from lineage_assets.lineage.check import check
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.resources.settings import SettingsResource
+from lineage_assets.spark_conf import committed_table
 from lineage_assets.stack.services import SPARK_WORKERS, spark_master_state, spark_worker_port
 from lineage_assets.stack.supervisor import Supervisor
-from lineage_assets.spark_conf import committed_table
 
 DAY = dt.date(2026, 11, 2)  # no other test writes orders for this day
-ORDERS = {"count": 120, "seed": 4242, "start": dt.datetime.combine(DAY, dt.time(8), dt.UTC).isoformat(), "interval_seconds": 30.0}
+ORDERS = {
+    "count": 120,
+    "seed": 4242,
+    "start": dt.datetime.combine(DAY, dt.time(8), dt.UTC).isoformat(),
+    "interval_seconds": 30.0,
+}
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +62,9 @@ def pipeline(cluster):
 
 def worker_executors(settings, number: int) -> set[str]:
     """The applications that ran an executor on worker ``number``."""
-    with urllib.request.urlopen(f"http://{settings.host}:{spark_worker_port(settings, number) + 1}/json/", timeout=5) as response:
+    with urllib.request.urlopen(
+        f"http://{settings.host}:{spark_worker_port(settings, number) + 1}/json/", timeout=5
+    ) as response:
         worker = json.load(response)
     return {executor["appid"] for executor in worker["executors"] + worker["finishedexecutors"]}
 
@@ -91,7 +98,11 @@ def hourly_totals_of_the_day(spark, settings) -> dict[tuple[str, int], tuple[Dec
 
 
 def supplier_stats_of_the_day(spark, settings) -> dict[tuple[str, int], tuple[Decimal, int]]:
-    rows = committed_table(spark, iceberg_table_name(settings, "supplier_stats")).where(F.col("bid_date") == F.lit(DAY)).collect()
+    rows = (
+        committed_table(spark, iceberg_table_name(settings, "supplier_stats"))
+        .where(F.col("bid_date") == F.lit(DAY))
+        .collect()
+    )
     stats = {(r.supplier, r.bid_hour): (r.total_price, r.total_count) for r in rows}
     assert len(stats) == len(rows)  # one row per supplier and hour
     return stats
@@ -114,9 +125,15 @@ def test_the_lineage_on_the_cluster_is_the_asset_graph_nested_as_in_local_mode(c
     _, events = pipeline
     assert check(events, cluster) == []
     jobs = {event["job"]["name"] for event in events}
-    assert jobs == {ORCHESTRATOR_JOB, SUPPLIER_STATS.job.spark_application, *(d.job.lineage_name for d in DATASETS.values()),
-                    *(f"{ORCHESTRATOR_JOB}.check.{name}" for name in ("archive_reconciles_with_topic",
-                                                                      "orders_reconcile_with_topic", "orders_values_in_range"))}
+    assert jobs == {
+        ORCHESTRATOR_JOB,
+        SUPPLIER_STATS.job.spark_application,
+        *(d.job.lineage_name for d in DATASETS.values()),
+        *(
+            f"{ORCHESTRATOR_JOB}.check.{name}"
+            for name in ("archive_reconciles_with_topic", "orders_reconcile_with_topic", "orders_values_in_range")
+        ),
+    }
     roots = {e["run"]["runId"] for e in events if e["job"]["name"] == ORCHESTRATOR_JOB}
     runs_of = {e["run"]["runId"]: e["job"]["name"] for e in events}
     for event in events:
@@ -154,7 +171,11 @@ def test_a_worker_killed_in_the_middle_of_the_batch_job_costs_a_retry_not_a_row(
     def kill_worker_2_once_the_job_uses_it() -> None:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            active = {app["id"] for app in (spark_master_state(cluster) or {}).get("activeapps", []) if app["name"] == application}
+            active = {
+                app["id"]
+                for app in (spark_master_state(cluster) or {}).get("activeapps", [])
+                if app["name"] == application
+            }
             executors = executors_of(cluster, 2)
             if active & worker_executors(cluster, 2) and executors:
                 for pid in [worker.pid, *executors]:
@@ -170,9 +191,14 @@ def test_a_worker_killed_in_the_middle_of_the_batch_job_costs_a_retry_not_a_row(
     killer.start()
     try:
         started = time.monotonic()
-        result = dg.materialize([*definitions.assets], selection=[dg.AssetKey(SUPPLIER_STATS.asset_key_path)],
-                                partition_key=DAY.isoformat(), resources=definitions.resources,
-                                instance=dg.DagsterInstance.ephemeral(), raise_on_error=False)
+        result = dg.materialize(
+            [*definitions.assets],
+            selection=[dg.AssetKey(SUPPLIER_STATS.asset_key_path)],
+            partition_key=DAY.isoformat(),
+            resources=definitions.resources,
+            instance=dg.DagsterInstance.ephemeral(),
+            raise_on_error=False,
+        )
         finished = time.monotonic()
         killer.join()
         assert killed, "worker 2 never ran an executor of the batch job"
@@ -180,8 +206,10 @@ def test_a_worker_killed_in_the_middle_of_the_batch_job_costs_a_retry_not_a_row(
         assert emitter.flush(timeout=90)
         apps = {app["id"]: app for app in spark_master_state(cluster)["completedapps"]}
         assert apps[killed["app"]]["state"] == "FINISHED" and killed["app"] in worker_executors(cluster, 1)
-        print(f"\nworker 2 killed {killed['at'] - started:.1f} s into the batch job ({killed['executors']} executor(s)); "
-              f"the job finished {finished - killed['at']:.1f} s later, {finished - started:.1f} s in all")
+        print(
+            f"\nworker 2 killed {killed['at'] - started:.1f} s into the batch job ({killed['executors']} executor(s)); "
+            f"the job finished {finished - killed['at']:.1f} s later, {finished - started:.1f} s in all"
+        )
     finally:
         killer.join()
         supervisor.up([SPARK_WORKERS[1].name])  # the cluster whole again

@@ -45,7 +45,9 @@ def test_kafka_topic_keyed_record_round_trip(stack, settings):
     producer.produce(topic, key=b"order-1", value=b'{"price": 12.5}')
     assert producer.flush(10) == 0
 
-    consumer = Consumer({"bootstrap.servers": settings.kafka_servers, "group.id": topic, "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {"bootstrap.servers": settings.kafka_servers, "group.id": topic, "auto.offset.reset": "earliest"}
+    )
     consumer.subscribe([topic])
     try:
         message = None
@@ -66,7 +68,9 @@ def test_s3_buckets_put_list_get(stack, settings):
 
     key = f"probe/{uuid.uuid4().hex}.json"
     client.put_object(Bucket=settings.archive_bucket, Key=key, Body=b'{"ok": true}')
-    listed = [item["Key"] for item in client.list_objects_v2(Bucket=settings.archive_bucket, Prefix="probe/")["Contents"]]
+    listed = [
+        item["Key"] for item in client.list_objects_v2(Bucket=settings.archive_bucket, Prefix="probe/")["Contents"]
+    ]
     assert key in listed
     assert client.get_object(Bucket=settings.archive_bucket, Key=key)["Body"].read() == b'{"ok": true}'
 
@@ -94,8 +98,12 @@ def test_iceberg_table_in_lakehouse_catalog_writes_to_warehouse(stack, spark, se
     assert metadata_files and all(f.startswith(f"s3://{settings.warehouse_bucket}/") for f in metadata_files)
 
     # The files are really in the bucket, seen through the S3 API rather than through Spark.
-    keys = [item["Key"] for item in s3_client(settings).list_objects_v2(
-        Bucket=settings.warehouse_bucket, Prefix=f"{settings.iceberg_namespace}/")["Contents"]]
+    keys = [
+        item["Key"]
+        for item in s3_client(settings).list_objects_v2(
+            Bucket=settings.warehouse_bucket, Prefix=f"{settings.iceberg_namespace}/"
+        )["Contents"]
+    ]
     assert any(key.endswith(".metadata.json") for key in keys)
     assert any(key.endswith(".parquet") for key in keys)
 
@@ -159,8 +167,9 @@ def test_a_healthy_service_run_elsewhere_is_used_and_left_alone(stack, settings,
 
 
 def _http_json(url: str, body: dict | None = None):
-    request = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url, data=None if body is None else json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=30) as response:
         return response.status, json.loads(response.read() or b"null")
 
@@ -175,7 +184,7 @@ def _listening_addresses(port: int) -> set[str]:
             if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
                 # The kernel prints each 32-bit word in host (little-endian) order.
                 raw = bytes.fromhex(hex_address)
-                address = ipaddress.ip_address(b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4)))
+                address = ipaddress.ip_address(b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4)))
                 found.add(str(getattr(address, "ipv4_mapped", None) or address))
     return found
 
@@ -184,9 +193,12 @@ def test_marquez_stores_an_openlineage_event_and_its_ui_serves_it(stack, setting
     assert all(status.healthy for status in stack.status(["marquez", "marquez-web"]))
     job = f"probe_{uuid.uuid4().hex[:8]}"
     event = {
-        "eventType": "COMPLETE", "eventTime": datetime.datetime.now(datetime.UTC).isoformat(),
-        "run": {"runId": str(uuid.uuid4())}, "job": {"namespace": "stack_probe", "name": job},
-        "inputs": [], "outputs": [{"namespace": "stack_probe", "name": f"{job}_out"}],
+        "eventType": "COMPLETE",
+        "eventTime": datetime.datetime.now(datetime.UTC).isoformat(),
+        "run": {"runId": str(uuid.uuid4())},
+        "job": {"namespace": "stack_probe", "name": job},
+        "inputs": [],
+        "outputs": [{"namespace": "stack_probe", "name": f"{job}_out"}],
         "producer": "https://example.com/lineage-assets/tests",
         "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/definitions/RunEvent",
     }
@@ -207,8 +219,9 @@ def test_marquez_services_listen_on_the_stack_host_only(stack, settings):
 
 def test_marquez_web_runs_against_a_marquez_elsewhere(stack, settings, tmp_path):
     # The test stack's Marquez plays a remote one: only the UI starts, nothing it would otherwise require.
-    remote = isolated_settings("remote-marquez-probe", offset=13000, state_dir=tmp_path / "state",
-                               marquez_url=settings.marquez_api_url)
+    remote = isolated_settings(
+        "remote-marquez-probe", offset=13000, state_dir=tmp_path / "state", marquez_url=settings.marquez_api_url
+    )
     supervisor = Supervisor(remote)
     try:
         assert [status.name for status in supervisor.up(["marquez-web"]) if status.healthy] == ["marquez-web"]

@@ -30,9 +30,15 @@ TERMINAL = {"COMPLETE", "FAIL", "ABORT"}
 
 @pytest.fixture(scope="module")
 def own_stack(stack, settings, tmp_path_factory):
-    restarted = isolated_settings("restart", offset=10400, state_dir=tmp_path_factory.mktemp("restart"),
-                                  marquez_url=settings.marquez_api_url, lineage_namespace="lineage_assets_restart",
-                                  catalog_name="restart", warehouse_bucket="restart-warehouse")
+    restarted = isolated_settings(
+        "restart",
+        offset=10400,
+        state_dir=tmp_path_factory.mktemp("restart"),
+        marquez_url=settings.marquez_api_url,
+        lineage_namespace="lineage_assets_restart",
+        catalog_name="restart",
+        warehouse_bucket="restart-warehouse",
+    )
     supervisor = Supervisor(restarted, progress=print)
     supervisor.up(SERVERS)
     yield restarted, supervisor
@@ -56,7 +62,9 @@ def test_servers_restarted_under_a_running_ingestion_lose_and_double_nothing(own
     spark = spark_reading
     settings, supervisor = own_stack
     orders_topic_ready(settings)
-    orders = list(generate_orders(GeneratorConfig(count=90, seed=1717, start=dt.datetime(2026, 11, 4, 9, tzinfo=dt.UTC))))
+    orders = list(
+        generate_orders(GeneratorConfig(count=90, seed=1717, start=dt.datetime(2026, 11, 4, 9, tzinfo=dt.UTC)))
+    )
     ids = [order.key for order in orders]
     table = iceberg_table_name(settings, "orders")
     emitter = emitter_for(settings)
@@ -103,8 +111,11 @@ def test_servers_restarted_under_a_running_ingestion_lose_and_double_nothing(own
     finally:
         deployments.stop(NAME)
     rows, distinct = ingested()
-    print(f"\nservers down {back_at - down_at:.0f} s under the ingestion: it {outcome}; {len(ids)} produced, {distinct} in "
-          f"the table, {rows - distinct} duplicates; caught up {caught_up - back_at:.0f} s after the servers were back")
+    print(
+        f"\nservers down {back_at - down_at:.0f} s under the ingestion: it {outcome}; {len(ids)} "
+        f"produced, {distinct} in "
+        f"the table, {rows - distinct} duplicates; caught up {caught_up - back_at:.0f} s after the servers were back"
+    )
     assert (rows, distinct) == (len(ids), len(ids))
     # Every run of the deployment ended exactly once; the last by the drain, as Marquez shows it too.
     assert [ends(run) for run in runs] == [["FAIL"]] * (len(runs) - 1) + [["COMPLETE"]]

@@ -24,10 +24,10 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from lineage_assets.datasets import DATASETS, SUPPLIER_STATS
 from lineage_assets.lineage.check import check, check_marquez
-from lineage_assets.lineage.marquez import MarquezApi
-from lineage_assets.processes import pids_naming
 from lineage_assets.lineage.emitter import emitter_for
+from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.lineage.spark_agent import SparkApplication
+from lineage_assets.processes import pids_naming
 from lineage_assets.resources.lineage import dagster_run_of
 from lineage_assets.settings import PROJECT_ROOT
 from tests.conftest import wait_for
@@ -37,7 +37,11 @@ RUN_TIMEOUT_S = 900
 
 def _run_and_ancestors(event: dict) -> set[str]:
     parent = event["run"].get("facets", {}).get("parent", {})
-    return {event["run"]["runId"], parent.get("run", {}).get("runId"), parent.get("root", {}).get("run", {}).get("runId")}
+    return {
+        event["run"]["runId"],
+        parent.get("run", {}).get("runId"),
+        parent.get("root", {}).get("run", {}).get("runId"),
+    }
 
 
 def free_port() -> int:
@@ -54,9 +58,22 @@ def dagster_dev(stack, settings, tmp_path_factory):
     port = free_port()
     log = (settings.state_dir / "logs" / "dagster-dev.log").open("w")
     process = subprocess.Popen(
-        [str(PROJECT_ROOT / ".venv" / "bin" / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
-        cwd=PROJECT_ROOT, env={**os.environ, **settings.as_environment(), "DAGSTER_HOME": str(home)},
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        [
+            str(PROJECT_ROOT / ".venv" / "bin" / "dagster"),
+            "dev",
+            "-w",
+            "workspace.yaml",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+        ],
+        cwd=PROJECT_ROOT,
+        env={**os.environ, **settings.as_environment(), "DAGSTER_HOME": str(home)},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 240
     while True:
@@ -149,18 +166,25 @@ def test_materialize_all_from_the_asset_graph(page, dagster_dev, settings, scree
         assert run.tags.get("dagster/partition") == today
         # The run's own materializations: the sensor's follow-up run may already have materialized
         # supplier_stats again by now.
-        materialized = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
+        materialized = instance.get_records_for_run(
+            run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
+        ).records
         assert {record.event_log_entry.dagster_event.asset_key for record in materialized} == everything
         # The asset sensor (on by default) asks for today's supplier_stats after the new orders.
-        (followup,) = wait_for_runs(instance, lambda r: r.tags.get("dagster/sensor_name") == "supplier_stats_on_new_orders")
+        (followup,) = wait_for_runs(
+            instance, lambda r: r.tags.get("dagster/sensor_name") == "supplier_stats_on_new_orders"
+        )
         assert followup.status == dg.DagsterRunStatus.SUCCESS and followup.tags.get("dagster/partition") == today
         dagster_runs = [dagster_run_of(instance, r.run_id) for r in (run, followup)]
 
     # Each Dagster run's own lineage run ends (the run-status sensors are on by default).
     emitter = emitter_for(settings)
     deadline = time.monotonic() + 120
-    while unfinished := [r.run_id for r in dagster_runs if not any(
-            e["run"]["runId"] == r.lineage_run_id and e["eventType"] == "COMPLETE" for e in emitter.events())]:
+    while unfinished := [
+        r.run_id
+        for r in dagster_runs
+        if not any(e["run"]["runId"] == r.lineage_run_id and e["eventType"] == "COMPLETE" for e in emitter.events())
+    ]:
         assert time.monotonic() < deadline, f"no COMPLETE lineage event for Dagster runs {unfinished}"
         time.sleep(5)
     # Nothing these runs started (asset runs, Spark's runs) is left RUNNING either. Other tests share
@@ -185,7 +209,9 @@ def test_materialize_all_from_the_asset_graph(page, dagster_dev, settings, scree
     page.screenshot(path=screenshots / "orders-materialized.png", full_page=True)
 
 
-def test_a_run_terminated_while_spark_works_ends_every_lineage_run_aborted_and_leaves_no_spark_job(dagster_dev, settings):
+def test_a_run_terminated_while_spark_works_ends_every_lineage_run_aborted_and_leaves_no_spark_job(
+    dagster_dev, settings
+):
     url, home = dagster_dev
     address = urllib.parse.urlparse(url)
     client = DagsterGraphQLClient(address.hostname, port_number=address.port)
@@ -193,12 +219,17 @@ def test_a_run_terminated_while_spark_works_ends_every_lineage_run_aborted_and_l
     run_id = client.submit_job_execution("supplier_stats_job", tags={"dagster/partition": today})
     emitter = emitter_for(settings)
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        dagster_run = wait_for(lambda: instance.get_run_by_id(run_id) and dagster_run_of(instance, run_id), 60, "run record")
+        dagster_run = wait_for(
+            lambda: instance.get_run_by_id(run_id) and dagster_run_of(instance, run_id), 60, "run record"
+        )
         # Terminate once the Spark application has reported itself (its OpenLineage START), as a user
         # would cancel a long batch job.
-        spark_events = SparkApplication(settings, SUPPLIER_STATS, dagster_run.asset_run_id(SUPPLIER_STATS),
-                                        dagster_run.lineage_run_id).events_file
-        wait_for(lambda: spark_events.is_file() and spark_events.stat().st_size > 0, RUN_TIMEOUT_S, "Spark application START")
+        spark_events = SparkApplication(
+            settings, SUPPLIER_STATS, dagster_run.asset_run_id(SUPPLIER_STATS), dagster_run.lineage_run_id
+        ).events_file
+        wait_for(
+            lambda: spark_events.is_file() and spark_events.stat().st_size > 0, RUN_TIMEOUT_S, "Spark application START"
+        )
         client.terminate_run(run_id)
         (run,) = wait_for_runs(instance, lambda r: r.run_id == run_id, timeout_s=120)
         assert run.status == dg.DagsterRunStatus.CANCELED
@@ -218,8 +249,10 @@ def test_a_run_terminated_while_spark_works_ends_every_lineage_run_aborted_and_l
     # application's too, though openlineage-spark reports a stopped driver's shutdown COMPLETE).
     states = wait_for(terminal_states, 120, "terminal event for each run of the family")
     assert len(states) == 3, states
-    assert all(kinds[0] == "START" and len([k for k in kinds if k in ("ABORT", "FAIL", "COMPLETE")]) == 1
-               for kinds in states.values()), states
+    assert all(
+        kinds[0] == "START" and len([k for k in kinds if k in ("ABORT", "FAIL", "COMPLETE")]) == 1
+        for kinds in states.values()
+    ), states
     assert {kinds[-1] for kinds in states.values()} == {"ABORT"}, states
     assert emitter.flush(timeout=90)
     marquez = MarquezApi(settings.marquez_api_url)

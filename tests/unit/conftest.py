@@ -13,4 +13,3 @@ def confluent_avro(schema: dict, record: dict, schema_id: int) -> bytes:
     body = io.BytesIO()
     fastavro.schemaless_writer(body, fastavro.parse_schema(schema), record)
     return b"\x00" + struct.pack(">I", schema_id) + body.getvalue()
-

@@ -31,7 +31,11 @@ def test_an_iceberg_table_is_named_by_its_location_with_a_symlink_to_the_catalog
     identity = SUPPLIER_STATS.identity(settings)
     assert (identity.namespace, identity.name) == ("s3://lake", "sales/supplier_stats")
     (symlink,) = identity.symlinks
-    assert (symlink.namespace, symlink.name, symlink.type) == ("https://catalog.example/api", "sales.supplier_stats", "TABLE")
+    assert (symlink.namespace, symlink.name, symlink.type) == (
+        "https://catalog.example/api",
+        "sales.supplier_stats",
+        "TABLE",
+    )
     assert iceberg_table_name(settings, "supplier_stats") == "lakehouse.`sales`.supplier_stats"
 
 

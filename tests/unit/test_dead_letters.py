@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
-from lineage_assets.dead_letters import commit_metadata, reason_prefix, recorded_end_offsets, replay_position, source_time_ms
+from lineage_assets.dead_letters import (
+    commit_metadata,
+    reason_prefix,
+    recorded_end_offsets,
+    replay_position,
+    source_time_ms,
+)
 
 
 def test_a_reason_is_counted_by_its_kind():
-    assert reason_prefix("schema_incompatible: orders-value version 2 (id 7): field supplier is missing") == "schema_incompatible"
+    assert (
+        reason_prefix("schema_incompatible: orders-value version 2 (id 7): field supplier is missing")
+        == "schema_incompatible"
+    )
     assert reason_prefix("price 'twelve' is not a DECIMAL(10,2)") == "price 'twelve' is not a DECIMAL(10,2)"
 
 
@@ -25,7 +34,10 @@ def test_recorded_end_offsets_come_back_from_the_commit_metadata():
     metadata = commit_metadata("orders", {1: 12, 0: 30})
     assert recorded_end_offsets([metadata], "orders") == {0: 30, 1: 12}
     # A commit that failed for some partitions leaves them an older round's metadata: the lowest offset wins.
-    assert recorded_end_offsets([metadata, commit_metadata("orders", {0: 25, 1: 14}), None, ""], "orders") == {0: 25, 1: 12}
+    assert recorded_end_offsets([metadata, commit_metadata("orders", {0: 25, 1: 14}), None, ""], "orders") == {
+        0: 25,
+        1: 12,
+    }
 
 
 def test_metadata_of_another_source_topic_records_nothing():

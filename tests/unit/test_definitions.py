@@ -17,32 +17,51 @@ def test_definitions_load_with_every_asset_check_sensor_and_job():
     graph = defs.resolve_asset_graph()
     keys = {key.to_user_string() for key in graph.get_all_asset_keys()}
     assert keys == set(DATASETS)
-    assert {key.to_user_string(): sorted(p.to_user_string() for p in graph.get(key).parent_keys) for key in graph.get_all_asset_keys()} == {
-        "orders": [], "orders_archive": ["orders"], "supplier_stats_live": ["orders"],
-        "lakehouse/orders": ["orders"], "lakehouse/supplier_stats": ["lakehouse/orders"],
+    assert {
+        key.to_user_string(): sorted(p.to_user_string() for p in graph.get(key).parent_keys)
+        for key in graph.get_all_asset_keys()
+    } == {
+        "orders": [],
+        "orders_archive": ["orders"],
+        "supplier_stats_live": ["orders"],
+        "lakehouse/orders": ["orders"],
+        "lakehouse/supplier_stats": ["lakehouse/orders"],
     }
     assert defs.resolve_sensor_def("supplier_stats_on_new_orders")
     assert defs.resolve_job_def("supplier_stats_job")
     assert {key.name for key in graph.asset_check_keys} == {
-        "archive_reconciles_with_topic", "orders_reconcile_with_topic", "orders_values_in_range", "orders_schema_readable"}
+        "archive_reconciles_with_topic",
+        "orders_reconcile_with_topic",
+        "orders_values_in_range",
+        "orders_schema_readable",
+    }
     schema_check = next(key for key in graph.asset_check_keys if key.name == "orders_schema_readable")
     assert graph.get_check_spec(schema_check).blocking  # a drifted source stops supplier_stats in the same run
 
 
 def test_every_asset_declares_column_schema_and_lineage_from_the_catalog():
     for key, dataset in DATASETS.items():
-        spec = defs.resolve_assets_def(dg.AssetKey(dataset.asset_key_path)).specs_by_key[dg.AssetKey(dataset.asset_key_path)]
+        spec = defs.resolve_assets_def(dg.AssetKey(dataset.asset_key_path)).specs_by_key[
+            dg.AssetKey(dataset.asset_key_path)
+        ]
         schema = spec.metadata["dagster/column_schema"]
         assert [c.name for c in schema.columns] == [c.name for c in dataset.columns], key
         if dataset.upstream:
             lineage = spec.metadata["dagster/column_lineage"]
             # The expectation, each column's input fields (dataset-wide ones too); a column of none is left out.
-            assert {column: {(dep.asset_key.to_user_string(), dep.column_name) for dep in deps}
-                    for column, deps in lineage.deps_by_column.items()} == {
+            assert {
+                column: {(dep.asset_key.to_user_string(), dep.column_name) for dep in deps}
+                for column, deps in lineage.deps_by_column.items()
+            } == {
                 column: {(source.dataset, source.column) for source in sources}
-                for column, sources in dataset.expected_lineage.items() if sources}, key
-    total_price = next(iter(defs.resolve_assets_def(dg.AssetKey(["lakehouse", "supplier_stats"])).specs)).metadata[
-        "dagster/column_lineage"].deps_by_column["total_price"]
+                for column, sources in dataset.expected_lineage.items()
+                if sources
+            }, key
+    total_price = (
+        next(iter(defs.resolve_assets_def(dg.AssetKey(["lakehouse", "supplier_stats"])).specs))
+        .metadata["dagster/column_lineage"]
+        .deps_by_column["total_price"]
+    )
     assert dg.TableColumnDep(asset_key=dg.AssetKey(["lakehouse", "orders"]), column_name="price") in total_price
 
 
@@ -52,20 +71,27 @@ def test_an_asset_page_says_what_depends_on_each_of_its_columns():
         return metadata["lineage/impact"].value if "lineage/impact" in metadata else None
 
     orders = impact_text("orders")
-    price = orders[orders.index("impact of orders.price"):orders.index("impact of orders.item")]
+    price = orders[orders.index("impact of orders.price") : orders.index("impact of orders.item")]
     assert "lakehouse/orders.price  (DIRECT/TRANSFORMATION, INDIRECT/FILTER: CAST(price AS DECIMAL(10,2))" in price
     assert "lakehouse/supplier_stats.total_price" in price and "supplier_stats_live.total_price" in price
     assert "latest run" not in orders  # declared lineage, not a run's
     assert "asset checks: orders_values_in_range" in price  # it tests lakehouse/orders.price
     assert orders.rstrip("`\n").endswith(
         "Dagster assets downstream: lakehouse/orders, lakehouse/supplier_stats, orders_archive, supplier_stats_live\n"
-        "Asset checks of it and downstream: archive_reconciles_with_topic, orders_reconcile_with_topic, orders_values_in_range")
+        "Asset checks of it and downstream: archive_reconciles_with_topic, "
+        "orders_reconcile_with_topic, orders_values_in_range"
+    )
     assert impact_text("lakehouse", "supplier_stats") is None  # nothing depends on it
 
 
 def test_dagster_validates_the_workspace():
-    result = subprocess.run([sys.executable, "-m", "dagster", "definitions", "validate", "-w", "workspace.yaml"],
-                            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "dagster", "definitions", "validate", "-w", "workspace.yaml"],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -78,7 +104,9 @@ def test_every_sensor_runs_by_default_so_dagster_dev_keeps_lineage_truthful():
 
 
 def test_the_definitions_and_every_resource_follow_one_environment():
-    environment = SettingsResource(overrides={"LINEAGE_ASSETS_ORDERS_TOPIC": "sales", "LINEAGE_ASSETS_KAFKA_BOOTSTRAP": "k1:9092"})
+    environment = SettingsResource(
+        overrides={"LINEAGE_ASSETS_ORDERS_TOPIC": "sales", "LINEAGE_ASSETS_KAFKA_BOOTSTRAP": "k1:9092"}
+    )
     definitions = build_definitions(environment)
     spec = definitions.resolve_assets_def(dg.AssetKey(["orders"])).specs_by_key[dg.AssetKey(["orders"])]
     assert (spec.metadata["openlineage/namespace"], spec.metadata["openlineage/name"]) == ("kafka://k1:9092", "sales")
@@ -87,5 +115,8 @@ def test_the_definitions_and_every_resource_follow_one_environment():
     for name in ("kafka", "spark_jobs", "lineage"):
         assert resources[name].environment.settings == environment.settings, name
     # Every area's assets, checks, sensors and jobs, merged once.
-    assert {check.name for check in definitions.resolve_asset_graph().asset_check_keys} == {*CHECKS, "orders_schema_readable"}
+    assert {check.name for check in definitions.resolve_asset_graph().asset_check_keys} == {
+        *CHECKS,
+        "orders_schema_readable",
+    }
     assert {job.name for job in definitions.jobs} == {"supplier_stats_job", "streaming_deployments"}

@@ -18,7 +18,14 @@ def folder_with(tmp_path, *records: dict) -> DeploymentFolder:
 def test_an_ingestion_reports_the_table_at_its_latest_commit_that_wrote_rows(tmp_path):
     folder = folder_with(
         tmp_path,
-        {"event": "committed", "batch": 0, "rows": 40, "snapshot_id": 11, "schema_id": 0, "quality": {**TABLE_QUALITY, "rows": 40}},
+        {
+            "event": "committed",
+            "batch": 0,
+            "rows": 40,
+            "snapshot_id": 11,
+            "schema_id": 0,
+            "quality": {**TABLE_QUALITY, "rows": 40},
+        },
         {"event": "progress", "batch": 0, "rows": 40},
         {"event": "committed", "batch": 1, "rows": 2, "snapshot_id": 12, "schema_id": 1, "quality": TABLE_QUALITY},
         {"event": "committed", "batch": 2, "rows": 0, "dead_letters": 3},  # dead letters only: the table is unchanged
@@ -28,8 +35,11 @@ def test_an_ingestion_reports_the_table_at_its_latest_commit_that_wrote_rows(tmp
 
 def test_an_archive_reports_the_columns_of_what_it_wrote_so_far(tmp_path):
     columns = {"key": {"nulls": 0}, "offset": {"nulls": 0, "min": 0.0, "max": 9.0}}
-    folder = folder_with(tmp_path, {"event": "progress", "batch": 0, "rows": 4, "columns": {"key": {"nulls": 0}}},
-                         {"event": "progress", "batch": 1, "rows": 6, "columns": columns})
+    folder = folder_with(
+        tmp_path,
+        {"event": "progress", "batch": 0, "rows": 4, "columns": {"key": {"nulls": 0}}},
+        {"event": "progress", "batch": 1, "rows": 6, "columns": columns},
+    )
     assert folder.output_written() == (None, {"rows": 10, "bytes": None, "files": None, "columns": columns})
 
 

@@ -17,8 +17,17 @@ QUALITY = {"rows": 5, "bytes": 900, "files": 1, "columns": {"price": {"nulls": 0
 
 
 def commit(batch: int, days: list[str], incompatible: int = 0, replayed: int = 0, **table) -> dict:
-    return {"event": "committed", "batch": batch, "rows": 5, "days": days, "dead_letters": incompatible,
-            "schema_incompatible": incompatible, "dead_letters_replayed": replayed, "schema_versions": [], **table}
+    return {
+        "event": "committed",
+        "batch": batch,
+        "rows": 5,
+        "days": days,
+        "dead_letters": incompatible,
+        "schema_incompatible": incompatible,
+        "dead_letters_replayed": replayed,
+        "schema_versions": [],
+        **table,
+    }
 
 
 def test_each_commit_is_reported_once_with_its_days_and_table_and_a_held_back_day_waits(tmp_path):
@@ -26,8 +35,10 @@ def test_each_commit_is_reported_once_with_its_days_and_table_and_a_held_back_da
     folder = deployments.folder(LAKEHOUSE_ORDERS.key)
     folder.mkdir(parents=True)
     (folder / "runner.json").write_text(json.dumps({"pid": 0, "run_id": "run-1"}))
-    records = [commit(0, ["2026-11-22"], snapshot_id=11, schema_id=0, quality=QUALITY),
-               commit(1, ["2026-11-23"], incompatible=2)]
+    records = [
+        commit(0, ["2026-11-22"], snapshot_id=11, schema_id=0, quality=QUALITY),
+        commit(1, ["2026-11-23"], incompatible=2),
+    ]
     (folder / "progress.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
 
     seen: dict[str, int] = {}

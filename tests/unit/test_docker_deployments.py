@@ -14,8 +14,7 @@ from lineage_assets.streaming.deployments import DeploymentError, DockerDeployme
 
 def docker_backend(tmp_path, **overrides) -> DockerDeployments:
     settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache", **overrides)
-    return DockerDeployments(settings, running_interval=7,
-                             container_kwargs={"mem_limit": "4g"}, client=object())
+    return DockerDeployments(settings, running_interval=7, container_kwargs={"mem_limit": "4g"}, client=object())
 
 
 def test_container_runs_the_runner_on_the_shared_folders_and_network(tmp_path):
@@ -45,8 +44,10 @@ def test_bad_docker_configuration_is_named(tmp_path):
 
 
 def docker_engine_available() -> bool:
-    return shutil.which("docker") is not None and subprocess.run(
-        ["docker", "info"], capture_output=True, timeout=20).returncode == 0
+    return (
+        shutil.which("docker") is not None
+        and subprocess.run(["docker", "info"], capture_output=True, timeout=20).returncode == 0
+    )
 
 
 @pytest.mark.skipif(not docker_engine_available(), reason="no Docker engine on this machine (`docker info` fails)")

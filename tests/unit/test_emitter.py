@@ -19,15 +19,20 @@ from lineage_assets.lineage import sender
 from lineage_assets.lineage.check import check
 from lineage_assets.lineage.delivery import Backend, Delivery
 from lineage_assets.lineage.emitter import LineageEmitter
-from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.lineage import LineageResource, emitter_for
+from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings
 
 
 def event(n: int) -> dict:
-    return {"eventType": "START", "eventTime": dt.datetime(2026, 11, 21, tzinfo=dt.UTC).isoformat(),
-            "run": {"runId": f"0190c3a4-0000-7000-8000-{n:012d}"}, "job": {"namespace": "t", "name": "j"},
-            "producer": "urn:test", "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"}
+    return {
+        "eventType": "START",
+        "eventTime": dt.datetime(2026, 11, 21, tzinfo=dt.UTC).isoformat(),
+        "run": {"runId": f"0190c3a4-0000-7000-8000-{n:012d}"},
+        "job": {"namespace": "t", "name": "j"},
+        "producer": "urn:test",
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+    }
 
 
 def backend(folder) -> Backend:
@@ -36,7 +41,9 @@ def backend(folder) -> Backend:
 
 def received(folder) -> list[int]:
     path = folder / "received.jsonl"
-    return [int(json.loads(line)["run"]["runId"][-12:]) for line in path.read_text().splitlines()] if path.exists() else []
+    return (
+        [int(json.loads(line)["run"]["runId"][-12:]) for line in path.read_text().splitlines()] if path.exists() else []
+    )
 
 
 def wait_for_sender(emitter: LineageEmitter) -> None:
@@ -160,8 +167,10 @@ def lineage(tmp_path):
     return LineageResource(environment=SettingsResource.of(settings)), settings
 
 
-@pytest.mark.parametrize("raised, terminal", [
-    (DagsterExecutionInterruptedError("run cancelled"), "ABORT"), (RuntimeError("spark failed"), "FAIL")])
+@pytest.mark.parametrize(
+    "raised, terminal",
+    [(DagsterExecutionInterruptedError("run cancelled"), "ABORT"), (RuntimeError("spark failed"), "FAIL")],
+)
 def test_an_interrupted_or_failed_materialization_ends_its_run(lineage, raised, terminal):
     resource, settings = lineage
 
@@ -176,8 +185,9 @@ def test_an_interrupted_or_failed_materialization_ends_its_run(lineage, raised, 
     recorded = emitter_for(settings).events()
     dagster_run, *events, dagster_run_end = recorded
     assert (dagster_run["job"]["name"], dagster_run["eventType"]) == ("dagster", "START")
-    assert {"key": "dagster.job", "value": "__ephemeral_asset_job__", "source": "DAGSTER"} in \
-        dagster_run["run"]["facets"]["tags"]["tags"]
+    assert {"key": "dagster.job", "value": "__ephemeral_asset_job__", "source": "DAGSTER"} in dagster_run["run"][
+        "facets"
+    ]["tags"]["tags"]
     assert [e["eventType"] for e in events] == ["START", terminal]
     assert str(raised) in events[-1]["run"]["facets"]["errorMessage"]["message"]
     assert events[0]["run"]["runId"] == events[1]["run"]["runId"]
@@ -201,29 +211,47 @@ def test_an_in_process_run_ends_its_lineage_run(lineage):
     assert not [gap for gap in check(recorded, settings) if gap.startswith("run left RUNNING")]
 
 
-@pytest.mark.parametrize("ended_by, terminal", [(None, "COMPLETE"), (DagsterExecutionInterruptedError(), "ABORT"),
-                                                (RuntimeError("the Spark job failed"), "FAIL")])
+@pytest.mark.parametrize(
+    "ended_by, terminal",
+    [(None, "COMPLETE"), (DagsterExecutionInterruptedError(), "ABORT"), (RuntimeError("the Spark job failed"), "FAIL")],
+)
 def test_the_spark_application_run_ends_as_the_asset_run_did(tmp_path, ended_by, terminal):
     """openlineage-spark reports a stopped driver's shutdown COMPLETE; the log must not."""
     from lineage_assets.lineage.events import DagsterRun
     from lineage_assets.resources.lineage import AssetRunLineage
 
     emitter = LineageEmitter(tmp_path / "lineage", None)
-    run = AssetRunLineage(emitter, SUPPLIER_STATS, DagsterRun("r1", "supplier_stats_job", dt.datetime.now(dt.UTC)),
-                          Settings(state_dir=tmp_path))
+    run = AssetRunLineage(
+        emitter,
+        SUPPLIER_STATS,
+        DagsterRun("r1", "supplier_stats_job", dt.datetime.now(dt.UTC)),
+        Settings(state_dir=tmp_path),
+    )
     application = run.spark_application()
     agent = application.events_file  # as the agent's file transport writes its application run
     agent.parent.mkdir(parents=True)
-    agent.write_text("".join(json.dumps({"eventType": kind, "eventTime": "2026-11-23T18:00:00Z", "producer": "spark",
-                                         "run": {"runId": "01a2-app", "facets": {}},
-                                         "job": {"namespace": "n", "name": SUPPLIER_STATS.job.spark_application}}) + "\n"
-                             for kind in ("START", "COMPLETE")))
+    agent.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "eventType": kind,
+                    "eventTime": "2026-11-23T18:00:00Z",
+                    "producer": "spark",
+                    "run": {"runId": "01a2-app", "facets": {}},
+                    "job": {"namespace": "n", "name": SUPPLIER_STATS.job.spark_application},
+                }
+            )
+            + "\n"
+            for kind in ("START", "COMPLETE")
+        )
+    )
     assert run.forward_spark_events(application, ended_by=ended_by).forwarded == 2 and not agent.exists()
     start, end = emitter.events()
     assert (start["eventType"], end["eventType"]) == ("START", terminal)
     if ended_by is not None:
         assert end["run"]["facets"]["errorMessage"]["message"].startswith(
-            f"the asset run ended {terminal} while the Spark application ran: {type(ended_by).__name__}")
+            f"the asset run ended {terminal} while the Spark application ran: {type(ended_by).__name__}"
+        )
 
 
 def test_the_agents_actions_are_evidence_of_column_lineage_never_jobs_of_their_own(tmp_path):
@@ -235,31 +263,59 @@ def test_the_agents_actions_are_evidence_of_column_lineage_never_jobs_of_their_o
 
     settings = Settings(state_dir=tmp_path)
     emitter = LineageEmitter(tmp_path / "lineage", None)
-    run = AssetRunLineage(emitter, SUPPLIER_STATS, DagsterRun("r1", "supplier_stats_job", dt.datetime.now(dt.UTC)), settings)
+    run = AssetRunLineage(
+        emitter, SUPPLIER_STATS, DagsterRun("r1", "supplier_stats_job", dt.datetime.now(dt.UTC)), settings
+    )
     application = run.spark_application()
     stats, orders = SUPPLIER_STATS.identity(settings), DATASETS["lakehouse/orders"].identity(settings)
 
     def field(name: str, kind: str, subtype: str) -> dict:
-        return {"namespace": orders.namespace, "name": orders.name, "field": name,
-                "transformations": [{"type": kind, "subtype": subtype, "description": "", "masking": False}]}
+        return {
+            "namespace": orders.namespace,
+            "name": orders.name,
+            "field": name,
+            "transformations": [{"type": kind, "subtype": subtype, "description": "", "masking": False}],
+        }
 
-    facet = {"fields": {"total_price": {"inputFields": [field("price", "DIRECT", "AGGREGATION")]}},
-             "dataset": [field("bid_time", "INDIRECT", "GROUP_BY")]}
-    action = {"eventType": "COMPLETE", "eventTime": "2026-11-23T18:00:00Z", "producer": "spark", "run": {"runId": "01a2-action"},
-              "job": {"namespace": "n", "name": f"{SUPPLIER_STATS.job.spark_application}.overwrite_by_expression"},
-              "inputs": [{"namespace": orders.namespace, "name": orders.name}],
-              "outputs": [{"namespace": stats.namespace, "name": stats.name, "facets": {
-                  "columnLineage": facet, "schema": {"fields": [{"name": "total_price"}, {"name": "total_count"}]}}}]}
+    facet = {
+        "fields": {"total_price": {"inputFields": [field("price", "DIRECT", "AGGREGATION")]}},
+        "dataset": [field("bid_time", "INDIRECT", "GROUP_BY")],
+    }
+    action = {
+        "eventType": "COMPLETE",
+        "eventTime": "2026-11-23T18:00:00Z",
+        "producer": "spark",
+        "run": {"runId": "01a2-action"},
+        "job": {"namespace": "n", "name": f"{SUPPLIER_STATS.job.spark_application}.overwrite_by_expression"},
+        "inputs": [{"namespace": orders.namespace, "name": orders.name}],
+        "outputs": [
+            {
+                "namespace": stats.namespace,
+                "name": stats.name,
+                "facets": {
+                    "columnLineage": facet,
+                    "schema": {"fields": [{"name": "total_price"}, {"name": "total_count"}]},
+                },
+            }
+        ],
+    }
     application.events_file.parent.mkdir(parents=True)
     application.events_file.write_text(json.dumps(action) + "\n")
     evidence = run.forward_spark_events(application)
     assert evidence.forwarded == 0 and emitter.events() == []
     lineage = from_facet(evidence.column_lineage, SUPPLIER_STATS, settings, evidence.columns)
-    kinds = {column: {(s.dataset, s.column, s.transformation.subtype) for s in sources} for column, sources in lineage.items()}
+    kinds = {
+        column: {(s.dataset, s.column, s.transformation.subtype) for s in sources}
+        for column, sources in lineage.items()
+    }
     # The dataset-wide group-by reaches total_count too, which has no direct input.
-    assert kinds == {"total_price": {("lakehouse/orders", "price", "AGGREGATION"), ("lakehouse/orders", "bid_time", "GROUP_BY")},
-                     "total_count": {("lakehouse/orders", "bid_time", "GROUP_BY")}}
-    assert next(s for s in lineage["total_price"] if s.column == "price").transformation.description == "SUM(price)"  # the catalog's words
+    assert kinds == {
+        "total_price": {("lakehouse/orders", "price", "AGGREGATION"), ("lakehouse/orders", "bid_time", "GROUP_BY")},
+        "total_count": {("lakehouse/orders", "bid_time", "GROUP_BY")},
+    }
+    assert (
+        next(s for s in lineage["total_price"] if s.column == "price").transformation.description == "SUM(price)"
+    )  # the catalog's words
 
 
 def test_any_openlineage_client_can_name_the_durable_transport(tmp_path):
@@ -270,12 +326,25 @@ def test_any_openlineage_client_can_name_the_durable_transport(tmp_path):
 
     backend_folder = tmp_path / "backend"
     backend_folder.mkdir()
-    client = OpenLineageClient(config={"transport": {  # as an openlineage.yml names it, by class path
-        "type": "lineage_assets.lineage.transport.DurableTransport", "folder": str(tmp_path / "lineage"),
-        "backend": {"type": "file", "log_file_path": str(backend_folder / "received.jsonl"), "append": True}}})
+    client = OpenLineageClient(
+        config={
+            "transport": {  # as an openlineage.yml names it, by class path
+                "type": "lineage_assets.lineage.transport.DurableTransport",
+                "folder": str(tmp_path / "lineage"),
+                "backend": {"type": "file", "log_file_path": str(backend_folder / "received.jsonl"), "append": True},
+            }
+        }
+    )
     assert isinstance(client.transport, DurableTransport)
-    client.emit(RunEvent(eventType=RunState.START, eventTime="2026-11-21T00:00:00+00:00", producer="urn:test",
-                         run=Run(runId="0190c3a4-0000-7000-8000-000000000007"), job=Job(namespace="t", name="j")))
+    client.emit(
+        RunEvent(
+            eventType=RunState.START,
+            eventTime="2026-11-21T00:00:00+00:00",
+            producer="urn:test",
+            run=Run(runId="0190c3a4-0000-7000-8000-000000000007"),
+            job=Job(namespace="t", name="j"),
+        )
+    )
     assert client.transport.flush(timeout=30)
     assert received(backend_folder) == [7]
     client.transport.stop_sender()

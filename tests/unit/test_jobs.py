@@ -31,21 +31,36 @@ def test_every_streaming_job_reads_orders_as_the_reader_schema_from_its_own_chec
 
 def test_checkpoints_go_where_the_setting_says_for_a_cluster_of_several_machines():
     settings = Settings(checkpoint_location="s3://shared/checkpoints/")
-    assert option(jobs.ingestion_job(settings).arguments, "--checkpoint") == f"s3://shared/checkpoints/{LAKEHOUSE_ORDERS.job.name}"
+    assert (
+        option(jobs.ingestion_job(settings).arguments, "--checkpoint")
+        == f"s3://shared/checkpoints/{LAKEHOUSE_ORDERS.job.name}"
+    )
 
 
 def test_a_job_that_creates_a_table_gets_the_catalog_columns():
     settings = Settings()
     ingestion = jobs.ingestion_job(settings)
     assert option(ingestion.arguments, "--columns") == (
-        "order_id string, item string, price decimal(10,2), supplier string, bid_time timestamp_ntz")
-    assert option(jobs.supplier_stats_job(settings, "2026-11-23").arguments, "--columns") == jobs.table_columns(SUPPLIER_STATS)
-    assert [c.split()[0] for c in jobs.table_columns(LAKEHOUSE_ORDERS).split(", ")] == [c.name for c in LAKEHOUSE_ORDERS.columns]
+        "order_id string, item string, price decimal(10,2), supplier string, bid_time timestamp_ntz"
+    )
+    assert option(jobs.supplier_stats_job(settings, "2026-11-23").arguments, "--columns") == jobs.table_columns(
+        SUPPLIER_STATS
+    )
+    assert [c.split()[0] for c in jobs.table_columns(LAKEHOUSE_ORDERS).split(", ")] == [
+        c.name for c in LAKEHOUSE_ORDERS.columns
+    ]
 
 
 def test_a_report_reads_back_as_written_and_a_key_the_caller_does_not_know_is_an_error(tmp_path):
-    report = jobs.LiveStatsReport(duration_seconds=1.5, batches=2, rows_in=10, start_offsets=None,
-                                  end_offsets={"orders": {"0": 4, "1": 6}}, schema_versions=[], windows_written=3)
+    report = jobs.LiveStatsReport(
+        duration_seconds=1.5,
+        batches=2,
+        rows_in=10,
+        start_offsets=None,
+        end_offsets={"orders": {"0": 4, "1": 6}},
+        schema_versions=[],
+        windows_written=3,
+    )
     path = tmp_path / "report.json"
     report.write(path)
     assert jobs.LiveStatsReport.read(path) == report
@@ -69,8 +84,22 @@ def test_a_batch_bound_that_is_not_a_positive_number_is_refused_naming_it(value,
     from spark.jobs import streaming_arguments
 
     parser = streaming_arguments("test")
-    required = ["--bootstrap-servers", "k:9092", "--topic", "orders", "--value-schema", "{}", "--registry-url", "http://r",
-                "--subject", "orders-value", "--checkpoint", "/tmp/c", "--report", "/tmp/r.json"]
+    required = [
+        "--bootstrap-servers",
+        "k:9092",
+        "--topic",
+        "orders",
+        "--value-schema",
+        "{}",
+        "--registry-url",
+        "http://r",
+        "--subject",
+        "orders-value",
+        "--checkpoint",
+        "/tmp/c",
+        "--report",
+        "/tmp/r.json",
+    ]
     with pytest.raises(SystemExit):
         parser.parse_args([*required, "--max-records-per-batch", value])
     assert f"'{value}' is not a positive whole number" in capsys.readouterr().err

@@ -15,8 +15,11 @@ from lineage_assets.lineage.transport import event_line
 from lineage_assets.settings import Settings
 
 SETTINGS = Settings()
-RUN = events.DagsterRun(run_id="0b7f6c9e-1111-4222-8333-944455556666", job_name="__ephemeral_asset_job__",
-                        started_at=dt.datetime(2026, 11, 23, 9, 0, tzinfo=dt.UTC))
+RUN = events.DagsterRun(
+    run_id="0b7f6c9e-1111-4222-8333-944455556666",
+    job_name="__ephemeral_asset_job__",
+    started_at=dt.datetime(2026, 11, 23, 9, 0, tzinfo=dt.UTC),
+)
 VALUES = CHECKS["orders_values_in_range"]
 
 
@@ -29,12 +32,25 @@ def pipeline(*, with_checks: bool = True) -> list[dict]:
     then (``with_checks``) evaluating every check."""
     log = [as_json(events.dagster_run_event(RunState.START, RUN, SETTINGS))]
     for dataset in DATASETS.values():
-        log += [as_json(events.asset_event(RunState.START, dataset, RUN, SETTINGS)),
-                as_json(events.asset_event(RunState.COMPLETE, dataset, RUN, SETTINGS, column_lineage=dataset.expected_lineage))]
+        log += [
+            as_json(events.asset_event(RunState.START, dataset, RUN, SETTINGS)),
+            as_json(
+                events.asset_event(RunState.COMPLETE, dataset, RUN, SETTINGS, column_lineage=dataset.expected_lineage)
+            ),
+        ]
     for asset_check in CHECKS.values() if with_checks else ():
-        log += [as_json(events.check_event(RunState.START, asset_check, RUN, SETTINGS)),
-                as_json(events.check_event(RunState.COMPLETE, asset_check, RUN, SETTINGS, assertions=(events.Assertion(
-                    asset_check.name, "row_count", True, "rows equal offsets"),)))]
+        log += [
+            as_json(events.check_event(RunState.START, asset_check, RUN, SETTINGS)),
+            as_json(
+                events.check_event(
+                    RunState.COMPLETE,
+                    asset_check,
+                    RUN,
+                    SETTINGS,
+                    assertions=(events.Assertion(asset_check.name, "row_count", True, "rows equal offsets"),),
+                )
+            ),
+        ]
     return [*log, as_json(events.dagster_run_event(RunState.COMPLETE, RUN, SETTINGS))]
 
 
@@ -50,16 +66,20 @@ def test_a_check_run_that_reads_another_dataset_or_writes_one_is_named():
     complete["inputs"] = [{"namespace": archive.namespace, "name": archive.name}]
     complete["outputs"] = [{"namespace": stats.namespace, "name": stats.name}]
     job = f"{SETTINGS.lineage_namespace}/{VALUES.lineage_name}"
-    assert sorted(check(log, SETTINGS)) == sorted([
-        f"extra edge: check job {job} reads {archive.namespace}:{archive.name}, which is not asset lakehouse/orders it checks",
-        f"extra edge: check job {job} writes s3://warehouse:default/supplier_stats; a check writes nothing",
-    ])
+    assert sorted(check(log, SETTINGS)) == sorted(
+        [
+            f"extra edge: check job {job} reads {archive.namespace}:{archive.name}, which is not "
+            f"asset lakehouse/orders it checks",
+            f"extra edge: check job {job} writes s3://warehouse:default/supplier_stats; a check writes nothing",
+        ]
+    )
 
 
 def test_a_check_run_left_without_its_end_is_a_run_left_running():
     log = [e for e in pipeline() if not (e["job"]["name"] == VALUES.lineage_name and e["eventType"] == "COMPLETE")]
     (gap,) = check(log, SETTINGS)
-    assert gap == f"run left RUNNING: {SETTINGS.lineage_namespace}/{VALUES.lineage_name} run {RUN.check_run_id(VALUES)} has no terminal event"
+    job = f"{SETTINGS.lineage_namespace}/{VALUES.lineage_name}"
+    assert gap == f"run left RUNNING: {job} run {RUN.check_run_id(VALUES)} has no terminal event"
 
 
 def renamed(event: dict, old: str) -> dict:
@@ -73,4 +93,6 @@ def test_a_renamed_jobs_earlier_runs_are_history_but_an_unknown_job_is_a_gap():
     assert check([*before, *pipeline()], SETTINGS) == []
     unknown = [renamed(e, "dagster.supplier-totals") for e in stats]
     assert check([*unknown, *pipeline()], SETTINGS) == [
-        f"extra job: {SETTINGS.lineage_namespace}/dagster.supplier-totals reads or writes 2 datasets but is no asset's job"]
+        f"extra job: {SETTINGS.lineage_namespace}/dagster.supplier-totals reads or writes 2 datasets "
+        f"but is no asset's job"
+    ]

@@ -17,10 +17,17 @@ from lineage_assets.settings import PROJECT_ROOT, Settings
 
 SPEC = PROJECT_ROOT.parent / "shared" / "openlineage-spec"
 SETTINGS = Settings()
-QUALITY = {"rows": 3, "bytes": 4096, "files": 2,  # a job's `quality` report entry (spark/jobs.py)
-           "columns": {"order_id": {"nulls": 0}, "price": {"nulls": 1, "min": 1.5, "max": 99.99}, "item": {}}}
-RUN = events.DagsterRun(run_id="6a1f0c9e-1111-4222-8333-944455556666", job_name="__ephemeral_asset_job__",
-                        started_at=dt.datetime(2026, 11, 21, 12, 0, tzinfo=dt.UTC))
+QUALITY = {
+    "rows": 3,
+    "bytes": 4096,
+    "files": 2,  # a job's `quality` report entry (spark/jobs.py)
+    "columns": {"order_id": {"nulls": 0}, "price": {"nulls": 1, "min": 1.5, "max": 99.99}, "item": {}},
+}
+RUN = events.DagsterRun(
+    run_id="6a1f0c9e-1111-4222-8333-944455556666",
+    job_name="__ephemeral_asset_job__",
+    started_at=dt.datetime(2026, 11, 21, 12, 0, tzinfo=dt.UTC),
+)
 
 
 def as_json(event) -> dict:
@@ -28,16 +35,54 @@ def as_json(event) -> dict:
     return json.loads(event_line(event))
 
 
-READ = events.SourceRead(dataset="orders", subject="orders-value", versions=(
-    {"version": 1, "schema_id": 1, "records": 30, "readable": True, "problems": [], "fields": [["order_id", "string"]]},
-    {"version": 2, "schema_id": 4, "records": 20, "readable": False, "problems": ["field supplier is missing (removed or renamed)"],
-     "fields": [["order_id", "string"]]}),
-    assertions=(events.Assertion("orders_schema_readable", "schema_compatible", False, "no record waits", expected="0", actual="20", blocking=True),))
+READ = events.SourceRead(
+    dataset="orders",
+    subject="orders-value",
+    versions=(
+        {
+            "version": 1,
+            "schema_id": 1,
+            "records": 30,
+            "readable": True,
+            "problems": [],
+            "fields": [["order_id", "string"]],
+        },
+        {
+            "version": 2,
+            "schema_id": 4,
+            "records": 20,
+            "readable": False,
+            "problems": ["field supplier is missing (removed or renamed)"],
+            "fields": [["order_id", "string"]],
+        },
+    ),
+    assertions=(
+        events.Assertion(
+            "orders_schema_readable",
+            "schema_compatible",
+            False,
+            "no record waits",
+            expected="0",
+            actual="20",
+            blocking=True,
+        ),
+    ),
+)
 
 
-PRICE_IN_RANGE = events.Assertion("orders_values_in_range", "range", False, "no row where price <= 0", column="price",
-                                  expected="0", actual="2", sql="SELECT count_if(price <= 0) FROM orders")
-ROWS_RECONCILE = events.Assertion("orders_reconcile_with_topic", "row_count", True, "rows equal offsets", expected="7", actual="7")
+PRICE_IN_RANGE = events.Assertion(
+    "orders_values_in_range",
+    "range",
+    False,
+    "no row where price <= 0",
+    column="price",
+    expected="0",
+    actual="2",
+    sql="SELECT count_if(price <= 0) FROM orders",
+)
+ROWS_RECONCILE = events.Assertion(
+    "orders_reconcile_with_topic", "row_count", True, "rows equal offsets", expected="7", actual="7"
+)
 
 
 def every_kind_of_event():
@@ -47,19 +92,41 @@ def every_kind_of_event():
         failure = error
     for dataset in DATASETS.values():
         yield events.asset_event(RunState.START, dataset, RUN, SETTINGS)
-        yield events.asset_event(RunState.COMPLETE, dataset, RUN, SETTINGS,
-                                 statistics=events.OutputStatistics(rows=10, bytes=2048, files=2), lifecycle="OVERWRITE",
-                                 quality=QUALITY, version=events.DatasetVersion("4412", schema_id=1), reads=(READ,),
-                                 column_lineage=dataset.expected_lineage)
+        yield events.asset_event(
+            RunState.COMPLETE,
+            dataset,
+            RUN,
+            SETTINGS,
+            statistics=events.OutputStatistics(rows=10, bytes=2048, files=2),
+            lifecycle="OVERWRITE",
+            quality=QUALITY,
+            version=events.DatasetVersion("4412", schema_id=1),
+            reads=(READ,),
+            column_lineage=dataset.expected_lineage,
+        )
         yield events.asset_event(RunState.FAIL, dataset, RUN, SETTINGS, error=failure)
         yield events.asset_event(RunState.ABORT, dataset, RUN, SETTINGS)
-    yield events.asset_event(RunState.RUNNING, LAKEHOUSE_ORDERS, RUN, SETTINGS, running_interval=30,
-                             progress=events.StreamingProgressRunFacet(processedRows=5, sourceOffsets={"orders": {"0": 5}}),
-                             statistics=events.OutputStatistics(rows=5), version=events.DatasetVersion("4413", schema_id=1),
-                             quality=QUALITY)
+    yield events.asset_event(
+        RunState.RUNNING,
+        LAKEHOUSE_ORDERS,
+        RUN,
+        SETTINGS,
+        running_interval=30,
+        progress=events.StreamingProgressRunFacet(processedRows=5, sourceOffsets={"orders": {"0": 5}}),
+        statistics=events.OutputStatistics(rows=5),
+        version=events.DatasetVersion("4413", schema_id=1),
+        quality=QUALITY,
+    )
     # A streaming file sink's metrics: the records written so far, no bytes or files.
-    yield events.asset_event(RunState.RUNNING, DATASETS["orders_archive"], None, SETTINGS, run_id=RUN.lineage_run_id,
-                             running_interval=30, quality={**QUALITY, "bytes": None, "files": None})
+    yield events.asset_event(
+        RunState.RUNNING,
+        DATASETS["orders_archive"],
+        None,
+        SETTINGS,
+        run_id=RUN.lineage_run_id,
+        running_interval=30,
+        quality={**QUALITY, "bytes": None, "files": None},
+    )
     for check in CHECKS.values():
         yield events.check_event(RunState.START, check, RUN, SETTINGS)
         yield events.check_event(RunState.COMPLETE, check, RUN, SETTINGS, assertions=(PRICE_IN_RANGE, ROWS_RECONCILE))
@@ -92,14 +159,27 @@ def test_validation_names_what_is_wrong():
 
 @pytest.mark.skipif(not SPEC.is_dir(), reason=f"the official schemas are expected in {SPEC}")
 def test_the_project_facets_are_checked_against_their_packaged_schemas():
-    body = as_json(events.asset_event(RunState.RUNNING, LAKEHOUSE_ORDERS, RUN, SETTINGS, running_interval=30, reads=(READ,),
-                                      progress=events.StreamingProgressRunFacet(processedRows=5)))
+    body = as_json(
+        events.asset_event(
+            RunState.RUNNING,
+            LAKEHOUSE_ORDERS,
+            RUN,
+            SETTINGS,
+            running_interval=30,
+            reads=(READ,),
+            progress=events.StreamingProgressRunFacet(processedRows=5),
+        )
+    )
     body["run"]["facets"]["streamingProgress"]["processedRows"] = "five"
     body["inputs"][0]["inputFacets"]["schemaVersions"]["versions"][0].pop("readable")
     problems = validate_event(body, SPEC)
     assert any(p.startswith("run.streamingProgress") and "'five' is not of type 'integer'" in p for p in problems)
-    assert any(p.startswith("inputs:orders:io.schemaVersions") and "'readable' is a required property" in p for p in problems)
-    body["run"]["facets"]["streamingProgress"]["_schemaURL"] = "urn:lineage_assets:schema:StreamingProgressRunFacet:9.9.9"
+    assert any(
+        p.startswith("inputs:orders:io.schemaVersions") and "'readable' is a required property" in p for p in problems
+    )
+    body["run"]["facets"]["streamingProgress"]["_schemaURL"] = (
+        "urn:lineage_assets:schema:StreamingProgressRunFacet:9.9.9"
+    )
     assert any("no schema for _schemaURL" in p for p in validate_event(body, SPEC))
 
 
@@ -115,38 +195,66 @@ def test_run_ids_are_uuid7_stable_per_dagster_run_and_asset():
     assert parent["run"]["runId"] == RUN.lineage_run_id and parent["job"]["name"] == "dagster"
     assert as_json(first)["job"]["name"] == f"{parent['job']['name']}.{SUPPLIER_STATS.job.name}"
     other_job = events.DagsterRun(run_id=RUN.run_id, job_name="supplier_stats_job", started_at=RUN.started_at)
-    assert as_json(events.asset_event(RunState.START, SUPPLIER_STATS, other_job, SETTINGS))["job"] == as_json(first)["job"]
+    assert (
+        as_json(events.asset_event(RunState.START, SUPPLIER_STATS, other_job, SETTINGS))["job"] == as_json(first)["job"]
+    )
 
 
 def test_inputs_and_outputs_are_the_asset_graph_edges_named_by_the_catalog():
-    assert "columnLineage" not in as_json(events.asset_event(RunState.START, SUPPLIER_STATS, RUN, SETTINGS))["outputs"][0]["facets"]
+    assert (
+        "columnLineage"
+        not in as_json(events.asset_event(RunState.START, SUPPLIER_STATS, RUN, SETTINGS))["outputs"][0]["facets"]
+    )
     # Column lineage only as a run observed it (here: as the catalog expects it).
-    body = as_json(events.asset_event(RunState.COMPLETE, SUPPLIER_STATS, RUN, SETTINGS, column_lineage=SUPPLIER_STATS.expected_lineage))
+    body = as_json(
+        events.asset_event(
+            RunState.COMPLETE, SUPPLIER_STATS, RUN, SETTINGS, column_lineage=SUPPLIER_STATS.expected_lineage
+        )
+    )
     assert [(d["namespace"], d["name"]) for d in body["inputs"]] == [("s3://warehouse", "default/orders")]
     output = body["outputs"][0]
     assert (output["namespace"], output["name"]) == ("s3://warehouse", "default/supplier_stats")
     assert output["facets"]["symlinks"]["identifiers"] == [
-        {"namespace": SETTINGS.iceberg_catalog_url, "name": "default.supplier_stats", "type": "TABLE"}]
+        {"namespace": SETTINGS.iceberg_catalog_url, "name": "default.supplier_stats", "type": "TABLE"}
+    ]
     total_price = output["facets"]["columnLineage"]["fields"]["total_price"]["inputFields"]
     # One input field per dataset field, with each of its transformations.
     assert {(f["name"], f["field"], tuple(t["subtype"] for t in f["transformations"])) for f in total_price} == {
-        ("default/orders", "price", ("AGGREGATION",)), ("default/orders", "bid_time", ("FILTER", "GROUP_BY")),
-        ("default/orders", "supplier", ("GROUP_BY",))}
+        ("default/orders", "price", ("AGGREGATION",)),
+        ("default/orders", "bid_time", ("FILTER", "GROUP_BY")),
+        ("default/orders", "supplier", ("GROUP_BY",)),
+    }
     # The deprecated per-column spelling too: the one Marquez 0.51 stores.
     fields = output["facets"]["columnLineage"]["fields"]
     assert fields["total_price"]["transformationType"] == "DIRECT/AGGREGATION, INDIRECT/FILTER, INDIRECT/GROUP_BY"
     assert fields["total_price"]["transformationDescription"].startswith("SUM(price); orders of the run's day")
     assert body["job"]["facets"]["jobType"]["processingType"] == "BATCH"
-    ingestion = as_json(events.asset_event(RunState.COMPLETE, LAKEHOUSE_ORDERS, RUN, SETTINGS,
-                                           column_lineage=LAKEHOUSE_ORDERS.expected_lineage))
+    ingestion = as_json(
+        events.asset_event(
+            RunState.COMPLETE, LAKEHOUSE_ORDERS, RUN, SETTINGS, column_lineage=LAKEHOUSE_ORDERS.expected_lineage
+        )
+    )
     assert ingestion["job"]["name"] == "dagster.iceberg-ingestion"
     assert ingestion["job"]["facets"]["jobType"]["processingType"] == "STREAMING"
     assert ingestion["outputs"][0]["facets"]["columnLineage"]["fields"]["price"]["inputFields"][0] == {
-        "namespace": "kafka://127.0.0.1:19092", "name": "orders", "field": "price",
-        "transformations": [{"type": "DIRECT", "subtype": "TRANSFORMATION", "description": "CAST(price AS DECIMAL(10,2))",
-                             "masking": False},
-                            {"type": "INDIRECT", "subtype": "FILTER", "description": "valid records only; the others are dead letters",
-                             "masking": False}]}
+        "namespace": "kafka://127.0.0.1:19092",
+        "name": "orders",
+        "field": "price",
+        "transformations": [
+            {
+                "type": "DIRECT",
+                "subtype": "TRANSFORMATION",
+                "description": "CAST(price AS DECIMAL(10,2))",
+                "masking": False,
+            },
+            {
+                "type": "INDIRECT",
+                "subtype": "FILTER",
+                "description": "valid records only; the others are dead letters",
+                "masking": False,
+            },
+        ],
+    }
 
 
 def test_failure_carries_the_exception_and_its_stack():
@@ -164,20 +272,41 @@ def test_an_outputs_quality_metrics_carry_the_jobs_numbers():
     facet = body["outputs"][0]["facets"]["dataQualityMetrics"]
     assert facet["_schemaURL"].endswith("/DataQualityMetricsDatasetFacet.json#/$defs/DataQualityMetricsDatasetFacet")
     assert {k: v for k, v in facet.items() if not k.startswith("_")} == {
-        "rowCount": 3, "bytes": 4096, "fileCount": 2,
-        "columnMetrics": {"order_id": {"nullCount": 0}, "price": {"nullCount": 1, "min": 1.5, "max": 99.99}, "item": {}}}
-    assert "dataQualityMetrics" not in as_json(events.asset_event(RunState.COMPLETE, LAKEHOUSE_ORDERS, RUN, SETTINGS))["outputs"][0]["facets"]
+        "rowCount": 3,
+        "bytes": 4096,
+        "fileCount": 2,
+        "columnMetrics": {
+            "order_id": {"nullCount": 0},
+            "price": {"nullCount": 1, "min": 1.5, "max": 99.99},
+            "item": {},
+        },
+    }
+    assert (
+        "dataQualityMetrics"
+        not in as_json(events.asset_event(RunState.COMPLETE, LAKEHOUSE_ORDERS, RUN, SETTINGS))["outputs"][0]["facets"]
+    )
 
 
 def test_a_table_version_names_its_snapshot_and_schema_and_a_read_names_every_version():
-    body = as_json(events.asset_event(RunState.COMPLETE, LAKEHOUSE_ORDERS, RUN, SETTINGS,
-                                      version=events.DatasetVersion("4412", schema_id=1), reads=(READ,)))
+    body = as_json(
+        events.asset_event(
+            RunState.COMPLETE,
+            LAKEHOUSE_ORDERS,
+            RUN,
+            SETTINGS,
+            version=events.DatasetVersion("4412", schema_id=1),
+            reads=(READ,),
+        )
+    )
     version = body["outputs"][0]["facets"]["version"]
     assert (version["datasetVersion"], version["schemaId"]) == ("4412", 1)
     assert version["_schemaURL"].endswith("/DatasetVersionDatasetFacet.json#/$defs/DatasetVersionDatasetFacet")
     (orders,) = body["inputs"]
     assert orders["facets"]["version"]["datasetVersion"] == "orders-value:1"  # the newest readable version read
-    assert [(v["version"], v["readable"]) for v in orders["inputFacets"]["schemaVersions"]["versions"]] == [(1, True), (2, False)]
+    assert [(v["version"], v["readable"]) for v in orders["inputFacets"]["schemaVersions"]["versions"]] == [
+        (1, True),
+        (2, False),
+    ]
     (assertion,) = orders["inputFacets"]["dataQualityAssertions"]["assertions"]
     assert (assertion["success"], assertion["severity"], assertion["actual"]) == (False, "error", "20")
 
@@ -186,7 +315,9 @@ def test_a_check_evaluation_is_a_run_reading_the_dataset_it_checked_with_its_ass
     check = CHECKS["orders_values_in_range"]
     body = as_json(events.check_event(RunState.COMPLETE, check, RUN, SETTINGS, assertions=(PRICE_IN_RANGE,)))
     start = as_json(events.check_event(RunState.START, check, RUN, SETTINGS))
-    assert body["run"]["runId"] == start["run"]["runId"] == RUN.check_run_id(check) != RUN.asset_run_id(LAKEHOUSE_ORDERS)
+    assert (
+        body["run"]["runId"] == start["run"]["runId"] == RUN.check_run_id(check) != RUN.asset_run_id(LAKEHOUSE_ORDERS)
+    )
     assert body["job"]["name"] == "dagster.check.orders_values_in_range"  # a child of the Dagster run's job
     assert body["run"]["facets"]["parent"]["run"]["runId"] == RUN.lineage_run_id
     assert body["job"]["facets"]["jobType"]["jobType"] == "ASSET_CHECK"
@@ -194,7 +325,18 @@ def test_a_check_evaluation_is_a_run_reading_the_dataset_it_checked_with_its_ass
     (table,) = body["inputs"]
     assert (table["namespace"], table["name"]) == ("s3://warehouse", "default/orders")
     (assertion,) = table["inputFacets"]["dataQualityAssertions"]["assertions"]
-    assert assertion == {"assertion": "range", "success": False, "column": "price", "severity": "warn",
-                         "name": "orders_values_in_range", "description": "no row where price <= 0", "expected": "0",
-                         "actual": "2", "content": "SELECT count_if(price <= 0) FROM orders", "contentType": "sql"}
-    assert "inputFacets" not in start["inputs"][0] or not start["inputs"][0]["inputFacets"]  # the results come at the end
+    assert assertion == {
+        "assertion": "range",
+        "success": False,
+        "column": "price",
+        "severity": "warn",
+        "name": "orders_values_in_range",
+        "description": "no row where price <= 0",
+        "expected": "0",
+        "actual": "2",
+        "content": "SELECT count_if(price <= 0) FROM orders",
+        "contentType": "sql",
+    }
+    assert (
+        "inputFacets" not in start["inputs"][0] or not start["inputs"][0]["inputFacets"]
+    )  # the results come at the end

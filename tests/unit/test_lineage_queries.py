@@ -11,9 +11,9 @@ from openlineage.client.event_v2 import RunState
 
 from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS, SUPPLIER_STATS_LIVE
 from lineage_assets.lineage import events
-from lineage_assets.lineage.transport import event_line
 from lineage_assets.lineage.graph import LineageGraph
 from lineage_assets.lineage.queries import QueryError, impact, resolve, trace
+from lineage_assets.lineage.transport import event_line
 from lineage_assets.settings import Settings
 
 SETTINGS = Settings()
@@ -31,9 +31,22 @@ def run_id(name: str) -> str:
 
 def run_events(dataset, name: str, *states_and_seconds) -> list[dict]:
     """The run's events, its jobs observing the lineage the catalog expects."""
-    return [json.loads(event_line(events.asset_event(state, dataset, None, SETTINGS, run_id=run_id(name), event_time=at(second),
-                                                     column_lineage=dataset.expected_lineage)))
-            for state, second in states_and_seconds]
+    return [
+        json.loads(
+            event_line(
+                events.asset_event(
+                    state,
+                    dataset,
+                    None,
+                    SETTINGS,
+                    run_id=run_id(name),
+                    event_time=at(second),
+                    column_lineage=dataset.expected_lineage,
+                )
+            )
+        )
+        for state, second in states_and_seconds
+    ]
 
 
 def pipeline_events() -> list[dict]:
@@ -41,9 +54,13 @@ def pipeline_events() -> list[dict]:
     deployed (started, reporting progress, not ended)."""
     log = []
     for index, dataset in enumerate(DATASETS.values()):
-        log += run_events(dataset, f"run-{dataset.key}", (RunState.START, 10 * index), (RunState.COMPLETE, 10 * index + 5))
+        log += run_events(
+            dataset, f"run-{dataset.key}", (RunState.START, 10 * index), (RunState.COMPLETE, 10 * index + 5)
+        )
     log += run_events(SUPPLIER_STATS, "run-stats-2", (RunState.START, 100), (RunState.FAIL, 104))
-    log += run_events(LAKEHOUSE_ORDERS, "run-deployed", (RunState.START, 110), (RunState.RUNNING, 120), (RunState.RUNNING, 130))
+    log += run_events(
+        LAKEHOUSE_ORDERS, "run-deployed", (RunState.START, 110), (RunState.RUNNING, 120), (RunState.RUNNING, 130)
+    )
     return log
 
 
@@ -84,8 +101,15 @@ def test_impact_of_the_topic_price_reaches_every_column_computed_from_it(graph):
 
 def test_impact_names_the_asset_checks_that_ran_on_what_it_reaches(graph):
     dagster_run = events.DagsterRun(run_id="checks", job_name="__ephemeral_asset_job__", started_at=at(200))
-    checked = LineageGraph.from_events([*pipeline_events(), *(
-        json.loads(event_line(events.check_event(RunState.COMPLETE, check, dagster_run, SETTINGS))) for check in CHECKS.values())])
+    checked = LineageGraph.from_events(
+        [
+            *pipeline_events(),
+            *(
+                json.loads(event_line(events.check_event(RunState.COMPLETE, check, dagster_run, SETTINGS)))
+                for check in CHECKS.values()
+            ),
+        ]
+    )
 
     def checks(text: str, in_graph: LineageGraph = checked) -> tuple[str, ...]:
         return impact(in_graph, resolve(text, SETTINGS), SETTINGS).checks
@@ -96,7 +120,8 @@ def test_impact_names_the_asset_checks_that_ran_on_what_it_reaches(graph):
     assert checks("orders") == tuple(sorted(CHECKS))  # a dataset: every check of what it reaches
     assert checks("orders.price", graph) == ()  # no check has run
     assert impact(checked, resolve("orders.price", SETTINGS), SETTINGS).tree().splitlines()[-1] == (
-        "asset checks: orders_values_in_range")
+        "asset checks: orders_values_in_range"
+    )
 
 
 def test_impact_of_a_column_nothing_reads_is_empty(graph):
@@ -108,10 +133,17 @@ def test_impact_of_a_column_nothing_reads_is_empty(graph):
 def test_impact_of_a_dataset_also_names_readers_that_report_no_column_lineage(graph):
     report = {"namespace": "s3://reports", "name": "daily"}
     stats = SUPPLIER_STATS.identity(SETTINGS)
-    reader = {"eventType": "COMPLETE", "eventTime": at(200).isoformat(), "run": {"runId": run_id("report")},
-              "job": {"namespace": NS, "name": "report"}, "inputs": [{"namespace": stats.namespace, "name": stats.name}],
-              "outputs": [report]}
-    answer = impact(LineageGraph.from_events([*pipeline_events(), reader]), resolve("lakehouse/supplier_stats", SETTINGS), SETTINGS)
+    reader = {
+        "eventType": "COMPLETE",
+        "eventTime": at(200).isoformat(),
+        "run": {"runId": run_id("report")},
+        "job": {"namespace": NS, "name": "report"},
+        "inputs": [{"namespace": stats.namespace, "name": stats.name}],
+        "outputs": [report],
+    }
+    answer = impact(
+        LineageGraph.from_events([*pipeline_events(), reader]), resolve("lakehouse/supplier_stats", SETTINGS), SETTINGS
+    )
     assert answer.jobs == (f"{NS}/report",)
     assert [(d.asset_key, d.label) for d in answer.datasets] == [(None, "s3://reports:daily")]
 
@@ -123,50 +155,83 @@ def test_trace_of_total_price_reaches_the_topic_fields_with_each_hops_latest_run
     assert {hop for hop in kinds if hop[1] == "lakehouse/supplier_stats.total_price"} == {
         ("lakehouse/orders.price", "lakehouse/supplier_stats.total_price"),
         ("lakehouse/orders.bid_time", "lakehouse/supplier_stats.total_price"),
-        ("lakehouse/orders.supplier", "lakehouse/supplier_stats.total_price")}
+        ("lakehouse/orders.supplier", "lakehouse/supplier_stats.total_price"),
+    }
     assert kinds[("lakehouse/orders.price", "lakehouse/supplier_stats.total_price")] == "DIRECT/AGGREGATION"
-    assert kinds[("lakehouse/orders.bid_time", "lakehouse/supplier_stats.total_price")] == "INDIRECT/FILTER, INDIRECT/GROUP_BY"
+    assert (
+        kinds[("lakehouse/orders.bid_time", "lakehouse/supplier_stats.total_price")]
+        == "INDIRECT/FILTER, INDIRECT/GROUP_BY"
+    )
     assert kinds[("orders.price", "lakehouse/orders.price")] == "DIRECT/TRANSFORMATION, INDIRECT/FILTER"
     assert {hop.upstream for hop in answer.hops if hop.downstream == "lakehouse/orders.price"} == {
-        f"orders.{field}" for field in ("order_id", "bid_time", "price", "item", "supplier")}
+        f"orders.{field}" for field in ("order_id", "bid_time", "price", "item", "supplier")
+    }
     assert answer.assets == ("lakehouse/orders", "orders")
     runs = {hop.downstream.split(".")[0]: hop.latest_run for hop in answer.hops}
     # The failed second run of supplier_stats is its latest, ended when it failed; the deployed
     # ingestion has not ended, so its time is when it started (not its last progress report).
-    assert (runs["lakehouse/supplier_stats"].id, runs["lakehouse/supplier_stats"].state) == (run_id("run-stats-2"), "FAIL")
+    assert (runs["lakehouse/supplier_stats"].id, runs["lakehouse/supplier_stats"].state) == (
+        run_id("run-stats-2"),
+        "FAIL",
+    )
     assert runs["lakehouse/supplier_stats"].time == at(104).isoformat()
     assert (runs["lakehouse/orders"].id, runs["lakehouse/orders"].state, runs["lakehouse/orders"].time) == (
-        run_id("run-deployed"), "RUNNING", at(110).isoformat())
+        run_id("run-deployed"),
+        "RUNNING",
+        at(110).isoformat(),
+    )
 
 
 def test_the_trace_tree_puts_each_source_under_the_column_it_feeds(graph):
     lines = trace(graph, resolve("lakehouse/supplier_stats.total_price", SETTINGS), SETTINGS).tree().splitlines()
     assert lines[0] == "trace of lakehouse/supplier_stats.total_price"
     table = next(i for i, line in enumerate(lines) if "── lakehouse/orders.price  (DIRECT/AGGREGATION" in line)
-    topic = next(i for i, line in enumerate(lines) if "── orders.price  (DIRECT/TRANSFORMATION, INDIRECT/FILTER: CAST" in line)
-    assert table < topic <= table + 5 and lines[topic].index("orders.price") > lines[table].index("lakehouse/orders.price")
+    topic = next(
+        i for i, line in enumerate(lines) if "── orders.price  (DIRECT/TRANSFORMATION, INDIRECT/FILTER: CAST" in line
+    )
+    assert table < topic <= table + 5 and lines[topic].index("orders.price") > lines[table].index(
+        "lakehouse/orders.price"
+    )
     assert f"job {SUPPLIER_STATS.job.lineage_name}, latest run {run_id('run-stats-2')} FAIL" in lines[table]
 
 
 def test_a_job_that_rewrites_its_own_column_is_walked_once():
     table = LAKEHOUSE_ORDERS.identity(SETTINGS)
-    field = {"inputFields": [{"namespace": table.namespace, "name": table.name, "field": "price"}],
-             "transformationType": "DIRECT/TRANSFORMATION", "transformationDescription": "ROUND(price, 1)"}
-    dataset = {"namespace": table.namespace, "name": table.name, "facets": {"columnLineage": {"fields": {"price": field}}}}
-    upsert = {"eventType": "COMPLETE", "eventTime": at(300).isoformat(), "run": {"runId": run_id("fix")},
-              "job": {"namespace": NS, "name": "fix-prices"}, "inputs": [dataset], "outputs": [dataset]}
+    field = {
+        "inputFields": [{"namespace": table.namespace, "name": table.name, "field": "price"}],
+        "transformationType": "DIRECT/TRANSFORMATION",
+        "transformationDescription": "ROUND(price, 1)",
+    }
+    dataset = {
+        "namespace": table.namespace,
+        "name": table.name,
+        "facets": {"columnLineage": {"fields": {"price": field}}},
+    }
+    upsert = {
+        "eventType": "COMPLETE",
+        "eventTime": at(300).isoformat(),
+        "run": {"runId": run_id("fix")},
+        "job": {"namespace": NS, "name": "fix-prices"},
+        "inputs": [dataset],
+        "outputs": [dataset],
+    }
     answer = impact(LineageGraph.from_events([*pipeline_events(), upsert]), resolve("orders.price", SETTINGS), SETTINGS)
     assert ("lakehouse/orders.price", "lakehouse/orders.price", "ROUND(price, 1)") in hops_of(answer)
     assert ("orders.price", "lakehouse/orders.price") in kinds_of(answer)  # the ingestion's lineage stays
-    assert sum("lakehouse/orders.price  (DIRECT/TRANSFORMATION: ROUND" in line for line in answer.tree().splitlines()) == 1
+    assert (
+        sum("lakehouse/orders.price  (DIRECT/TRANSFORMATION: ROUND" in line for line in answer.tree().splitlines()) == 1
+    )
 
 
-@pytest.mark.parametrize("text, key, column", [
-    ("orders", "orders", None),
-    ("lakehouse/orders.price", "lakehouse/orders", "price"),
-    ("s3://warehouse:default/supplier_stats.total_price", "lakehouse/supplier_stats", "total_price"),
-    (f"kafka://127.0.0.1:{SETTINGS.kafka_port}:supplier-stats", "supplier_stats_live", None),
-])
+@pytest.mark.parametrize(
+    "text, key, column",
+    [
+        ("orders", "orders", None),
+        ("lakehouse/orders.price", "lakehouse/orders", "price"),
+        ("s3://warehouse:default/supplier_stats.total_price", "lakehouse/supplier_stats", "total_price"),
+        (f"kafka://127.0.0.1:{SETTINGS.kafka_port}:supplier-stats", "supplier_stats_live", None),
+    ],
+)
 def test_a_dataset_is_named_by_its_asset_key_or_its_namespace_and_name(text, key, column):
     subject = resolve(text, SETTINGS)
     assert (subject.dataset.key, subject.column) == (key, column)
@@ -176,10 +241,15 @@ def test_an_unknown_dataset_or_column_is_one_line_naming_what_exists(graph):
     with pytest.raises(QueryError) as unknown:
         resolve("lakehouse/order.price", SETTINGS)
     assert "'lakehouse/order.price'" in str(unknown.value) and "\n" not in str(unknown.value)
-    assert all(f"{d.key} ({d.identity(SETTINGS).namespace}:{d.identity(SETTINGS).name})" in str(unknown.value)
-               for d in DATASETS.values())
-    with pytest.raises(QueryError, match=r"^unknown column 'total' of supplier_stats_live: its columns are "
-                                         r"window_start, window_end, supplier, total_price, count$"):
+    assert all(
+        f"{d.key} ({d.identity(SETTINGS).namespace}:{d.identity(SETTINGS).name})" in str(unknown.value)
+        for d in DATASETS.values()
+    )
+    with pytest.raises(
+        QueryError,
+        match=r"^unknown column 'total' of supplier_stats_live: its columns are "
+        r"window_start, window_end, supplier, total_price, count$",
+    ):
         resolve("supplier_stats_live.total", SETTINGS)
     with pytest.raises(QueryError, match=r"trace needs a column, orders\.COLUMN: its columns are order_id, bid_time"):
         trace(graph, resolve("orders", SETTINGS), SETTINGS)
@@ -187,9 +257,12 @@ def test_an_unknown_dataset_or_column_is_one_line_naming_what_exists(graph):
 
 def test_the_live_stats_total_is_traced_to_the_topic_without_the_lakehouse(graph):
     answer = trace(graph, resolve("supplier_stats_live.total_price", SETTINGS), SETTINGS)
-    assert {hop.upstream for hop in answer.hops} == {f"orders.{field}" for field in ("order_id", "bid_time", "price", "item", "supplier")}
+    assert {hop.upstream for hop in answer.hops} == {
+        f"orders.{field}" for field in ("order_id", "bid_time", "price", "item", "supplier")
+    }
     assert kinds_of(answer)[("orders.bid_time", "supplier_stats_live.total_price")] == (
-        "INDIRECT/CONDITIONAL, INDIRECT/FILTER, INDIRECT/GROUP_BY")
+        "INDIRECT/CONDITIONAL, INDIRECT/FILTER, INDIRECT/GROUP_BY"
+    )
     assert [d.asset_key for d in answer.datasets] == [ORDERS.key]
     assert answer.jobs == (f"{NS}/{SUPPLIER_STATS_LIVE.job.lineage_name}",)
 

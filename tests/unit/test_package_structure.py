@@ -9,8 +9,15 @@ from pathlib import Path
 from lineage_assets.settings import PROJECT_ROOT
 
 PACKAGE = PROJECT_ROOT / "lineage_assets"
-DAGSTER_FREE = ["lineage_assets.jobs", "lineage_assets.datasets", "lineage_assets.settings", "lineage_assets.lineage",
-                "lineage_assets.streaming", "lineage_assets.stack", "spark"]
+DAGSTER_FREE = [
+    "lineage_assets.jobs",
+    "lineage_assets.datasets",
+    "lineage_assets.settings",
+    "lineage_assets.lineage",
+    "lineage_assets.streaming",
+    "lineage_assets.stack",
+    "spark",
+]
 
 
 def module_name(path: Path) -> str:
@@ -38,7 +45,9 @@ def imports(path: Path) -> set[str]:
 def package_graph() -> dict[str, set[str]]:
     """Module -> the package's modules it imports."""
     files = {module_name(path): path for path in PACKAGE.rglob("*.py")}
-    return {name: {target for target in imports(path) if target in files and target != name} for name, path in files.items()}
+    return {
+        name: {target for target in imports(path) if target in files and target != name} for name, path in files.items()
+    }
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -49,7 +58,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         state[module] = "open"
         for target in sorted(graph[module]):
             if state.get(target) == "open":
-                found.append(path[path.index(target):] + [target])
+                found.append(path[path.index(target) :] + [target])
             elif target not in state:
                 visit(target, [*path, target])
         state[module] = "done"

@@ -24,7 +24,11 @@ from spark import jobs, lineage, transforms
 from spark.ingest_orders import BatchPlan
 
 SETTINGS = Settings.from_env({})
-VERSIONS = {3: WriterVersion("orders-value", 1, 3, json.dumps(ORDERS_AVRO_SCHEMA), judge(ORDERS_AVRO_SCHEMA, ORDERS_AVRO_SCHEMA))}
+VERSIONS = {
+    3: WriterVersion(
+        "orders-value", 1, 3, json.dumps(ORDERS_AVRO_SCHEMA), judge(ORDERS_AVRO_SCHEMA, ORDERS_AVRO_SCHEMA)
+    )
+}
 ORDERS_TABLE = "table:lakehouse.default.orders"
 DAY = dt.date(2026, 11, 21)
 
@@ -32,13 +36,20 @@ DAY = dt.date(2026, 11, 21)
 @pytest.fixture(scope="module")
 def topic(spark):
     """The orders topic as the jobs read it: a Kafka streaming relation (never started)."""
-    return (spark.readStream.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:9")
-            .option("subscribe", SETTINGS.orders_topic).option("includeHeaders", "true").load())
+    return (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", "127.0.0.1:9")
+        .option("subscribe", SETTINGS.orders_topic)
+        .option("includeHeaders", "true")
+        .load()
+    )
 
 
 @pytest.fixture(scope="module")
 def table(spark):
-    return spark.createDataFrame([], "order_id string, item string, price decimal(10,2), supplier string, bid_time timestamp_ntz")
+    return spark.createDataFrame(
+        [], "order_id string, item string, price decimal(10,2), supplier string, bid_time timestamp_ntz"
+    )
 
 
 def decoded(topic):
@@ -46,8 +57,10 @@ def decoded(topic):
 
 
 def gaps(dataset, frame, **observe) -> list[str]:
-    kinds = {column: observed.kinds_of(sources)
-             for column, sources in observed.from_report(lineage.observe(frame, **observe), dataset, SETTINGS).items()}
+    kinds = {
+        column: observed.kinds_of(sources)
+        for column, sources in observed.from_report(lineage.observe(frame, **observe), dataset, SETTINGS).items()
+    }
     return [str(gap) for gap in observed.gaps(dataset, kinds)]
 
 
@@ -82,7 +95,10 @@ def test_each_input_field_has_its_own_transformation(table):
     total = {(entry["field"], entry["type"], entry["subtype"]) for entry in report["columns"]["total_price"]}
     assert total == {("price", "DIRECT", "AGGREGATION")}
     assert {(entry["field"], entry["subtype"]) for entry in report["dataset"]} == {
-        ("bid_time", "FILTER"), ("bid_time", "GROUP_BY"), ("supplier", "GROUP_BY")}
+        ("bid_time", "FILTER"),
+        ("bid_time", "GROUP_BY"),
+        ("supplier", "GROUP_BY"),
+    }
     assert report["columns"]["total_count"] == []  # COUNT(*) reads no column
 
 
@@ -90,30 +106,47 @@ def test_an_avro_field_read_through_from_avro_is_that_field_of_the_topic(topic):
     report = lineage.observe(ingested(topic), source=f"kafka:{SETTINGS.orders_topic}")
     price = [entry for entry in report["columns"]["price"] if entry["type"] == "DIRECT"]
     assert [(entry["source"], entry["field"], entry["subtype"]) for entry in price] == [
-        (f"kafka:{SETTINGS.orders_topic}", "value.price", "TRANSFORMATION")]
+        (f"kafka:{SETTINGS.orders_topic}", "value.price", "TRANSFORMATION")
+    ]
 
 
 def test_a_group_by_key_taken_from_another_column_is_named_with_both_derivations(table):
     def by_item(orders):
-        return (orders.groupBy(F.col("item").alias("supplier"), F.to_date("bid_time").alias("bid_date"),
-                               F.hour("bid_time").alias("bid_hour"))
-                .agg(F.sum("price").cast("decimal(10,2)").alias("total_price"), F.count(F.lit(1)).alias("total_count")))
+        return orders.groupBy(
+            F.col("item").alias("supplier"),
+            F.to_date("bid_time").alias("bid_date"),
+            F.hour("bid_time").alias("bid_hour"),
+        ).agg(F.sum("price").cast("decimal(10,2)").alias("total_price"), F.count(F.lit(1)).alias("total_count"))
 
     found = gaps(SUPPLIER_STATS, daily(table, by_item), source=ORDERS_TABLE)
-    assert ("column lineage of lakehouse/supplier_stats.supplier from lakehouse/orders.item: the catalog says nothing "
-            "(an extra source), Spark ran DIRECT/IDENTITY, INDIRECT/GROUP_BY") in found
-    assert ("column lineage of lakehouse/supplier_stats.supplier from lakehouse/orders.supplier: the catalog says "
-            "DIRECT/IDENTITY, INDIRECT/GROUP_BY, Spark ran nothing (a missing source)") in found
+    assert (
+        "column lineage of lakehouse/supplier_stats.supplier from lakehouse/orders.item: the catalog says nothing "
+        "(an extra source), Spark ran DIRECT/IDENTITY, INDIRECT/GROUP_BY"
+    ) in found
+    assert (
+        "column lineage of lakehouse/supplier_stats.supplier from lakehouse/orders.supplier: the catalog says "
+        "DIRECT/IDENTITY, INDIRECT/GROUP_BY, Spark ran nothing (a missing source)"
+    ) in found
     assert {gap.split(":")[0].split(" from ")[0] for gap in found} == {
-        f"column lineage of lakehouse/supplier_stats.{column}" for column in ("supplier", "bid_date", "bid_hour", "total_price", "total_count")}
+        f"column lineage of lakehouse/supplier_stats.{column}"
+        for column in ("supplier", "bid_date", "bid_hour", "total_price", "total_count")
+    }
 
 
 def test_an_aggregate_over_another_column_is_named_with_both_derivations(topic):
     def counted_as_total(valid):
-        return (valid.withWatermark("bid_time", "5 seconds").groupBy(F.window("bid_time", "5 seconds"), "supplier")
-                .agg(F.count(F.lit(1)).alias("count"), F.sum(F.length("item")).alias("total_price"))
-                .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"), "supplier",
-                        F.col("total_price").cast("decimal(12,2)").alias("total_price"), "count"))
+        return (
+            valid.withWatermark("bid_time", "5 seconds")
+            .groupBy(F.window("bid_time", "5 seconds"), "supplier")
+            .agg(F.count(F.lit(1)).alias("count"), F.sum(F.length("item")).alias("total_price"))
+            .select(
+                F.col("window.start").alias("window_start"),
+                F.col("window.end").alias("window_end"),
+                "supplier",
+                F.col("total_price").cast("decimal(12,2)").alias("total_price"),
+                "count",
+            )
+        )
 
     found = gaps(SUPPLIER_STATS_LIVE, live(topic, counted_as_total), expand="value")
     assert found == [
@@ -130,10 +163,15 @@ def test_a_cast_removed_is_named_with_both_derivations(topic):
 
     assert gaps(LAKEHOUSE_ORDERS, ingested(topic, uncast)) == [
         "column lineage of lakehouse/orders.bid_time from orders.bid_time: the catalog says DIRECT/TRANSFORMATION, "
-        "INDIRECT/FILTER, Spark ran DIRECT/IDENTITY, INDIRECT/FILTER"]
+        "INDIRECT/FILTER, Spark ran DIRECT/IDENTITY, INDIRECT/FILTER"
+    ]
 
 
 def test_a_source_that_is_no_asset_is_a_clear_error(spark):
     other = spark.createDataFrame([("a",)], "supplier string")
-    with pytest.raises(observed.ObservationError, match="input table:lakehouse.default.suppliers is no dataset of the catalog"):
-        observed.from_report(lineage.observe(other, source="table:lakehouse.default.suppliers"), SUPPLIER_STATS, SETTINGS)
+    with pytest.raises(
+        observed.ObservationError, match="input table:lakehouse.default.suppliers is no dataset of the catalog"
+    ):
+        observed.from_report(
+            lineage.observe(other, source="table:lakehouse.default.suppliers"), SUPPLIER_STATS, SETTINGS
+        )

@@ -1,4 +1,5 @@
-"""The jobs' ``quality`` report entries: Iceberg tables from their manifests, a streaming sink from its observed batches."""
+"""The jobs' ``quality`` report entries: Iceberg tables from their manifests, a streaming sink from
+its observed batches."""
 
 from __future__ import annotations
 
@@ -19,15 +20,29 @@ COLUMNS = ["order_id", "price"]
 
 def totals(**changes) -> dict:
     """One row of ``files_quality``'s totals: two data files, 5 rows."""
-    return {"delete_files": 0, "files": 2, "rows": 5, "bytes": 3000,
-            "order_id:nulls": 0, "order_id:counted": 2, "price:nulls": 1, "price:counted": 2,
-            "price:min": Decimal("1.50"), "price:max": Decimal("99.99"), "price:unbounded": 0, **changes}
+    return {
+        "delete_files": 0,
+        "files": 2,
+        "rows": 5,
+        "bytes": 3000,
+        "order_id:nulls": 0,
+        "order_id:counted": 2,
+        "price:nulls": 1,
+        "price:counted": 2,
+        "price:min": Decimal("1.50"),
+        "price:max": Decimal("99.99"),
+        "price:unbounded": 0,
+        **changes,
+    }
 
 
 def test_table_totals_become_rows_bytes_files_and_column_metrics():
     assert jobs.table_quality_entry(totals(), COLUMNS) == {
-        "rows": 5, "bytes": 3000, "files": 2,
-        "columns": {"order_id": {"nulls": 0}, "price": {"nulls": 1, "min": 1.5, "max": 99.99}}}
+        "rows": 5,
+        "bytes": 3000,
+        "files": 2,
+        "columns": {"order_id": {"nulls": 0}, "price": {"nulls": 1, "min": 1.5, "max": 99.99}},
+    }
 
 
 def test_nulls_are_left_out_unless_every_file_counted_them():
@@ -36,19 +51,38 @@ def test_nulls_are_left_out_unless_every_file_counted_them():
 
 
 def test_bounds_are_left_out_when_a_file_with_values_has_none():
-    entry = jobs.table_quality_entry(totals(**{"price:unbounded": 1}), COLUMNS)  # e.g. written with metrics mode `counts`
+    entry = jobs.table_quality_entry(
+        totals(**{"price:unbounded": 1}), COLUMNS
+    )  # e.g. written with metrics mode `counts`
     assert entry["columns"]["price"] == {"nulls": 1}
 
 
 def test_an_empty_table_has_zero_rows_and_no_bounds():
-    empty = totals(files=0, rows=None, bytes=None, **{"order_id:nulls": None, "order_id:counted": 0, "price:nulls": None,
-                                                      "price:counted": 0, "price:min": None, "price:max": None})
+    empty = totals(
+        files=0,
+        rows=None,
+        bytes=None,
+        **{
+            "order_id:nulls": None,
+            "order_id:counted": 0,
+            "price:nulls": None,
+            "price:counted": 0,
+            "price:min": None,
+            "price:max": None,
+        },
+    )
     assert jobs.table_quality_entry(empty, COLUMNS) == {
-        "rows": 0, "bytes": 0, "files": 0, "columns": {"order_id": {"nulls": 0}, "price": {"nulls": 0}}}
+        "rows": 0,
+        "bytes": 0,
+        "files": 0,
+        "columns": {"order_id": {"nulls": 0}, "price": {"nulls": 0}},
+    }
 
 
 def test_a_table_with_delete_files_has_no_metrics():
-    assert jobs.table_quality_entry(totals(delete_files=1), COLUMNS) is None  # its data files' counts include deleted rows
+    assert (
+        jobs.table_quality_entry(totals(delete_files=1), COLUMNS) is None
+    )  # its data files' counts include deleted rows
 
 
 def test_an_iceberg_tables_metrics_come_from_its_files_metadata_table(spark, tmp_path):
@@ -59,9 +93,14 @@ def test_an_iceberg_tables_metrics_come_from_its_files_metadata_table(spark, tmp
     spark.sql(f"""CREATE TABLE {table} (order_id STRING, price DECIMAL(10,2), bid_time TIMESTAMP_NTZ, bid_hour INT)
                   USING iceberg PARTITIONED BY (days(bid_time))""")
     assert jobs.table_quality(spark, table, None) == {  # no snapshot yet: empty
-        "rows": 0, "bytes": 0, "files": 0, "columns": {name: {"nulls": 0} for name in ("order_id", "price", "bid_time", "bid_hour")}}
+        "rows": 0,
+        "bytes": 0,
+        "files": 0,
+        "columns": {name: {"nulls": 0} for name in ("order_id", "price", "bid_time", "bid_hour")},
+    }
     spark.sql(f"""INSERT INTO {table} VALUES ('a', 1.50, TIMESTAMP_NTZ'2026-11-20 23:59:00', 23),
-                  ('b', 99.99, TIMESTAMP_NTZ'2026-11-21 00:01:00', 0), ('c', NULL, TIMESTAMP_NTZ'2026-11-22 00:02:00', 0)""")
+                  ('b', 99.99, TIMESTAMP_NTZ'2026-11-21 00:01:00', 0),
+                  ('c', NULL, TIMESTAMP_NTZ'2026-11-22 00:02:00', 0)""")
     snapshot = spark.sql(f"SELECT snapshot_id FROM {table}.snapshots").collect()[-1].snapshot_id
     spark.sql(f"INSERT INTO {table} VALUES ('d', 5.00, TIMESTAMP_NTZ'2026-11-23 00:00:00', 0)")  # after the snapshot
 
@@ -69,23 +108,40 @@ def test_an_iceberg_tables_metrics_come_from_its_files_metadata_table(spark, tmp
     files = spark.sql(f"SELECT file_size_in_bytes FROM {table}.files VERSION AS OF {snapshot}").collect()
     # One file per day; the 22nd's has no price bounds (its one price is null), which leaves the bounds exact.
     assert (entry["rows"], entry["files"], entry["bytes"]) == (3, 3, sum(f.file_size_in_bytes for f in files))
-    assert entry["columns"] == {"order_id": {"nulls": 0}, "price": {"nulls": 1, "min": 1.5, "max": 99.99},
-                                "bid_time": {"nulls": 0}, "bid_hour": {"nulls": 0, "min": 0.0, "max": 23.0}}
+    assert entry["columns"] == {
+        "order_id": {"nulls": 0},
+        "price": {"nulls": 1, "min": 1.5, "max": 99.99},
+        "bid_time": {"nulls": 0},
+        "bid_hour": {"nulls": 0, "min": 0.0, "max": 23.0},
+    }
     assert jobs.table_quality(spark, table, None)["rows"] == 4  # the current snapshot
     spark.sql(f"DROP TABLE {table}")
 
 
 def test_an_append_adds_its_observed_metrics_and_its_snapshots_totals():
     before = totals(**{"price:nulls": 2, "price:min": None, "price:max": None})  # its prices so far all null
-    summary = {"added-data-files": "1", "total-data-files": "3", "total-records": "7", "total-files-size": "4500",
-               "total-delete-files": "0"}
-    after = jobs.totals_after_append(before, summary, {"order_id:nulls": 0, "price:nulls": 1,
-                                                       "price:min": Decimal("5.00"), "price:max": Decimal("7.25")})
+    summary = {
+        "added-data-files": "1",
+        "total-data-files": "3",
+        "total-records": "7",
+        "total-files-size": "4500",
+        "total-delete-files": "0",
+    }
+    after = jobs.totals_after_append(
+        before,
+        summary,
+        {"order_id:nulls": 0, "price:nulls": 1, "price:min": Decimal("5.00"), "price:max": Decimal("7.25")},
+    )
     assert jobs.table_quality_entry(after, COLUMNS) == {
-        "rows": 7, "bytes": 4500, "files": 3,
-        "columns": {"order_id": {"nulls": 0}, "price": {"nulls": 3, "min": 5.0, "max": 7.25}}}
+        "rows": 7,
+        "bytes": 4500,
+        "files": 3,
+        "columns": {"order_id": {"nulls": 0}, "price": {"nulls": 3, "min": 5.0, "max": 7.25}},
+    }
     uncounted = jobs.totals_after_append(totals(**{"price:counted": 1}), summary, {"price:nulls": 0})
-    assert "nulls" not in jobs.table_quality_entry(uncounted, COLUMNS)["columns"]["price"]  # a file before never counted them
+    assert (
+        "nulls" not in jobs.table_quality_entry(uncounted, COLUMNS)["columns"]["price"]
+    )  # a file before never counted them
 
 
 def test_columns_missing_from_a_table_are_named():
@@ -125,10 +181,16 @@ def test_a_continuous_runs_table_after_each_commit_is_its_manifests_without_read
     assert empty == jobs.table_state(spark, table) and not jobs_run
     second, jobs_run = append(("c", "5.00", "2026-11-21 11:00:00"), ("d", None, "2026-11-22 10:00:00"))
     assert second == jobs.table_state(spark, table) and not jobs_run
-    assert second["quality"]["rows"] == 4 and second["quality"]["columns"]["price"] == {"nulls": 3, "min": 5.0, "max": 5.0}
+    assert second["quality"]["rows"] == 4 and second["quality"]["columns"]["price"] == {
+        "nulls": 3,
+        "min": 5.0,
+        "max": 5.0,
+    }
     spark.sql(f"INSERT INTO {table} VALUES ('e', 1.00, TIMESTAMP_NTZ'2026-11-22 12:00:00')")  # another writer's commit
     third, jobs_run = append(("f", "9.99", "2026-11-23 10:00:00"))
-    assert third == jobs.table_state(spark, table) and jobs_run  # read whole: the commit did not follow the last one seen
+    assert (
+        third == jobs.table_state(spark, table) and jobs_run
+    )  # read whole: the commit did not follow the last one seen
     assert third["quality"]["columns"]["price"] == {"nulls": 3, "min": 1.0, "max": 9.99}
     spark.sql(f"DROP TABLE {table}")
 
@@ -142,10 +204,12 @@ class Progress:
 def test_column_metrics_add_up_the_batches_each_once():
     columns = jobs.ColumnMetrics()
     columns.numeric = {"key": False, "offset": True}
-    for progress in (Progress(0, {"key:nulls": 1, "offset:min": 0, "offset:max": 9}),
-                     Progress(1, {"key:nulls": 2, "offset:min": 10, "offset:max": 19}),
-                     Progress(1, {"key:nulls": 2, "offset:min": 10, "offset:max": 19}),  # reported again
-                     Progress(2, None)):  # a batch observing nothing
+    for progress in (
+        Progress(0, {"key:nulls": 1, "offset:min": 0, "offset:max": 9}),
+        Progress(1, {"key:nulls": 2, "offset:min": 10, "offset:max": 19}),
+        Progress(1, {"key:nulls": 2, "offset:min": 10, "offset:max": 19}),  # reported again
+        Progress(2, None),
+    ):  # a batch observing nothing
         columns.count_observed(progress)
     assert columns.summary() == {"key": {"nulls": 3}, "offset": {"nulls": 0, "min": 0.0, "max": 19.0}}
 
@@ -159,18 +223,36 @@ def test_a_run_writing_nothing_has_zero_nulls_and_no_bounds():
 def test_a_streaming_query_observes_its_records_metrics_batch_by_batch(spark, tmp_path):
     source = tmp_path / "in"
     source.mkdir()
-    for i, rows in enumerate([[{"key": "a", "offset": 3, "price": "1.50"}, {"key": None, "offset": 4, "price": None}],
-                              [{"key": "c", "offset": 1, "price": "99.99"}]]):
+    for i, rows in enumerate(
+        [
+            [{"key": "a", "offset": 3, "price": "1.50"}, {"key": None, "offset": 4, "price": None}],
+            [{"key": "c", "offset": 1, "price": "99.99"}],
+        ]
+    ):
         (source / f"{i}.json").write_text("\n".join(json.dumps(row) for row in rows))
     schema = "key STRING, offset BIGINT, price STRING"
-    records = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
-               .selectExpr("key", "offset", "CAST(price AS DECIMAL(10,2)) AS price", "current_timestamp() AS at"))
+    records = (
+        spark.readStream.schema(schema)
+        .option("maxFilesPerTrigger", 1)
+        .json(str(source))
+        .selectExpr("key", "offset", "CAST(price AS DECIMAL(10,2)) AS price", "current_timestamp() AS at")
+    )
     columns = jobs.ColumnMetrics()
-    query = (columns.observed(records).writeStream.format("json").option("path", str(tmp_path / "out"))
-             .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+    query = (
+        columns.observed(records)
+        .writeStream.format("json")
+        .option("path", str(tmp_path / "out"))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination()
     for progress in query.recentProgress:
         columns.count_observed(progress)
     assert len(columns.batches) == 2
-    assert columns.summary() == {"key": {"nulls": 1}, "offset": {"nulls": 0, "min": 1.0, "max": 4.0},
-                                 "price": {"nulls": 1, "min": 1.5, "max": 99.99}, "at": {"nulls": 0}}
+    assert columns.summary() == {
+        "key": {"nulls": 1},
+        "offset": {"nulls": 0, "min": 1.0, "max": 4.0},
+        "price": {"nulls": 1, "min": 1.5, "max": 99.99},
+        "at": {"nulls": 0},
+    }

@@ -18,8 +18,11 @@ def evaluate(instance, cursor=None):
 
 def test_requests_each_touched_day_once():
     with dg.instance_for_test() as instance:
-        instance.report_runless_asset_event(dg.AssetMaterialization(
-            ORDERS_TABLE, metadata={"days": dg.MetadataValue.json(["2026-11-20", "2026-11-21"])}))
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization(
+                ORDERS_TABLE, metadata={"days": dg.MetadataValue.json(["2026-11-20", "2026-11-21"])}
+            )
+        )
         requests, cursor = evaluate(instance)
         assert sorted(r.partition_key for r in requests) == ["2026-11-20", "2026-11-21"]
         assert defs.resolve_sensor_def("supplier_stats_on_new_orders").job_name == "supplier_stats_job"
@@ -28,15 +31,18 @@ def test_requests_each_touched_day_once():
         again, cursor = evaluate(instance, cursor)
         assert again == []  # nothing new: no duplicate requests
 
-        instance.report_runless_asset_event(dg.AssetMaterialization(
-            ORDERS_TABLE, metadata={"days": dg.MetadataValue.json(["2026-11-21"])}))
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization(ORDERS_TABLE, metadata={"days": dg.MetadataValue.json(["2026-11-21"])})
+        )
         later, _ = evaluate(instance, cursor)
         assert [r.partition_key for r in later] == ["2026-11-21"]
 
 
 def test_materialization_without_new_days_requests_nothing():
     with dg.instance_for_test() as instance:
-        instance.report_runless_asset_event(dg.AssetMaterialization(ORDERS_TABLE, metadata={"days": dg.MetadataValue.json([])}))
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization(ORDERS_TABLE, metadata={"days": dg.MetadataValue.json([])})
+        )
         requests, _ = evaluate(instance)
         assert requests == []
 

@@ -13,24 +13,37 @@ DEFAULTS = Settings.from_env({})
 
 
 def test_the_defaults_and_a_remote_setup_are_good():
-    remote = dataclasses.replace(DEFAULTS, kafka_bootstrap="kafka-1.example:9092,kafka-2.example:9092",
-                                 s3_endpoint="https://s3.example", spark_master="spark://spark.example:7077",
-                                 spark_driver_memory="512M")
+    remote = dataclasses.replace(
+        DEFAULTS,
+        kafka_bootstrap="kafka-1.example:9092,kafka-2.example:9092",
+        s3_endpoint="https://s3.example",
+        spark_master="spark://spark.example:7077",
+        spark_driver_memory="512M",
+    )
     assert DEFAULTS.validated() is DEFAULTS and remote.problems() == []
 
 
 def test_each_problem_is_one_line_naming_the_variable_and_its_value():
-    bad = dataclasses.replace(DEFAULTS, kafka_bootstrap="kafka.example", catalog_url="ftp://catalog.example",
-                              spark_executor_memory="lots", kafka_brokers=2, warehouse_bucket="Warehouse",
-                              deployment_backend="k8s", max_records_per_batch=-1)
+    bad = dataclasses.replace(
+        DEFAULTS,
+        kafka_bootstrap="kafka.example",
+        catalog_url="ftp://catalog.example",
+        spark_executor_memory="lots",
+        kafka_brokers=2,
+        warehouse_bucket="Warehouse",
+        deployment_backend="k8s",
+        max_records_per_batch=-1,
+    )
     assert bad.problems() == [
         "LINEAGE_ASSETS_CATALOG_URL='ftp://catalog.example': an http:// or https:// URL with a host",
-        "LINEAGE_ASSETS_KAFKA_BOOTSTRAP='kafka.example': 'kafka.example' is not HOST:PORT (servers separated by commas)",
+        "LINEAGE_ASSETS_KAFKA_BOOTSTRAP='kafka.example': 'kafka.example' is not HOST:PORT (servers "
+        "separated by commas)",
         "LINEAGE_ASSETS_SPARK_EXECUTOR_MEMORY='lots': a JVM memory size such as 512m or 2g",
         "LINEAGE_ASSETS_KAFKA_BROKERS=2: the local Kafka has 1 or 3 brokers",
         "LINEAGE_ASSETS_MAX_RECORDS_PER_BATCH=-1: 0 or more",
         "LINEAGE_ASSETS_DEPLOYMENT_BACKEND='k8s': local or docker",
-        "LINEAGE_ASSETS_WAREHOUSE_BUCKET='Warehouse': an S3 bucket name: 3 to 63 lower-case letters, digits, '.' and '-'",
+        "LINEAGE_ASSETS_WAREHOUSE_BUCKET='Warehouse': an S3 bucket name: 3 to 63 lower-case letters, "
+        "digits, '.' and '-'",
     ]
     with pytest.raises(SettingsError) as raised:
         bad.validated()

@@ -32,17 +32,24 @@ def test_an_added_optional_field_is_readable():
     assert judge(ORDERS_AVRO_SCHEMA, added) == ()
 
 
-@pytest.mark.parametrize("writer, problem", [
-    (changed("price", type=["null", "long"]), "price is long, the pipeline reads string"),
-    (changed("price", type=["null", "double"]), "price is double, the pipeline reads string"),
-    (changed("price", type={"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 4}),
-     "price is decimal(12,4), the pipeline reads string"),
-    (changed("bid_time", type=["null", {"type": "long", "logicalType": "timestamp-micros"}]),
-     "bid_time is timestamp-micros, the pipeline reads timestamp-millis"),
-    (without("supplier"), "field supplier is missing (removed or renamed)"),
-    (changed("supplier", name="vendor"), "field supplier is missing (removed or renamed)"),
-    (changed("order_id", type=["null", "string"]), "order_id may be null, the pipeline requires it"),
-])
+@pytest.mark.parametrize(
+    "writer, problem",
+    [
+        (changed("price", type=["null", "long"]), "price is long, the pipeline reads string"),
+        (changed("price", type=["null", "double"]), "price is double, the pipeline reads string"),
+        (
+            changed("price", type={"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 4}),
+            "price is decimal(12,4), the pipeline reads string",
+        ),
+        (
+            changed("bid_time", type=["null", {"type": "long", "logicalType": "timestamp-micros"}]),
+            "bid_time is timestamp-micros, the pipeline reads timestamp-millis",
+        ),
+        (without("supplier"), "field supplier is missing (removed or renamed)"),
+        (changed("supplier", name="vendor"), "field supplier is missing (removed or renamed)"),
+        (changed("order_id", type=["null", "string"]), "order_id may be null, the pipeline requires it"),
+    ],
+)
 def test_a_change_to_a_field_the_pipeline_reads_is_not_readable(writer, problem):
     assert judge(ORDERS_AVRO_SCHEMA, writer) == (problem,)
 

@@ -14,12 +14,22 @@ from lineage_assets.stack.supervisor import Supervisor, ephemeral_ports
 
 def test_services_replaced_by_settings_are_not_started_and_say_which_setting(tmp_path):
     settings = dataclasses.replace(
-        Settings.from_env(), state_dir=tmp_path, kafka_bootstrap="kafka.example:9092", s3_endpoint="https://s3.example",
-        registry_url="https://registry.example/apis/ccompat/v7", catalog_url="https://catalog.example",
-        marquez_url="https://marquez.example")
+        Settings.from_env(),
+        state_dir=tmp_path,
+        kafka_bootstrap="kafka.example:9092",
+        s3_endpoint="https://s3.example",
+        registry_url="https://registry.example/apis/ccompat/v7",
+        catalog_url="https://catalog.example",
+        marquez_url="https://marquez.example",
+    )
     said: list[str] = []
     # All but marquez-web: the UI always runs locally, against the Marquez API it is pointed at.
-    assert Supervisor(settings, progress=said.append).up(["postgres", "kafka", "s3", "iceberg-rest", "registry", "marquez"]) == []
+    assert (
+        Supervisor(settings, progress=said.append).up(
+            ["postgres", "kafka", "s3", "iceberg-rest", "registry", "marquez"]
+        )
+        == []
+    )
     assert said == [
         "postgres     not started: LINEAGE_ASSETS_CATALOG_URL, LINEAGE_ASSETS_MARQUEZ_URL points elsewhere",
         "kafka        not started: LINEAGE_ASSETS_KAFKA_BOOTSTRAP points elsewhere",
@@ -37,7 +47,9 @@ def test_postgres_runs_while_the_catalog_or_marquez_is_local(tmp_path):
     settings = dataclasses.replace(Settings.from_env(), state_dir=tmp_path, catalog_url="https://catalog.example")
     assert POSTGRES.replaced(settings) == []
     assert POSTGRES.replaced(dataclasses.replace(settings, marquez_url="https://marquez.example")) == [
-        "catalog_url", "marquez_url"]
+        "catalog_url",
+        "marquez_url",
+    ]
 
 
 def test_the_spark_cluster_runs_only_when_the_jobs_are_pointed_at_it(tmp_path):
@@ -60,8 +72,11 @@ def test_a_server_port_among_the_ephemeral_ones_is_refused_naming_its_setting(tm
     if ephemeral is None:
         pytest.skip("this machine does not tell its ephemeral port range")
     settings = dataclasses.replace(Settings.from_env(), state_dir=tmp_path, s3_port=ephemeral.start + 1000)
-    with pytest.raises(StackError, match=rf"s3: port {ephemeral.start + 1000} \(LINEAGE_ASSETS_S3_PORT\) lies in "
-                                         rf"this machine's ephemeral port range {ephemeral.start}-{ephemeral.stop - 1}"):
+    with pytest.raises(
+        StackError,
+        match=rf"s3: port {ephemeral.start + 1000} \(LINEAGE_ASSETS_S3_PORT\) lies in "
+        rf"this machine's ephemeral port range {ephemeral.start}-{ephemeral.stop - 1}",
+    ):
         Supervisor(settings, progress=lambda line: None).up(["s3"])
     assert not (tmp_path / "run").exists(), "nothing started"
 

@@ -32,7 +32,10 @@ while True:
 
 def _service(name: str, folder: Path, waits_for: tuple[str, ...] = (), requires: tuple[str, ...] = ()) -> Service:
     return Service(
-        name=name, ports=lambda settings: [], address=lambda settings: name, requires=requires,
+        name=name,
+        ports=lambda settings: [],
+        address=lambda settings: name,
+        requires=requires,
         command=lambda settings: [sys.executable, "-c", SERVICE_SCRIPT, str(folder), name, *waits_for],
         healthy=lambda settings: (folder / f"{name}.ready").exists(),
         prepare=lambda settings: (settings.state_dir / name).mkdir(parents=True, exist_ok=True),  # its working folder

@@ -12,22 +12,34 @@ import pytest
 from pyspark.sql import types as T
 
 from lineage_assets.datasets import ORDERS_AVRO_SCHEMA, with_aliases
+from lineage_assets.demo import DRIFTED_ORDERS_SCHEMA
 from lineage_assets.source_schemas import WriterVersion, judge
 from spark import transforms
-from lineage_assets.demo import DRIFTED_ORDERS_SCHEMA
 from tests.unit.conftest import confluent_avro
 
 SCHEMA_ID = 3
 UTC = dt.UTC
-KAFKA_SCHEMA = T.StructType([
-    T.StructField("key", T.BinaryType()), T.StructField("value", T.BinaryType()),
-    T.StructField("topic", T.StringType()), T.StructField("partition", T.IntegerType()),
-    T.StructField("offset", T.LongType()), T.StructField("timestamp", T.TimestampType()),
-])
+KAFKA_SCHEMA = T.StructType(
+    [
+        T.StructField("key", T.BinaryType()),
+        T.StructField("value", T.BinaryType()),
+        T.StructField("topic", T.StringType()),
+        T.StructField("partition", T.IntegerType()),
+        T.StructField("offset", T.LongType()),
+        T.StructField("timestamp", T.TimestampType()),
+    ]
+)
 
 
 def order(price="12.50", supplier="Alice", bid_time=dt.datetime(2026, 11, 20, 23, 59, 58, tzinfo=UTC), **changes):
-    return {"order_id": "o-1", "bid_time": bid_time, "price": price, "item": "Desk Lamp", "supplier": supplier, **changes}
+    return {
+        "order_id": "o-1",
+        "bid_time": bid_time,
+        "price": price,
+        "item": "Desk Lamp",
+        "supplier": supplier,
+        **changes,
+    }
 
 
 def kafka_rows(spark, values: list[bytes]):
@@ -49,10 +61,22 @@ def test_each_readable_writer_version_is_decoded_into_the_reader_schema(spark):
     added = copy.deepcopy(ORDERS_AVRO_SCHEMA)
     added["fields"].append({"name": "currency", "type": ["null", "string"], "default": None})
     versions = {SCHEMA_ID: registered(ORDERS_AVRO_SCHEMA), 5: registered(added, 5, 2)}
-    rows = decode(spark, [confluent_avro(ORDERS_AVRO_SCHEMA, order(), SCHEMA_ID),
-                          confluent_avro(added, order(supplier="Bob", currency="EUR"), 5)], versions).orderBy("offset").collect()
+    rows = (
+        decode(
+            spark,
+            [
+                confluent_avro(ORDERS_AVRO_SCHEMA, order(), SCHEMA_ID),
+                confluent_avro(added, order(supplier="Bob", currency="EUR"), 5),
+            ],
+            versions,
+        )
+        .orderBy("offset")
+        .collect()
+    )
     assert [(r.dead_letter_reason, r.supplier, r.schema_id, r.schema_version) for r in rows] == [
-        (None, "Alice", SCHEMA_ID, 1), (None, "Bob", 5, 2)]
+        (None, "Alice", SCHEMA_ID, 1),
+        (None, "Bob", 5, 2),
+    ]
     assert "currency" not in rows[1].asDict()  # the reader's columns only
 
 
@@ -60,7 +84,10 @@ def test_an_unreadable_version_is_dead_lettered_with_its_version_never_decoded(s
     versions = {SCHEMA_ID: registered(ORDERS_AVRO_SCHEMA), 6: registered(DRIFTED_ORDERS_SCHEMA, 6, 2)}
     decoded = decode(spark, [confluent_avro(DRIFTED_ORDERS_SCHEMA, order(supplier=None, vendor="Bob"), 6)], versions)
     row = decoded.collect()[0]
-    assert row.dead_letter_reason == "schema_incompatible: orders-value version 2 (id 6): field supplier is missing (removed or renamed)"
+    assert (
+        row.dead_letter_reason
+        == "schema_incompatible: orders-value version 2 (id 6): field supplier is missing (removed or renamed)"
+    )
     assert (row.schema_id, row.schema_version, row.supplier, row.price) == (6, 2, None, None)
     payload = json.loads(transforms.dead_letter_records(decoded, "iceberg-ingestion").collect()[0].value)
     assert (payload["schema_id"], payload["schema_version"]) == (6, 2)
@@ -71,17 +98,29 @@ def test_an_unreadable_version_is_dead_lettered_with_its_version_never_decoded(s
 
 def test_a_reader_taught_the_rename_reads_the_version(spark):
     taught = with_aliases(ORDERS_AVRO_SCHEMA, supplier=("vendor",))
-    version = WriterVersion("orders-value", 2, 6, json.dumps(DRIFTED_ORDERS_SCHEMA), judge(taught, DRIFTED_ORDERS_SCHEMA))
-    row = decode(spark, [confluent_avro(DRIFTED_ORDERS_SCHEMA, order(supplier=None, vendor="Bob"), 6)], {6: version},
-                 reader=taught).collect()[0]
+    version = WriterVersion(
+        "orders-value", 2, 6, json.dumps(DRIFTED_ORDERS_SCHEMA), judge(taught, DRIFTED_ORDERS_SCHEMA)
+    )
+    row = decode(
+        spark,
+        [confluent_avro(DRIFTED_ORDERS_SCHEMA, order(supplier=None, vendor="Bob"), 6)],
+        {6: version},
+        reader=taught,
+    ).collect()[0]
     assert (row.dead_letter_reason, row.supplier, row.price) == (None, "Bob", Decimal("12.50"))
 
 
 def test_replayed_records_are_recognised_by_their_header(spark):
     frame = spark.createDataFrame(
         [([("lineage-assets.replay-of", b"orders-dlq/0/7")],), ([("other", b"x")],), (None,)],
-        "headers array<struct<key:string,value:binary>>")
-    flags = [row.replayed for row in frame.select(transforms.has_header("headers", "lineage-assets.replay-of").alias("replayed")).collect()]
+        "headers array<struct<key:string,value:binary>>",
+    )
+    flags = [
+        row.replayed
+        for row in frame.select(
+            transforms.has_header("headers", "lineage-assets.replay-of").alias("replayed")
+        ).collect()
+    ]
     assert flags == [True, False, False]
 
 
@@ -92,7 +131,9 @@ def test_valid_record_is_decoded_with_price_as_decimal(spark):
     assert row.bid_time == dt.datetime(2026, 11, 20, 23, 59, 58)  # session time zone is UTC
 
 
-@pytest.mark.parametrize("text, expected", [("12.345", "12.35"), ("12.344", "12.34"), ("0.005", "0.01"), ("99999999.99", "99999999.99")])
+@pytest.mark.parametrize(
+    "text, expected", [("12.345", "12.35"), ("12.344", "12.34"), ("0.005", "0.01"), ("99999999.99", "99999999.99")]
+)
 def test_price_is_rounded_half_up_to_two_decimals(spark, text, expected):
     row = decode(spark, [confluent_avro(ORDERS_AVRO_SCHEMA, order(price=text), SCHEMA_ID)]).collect()[0]
     assert row.dead_letter_reason is None and row.price == Decimal(expected)
@@ -103,8 +144,8 @@ def test_bad_records_are_routed_to_dead_letters_with_a_reason(spark):
     values = [
         good,
         b"plain text, no framing",
-        b"\x00\x00\x00\x00\x03\xff\xff\xff",                     # framed, but the body is not Avro
-        confluent_avro(ORDERS_AVRO_SCHEMA, order(), 99),         # another schema
+        b"\x00\x00\x00\x00\x03\xff\xff\xff",  # framed, but the body is not Avro
+        confluent_avro(ORDERS_AVRO_SCHEMA, order(), 99),  # another schema
         confluent_avro(ORDERS_AVRO_SCHEMA, order(supplier=None), SCHEMA_ID),
         confluent_avro(ORDERS_AVRO_SCHEMA, order(price="123456789.00"), SCHEMA_ID),
         confluent_avro(ORDERS_AVRO_SCHEMA, order(price="twelve"), SCHEMA_ID),
@@ -121,7 +162,11 @@ def test_bad_records_are_routed_to_dead_letters_with_a_reason(spark):
     assert transforms.valid_orders(decoded).count() == 1
     assert transforms.dead_letters(decoded).count() == 6
 
-    record = transforms.dead_letter_records(transforms.dead_letters(decoded), "iceberg-ingestion").orderBy("key").collect()[0]
+    record = (
+        transforms.dead_letter_records(transforms.dead_letters(decoded), "iceberg-ingestion")
+        .orderBy("key")
+        .collect()[0]
+    )
     payload = json.loads(record.value)
     assert record.key == "k1" and payload["job"] == "iceberg-ingestion" and payload["offset"] == 1
     assert payload["value_base64"] == "cGxhaW4gdGV4dCwgbm8gZnJhbWluZw=="  # the original bytes, unchanged
@@ -131,8 +176,15 @@ def test_one_decoder_decodes_each_batch_it_is_given_on_its_own(spark):
     """A continuous ingestion builds its decoder once and applies it to every micro-batch."""
     decoder = transforms.OrderDecoder(json.dumps(ORDERS_AVRO_SCHEMA), {SCHEMA_ID: registered(ORDERS_AVRO_SCHEMA)})
     first = decoder(kafka_rows(spark, [confluent_avro(ORDERS_AVRO_SCHEMA, order(), SCHEMA_ID)])).collect()
-    second = decoder(kafka_rows(spark, [confluent_avro(ORDERS_AVRO_SCHEMA, order(price="7.10", supplier="Bob"), SCHEMA_ID),
-                                        b"garbage"])).orderBy("offset").collect()
+    second = (
+        decoder(
+            kafka_rows(
+                spark, [confluent_avro(ORDERS_AVRO_SCHEMA, order(price="7.10", supplier="Bob"), SCHEMA_ID), b"garbage"]
+            )
+        )
+        .orderBy("offset")
+        .collect()
+    )
     assert [(r.supplier, r.price, r.dead_letter_reason) for r in first] == [("Alice", Decimal("12.50"), None)]
     assert [(r.supplier, r.price) for r in second] == [("Bob", Decimal("7.10")), (None, None)]
     assert second[1].dead_letter_reason.startswith("not Confluent-framed Avro")
@@ -147,10 +199,14 @@ def test_archive_keeps_every_record_and_its_bytes(spark):
 
 
 def orders_frame(spark, rows):
-    schema = T.StructType([
-        T.StructField("order_id", T.StringType()), T.StructField("supplier", T.StringType()),
-        T.StructField("price", T.DecimalType(10, 2)), T.StructField("bid_time", T.TimestampNTZType()),
-    ])
+    schema = T.StructType(
+        [
+            T.StructField("order_id", T.StringType()),
+            T.StructField("supplier", T.StringType()),
+            T.StructField("price", T.DecimalType(10, 2)),
+            T.StructField("bid_time", T.TimestampNTZType()),
+        ]
+    )
     return spark.createDataFrame([(f"o{i}", s, Decimal(p), t) for i, (s, p, t) in enumerate(rows)], schema)
 
 
@@ -171,8 +227,12 @@ def test_hourly_stats_bucket_by_utc_hour_across_midnight(spark):
 
 
 def test_day_filter_keeps_only_that_utc_day(spark):
-    rows = [("A", "1.00", dt.datetime(2026, 11, 20, 23, 59, 59, 999000)), ("A", "2.00", dt.datetime(2026, 11, 21, 0, 0)),
-            ("A", "3.00", dt.datetime(2026, 11, 21, 23, 59, 59)), ("A", "4.00", dt.datetime(2026, 11, 22, 0, 0))]
+    rows = [
+        ("A", "1.00", dt.datetime(2026, 11, 20, 23, 59, 59, 999000)),
+        ("A", "2.00", dt.datetime(2026, 11, 21, 0, 0)),
+        ("A", "3.00", dt.datetime(2026, 11, 21, 23, 59, 59)),
+        ("A", "4.00", dt.datetime(2026, 11, 22, 0, 0)),
+    ]
     day = transforms.orders_of_day(orders_frame(spark, rows), dt.date(2026, 11, 21))
     assert sorted(r.price for r in day.collect()) == [Decimal("2.00"), Decimal("3.00")]
 
@@ -187,30 +247,46 @@ def test_empty_input_gives_empty_outputs(spark):
 
 def test_windows_count_records_within_lateness_and_drop_later_ones(spark, tmp_path):
     """Micro-batch by micro-batch, as a stream sees them: the watermark trails the newest bid_time by 5 s."""
-    schema = T.StructType([
-        T.StructField("supplier", T.StringType()), T.StructField("price", T.DecimalType(10, 2)),
-        T.StructField("bid_time", T.TimestampType()),
-    ])
+    schema = T.StructType(
+        [
+            T.StructField("supplier", T.StringType()),
+            T.StructField("price", T.DecimalType(10, 2)),
+            T.StructField("bid_time", T.TimestampType()),
+        ]
+    )
     source = tmp_path / "in"
     source.mkdir()
     stream = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
-    query = (transforms.windowed_supplier_stats(stream).writeStream.outputMode("append")
-             .format("memory").queryName("window_probe").start())
+    query = (
+        transforms.windowed_supplier_stats(stream)
+        .writeStream.outputMode("append")
+        .format("memory")
+        .queryName("window_probe")
+        .start()
+    )
     t0 = dt.datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
     batches = [
-        [("Alice", "10.00", 1), ("Alice", "1.00", 7)],        # watermark -> t0+2
-        [("Alice", "5.00", 3), ("Alice", "1.00", 13)],        # t0+3 is 4 s late: counted; watermark -> t0+8, [0,5) closes
-        [("Alice", "100.00", 4)],                              # beyond the lateness: its window is closed, dropped
-        [("Bob", "1.00", 30)],                                 # watermark -> t0+25: closes [5,10) and [10,15)
+        [("Alice", "10.00", 1), ("Alice", "1.00", 7)],  # watermark -> t0+2
+        [("Alice", "5.00", 3), ("Alice", "1.00", 13)],  # t0+3 is 4 s late: counted; watermark -> t0+8, [0,5) closes
+        [("Alice", "100.00", 4)],  # beyond the lateness: its window is closed, dropped
+        [("Bob", "1.00", 30)],  # watermark -> t0+25: closes [5,10) and [10,15)
     ]
     try:
         for n, batch in enumerate(batches):
-            lines = [json.dumps({"supplier": s, "price": p, "bid_time": (t0 + dt.timedelta(seconds=sec)).isoformat()})
-                     for s, p, sec in batch]
+            lines = [
+                json.dumps({"supplier": s, "price": p, "bid_time": (t0 + dt.timedelta(seconds=sec)).isoformat()})
+                for s, p, sec in batch
+            ]
             (source / f"{n:03}.json").write_text("\n".join(lines))
             query.processAllAvailable()
-        got = sorted((r.window_start.second, r.supplier, r.total_price, r["count"])
-                     for r in spark.table("window_probe").collect())
+        got = sorted(
+            (r.window_start.second, r.supplier, r.total_price, r["count"])
+            for r in spark.table("window_probe").collect()
+        )
     finally:
         query.stop()
-    assert got == [(0, "Alice", Decimal("15.00"), 2), (5, "Alice", Decimal("1.00"), 1), (10, "Alice", Decimal("1.00"), 1)]
+    assert got == [
+        (0, "Alice", Decimal("15.00"), 2),
+        (5, "Alice", Decimal("1.00"), 1),
+        (10, "Alice", Decimal("1.00"), 1),
+    ]
