@@ -52,7 +52,7 @@ demo: setup
 
 # ruff (configured in pyproject.toml) over everything the repository holds, before the suite.
 LINT_PATHS ?= .
-lint: setup
+lint: $(BIN)/lineage-assets
 	$(BIN)/ruff check --config pyproject.toml $(LINT_PATHS)
 	$(BIN)/ruff format --check --config pyproject.toml $(LINT_PATHS)
 

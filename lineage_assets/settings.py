@@ -18,6 +18,7 @@ from pathlib import Path
 
 ENV_PREFIX = "LINEAGE_ASSETS_"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+MARQUEZ_RELEASE_URL = "https://github.com/MarquezProject/marquez/archive/refs/tags/0.51.1.tar.gz"
 
 
 class SettingsError(ValueError):
@@ -41,8 +42,9 @@ class Settings:
     state_dir: Path = _setting(PROJECT_ROOT / ".state", "pid files, logs and data of the local stack")
     cache_dir: Path = _setting(PROJECT_ROOT / ".cache", "downloaded jars and built servers (filled by `make setup`)")
     marquez_source: str = _setting(
-        str(PROJECT_ROOT.parent / "shared" / "vendor" / "marquez-0.51.1-src.tar.gz"),
-        "Marquez 0.51.1 source archive that `make setup` builds: a path or an http(s) URL",
+        MARQUEZ_RELEASE_URL,
+        "Marquez 0.51.1 source release that `make setup` builds: its upstream URL, a mirror's URL or a local "
+        "path of the same archive (checked against its sha256)",
     )
 
     kafka_port: int = _setting(19092, "Kafka broker listener (broker n of the local cluster: this + 2(n - 1))")

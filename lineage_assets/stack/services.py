@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lineage_assets.private_files import write_private
-from lineage_assets.settings import PROJECT_ROOT, Settings
+from lineage_assets.settings import MARQUEZ_RELEASE_URL, PROJECT_ROOT, Settings
 from lineage_assets.spark_conf import spark_home
 
 CONF_DIR = PROJECT_ROOT / "infra" / "conf"
@@ -525,7 +525,8 @@ REGISTRY = Service(
 
 # --- Marquez (lineage API and web UI), built from its release source ------------------------------
 
-MARQUEZ_RELEASE_URL = "https://github.com/MarquezProject/marquez/archive/refs/tags/0.51.1.tar.gz"
+# The tag's `git archive`, as GitHub serves it at MARQUEZ_RELEASE_URL (commit 27a4a1357d90 in its pax header).
+MARQUEZ_RELEASE_SHA256 = "7987a5888e46d7e9fb8efe32244afb260a4576fab1a3c9d84a3803dd27d631a4"
 
 
 def _marquez_dir(settings: Settings) -> Path:
@@ -550,36 +551,62 @@ def _run_logged(command: list[str], cwd: Path, log: Path, what: str) -> None:
         )
 
 
-def _marquez_archive(settings: Settings, progress: Progress) -> Path:
-    """The source archive `marquez_source` names; a URL is downloaded into the cache once."""
-    source = settings.marquez_source
-    if urllib.parse.urlsplit(source).scheme in ("http", "https"):
-        archive = _marquez_dir(settings) / "download" / Path(urllib.parse.urlsplit(source).path).name
-        if not archive.exists():
-            progress(f"downloading {source}")
-            archive.parent.mkdir(parents=True, exist_ok=True)
-            partial = archive.with_suffix(".part")
-            try:
-                with urllib.request.urlopen(source, timeout=60) as response, partial.open("wb") as out:
-                    shutil.copyfileobj(response, out)
-            except (urllib.error.URLError, OSError) as error:
-                raise StackError(f"cannot download LINEAGE_ASSETS_MARQUEZ_SOURCE={source}: {error}") from None
-            partial.rename(archive)
-        return archive
-    archive = Path(source)
-    if not archive.is_file():
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as data:
+        for block in iter(lambda: data.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _release_checked(archive: Path, source: str) -> Path:
+    actual = _sha256(archive)
+    if actual != MARQUEZ_RELEASE_SHA256:
         raise StackError(
-            f"Marquez source archive not found: LINEAGE_ASSETS_MARQUEZ_SOURCE={archive}; get the upstream "
-            f"release tarball of MarquezProject/marquez tag 0.51.1 ({MARQUEZ_RELEASE_URL}) and set "
-            f"LINEAGE_ASSETS_MARQUEZ_SOURCE to its path or URL"
+            f"LINEAGE_ASSETS_MARQUEZ_SOURCE={source}: the archive's sha256 is {actual}, not {MARQUEZ_RELEASE_SHA256} "
+            f"of Marquez 0.51.1's release source ({MARQUEZ_RELEASE_URL}); point the setting at that archive"
         )
     return archive
 
 
+def _marquez_archive(settings: Settings, progress: Progress) -> Path:
+    """The release archive `marquez_source` names, checked against its pinned sha256 and kept in the
+    cache: a local copy is checked each time, a URL is downloaded once (any URL finds the cached archive)."""
+    source = settings.marquez_source
+    archive = _marquez_dir(settings) / "marquez-0.51.1.tar.gz"
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    if urllib.parse.urlsplit(source).scheme not in ("http", "https"):
+        if not Path(source).is_file():
+            raise StackError(
+                f"Marquez source archive not found: LINEAGE_ASSETS_MARQUEZ_SOURCE={source}; set it to a local copy "
+                f"or a mirror's URL of Marquez 0.51.1's release source ({MARQUEZ_RELEASE_URL})"
+            )
+        _release_checked(Path(source), source)
+        if not archive.exists():
+            shutil.copyfile(source, archive)
+        return archive
+    if archive.exists():
+        return _release_checked(archive, str(archive))
+    progress(f"downloading {source}")
+    partial = archive.with_suffix(".part")
+    try:
+        with urllib.request.urlopen(source, timeout=60) as response, partial.open("wb") as out:
+            shutil.copyfileobj(response, out)
+        partial.rename(_release_checked(partial, source).with_name(archive.name))
+    except (urllib.error.URLError, OSError) as error:
+        raise StackError(
+            f"cannot download LINEAGE_ASSETS_MARQUEZ_SOURCE={source}: {error}; without access to that host, set it "
+            f"to a local copy or a mirror's URL of the same archive"
+        ) from None
+    finally:
+        partial.unlink(missing_ok=True)  # a failed or mismatched download is not kept
+    return archive
+
+
 def _marquez_sources(settings: Settings, progress: Progress) -> tuple[Path, str]:
-    """The extracted source tree and a fingerprint of the archive it came from."""
+    """The extracted source tree and the sha256 of the archive it came from."""
     archive = _marquez_archive(settings, progress)
-    fingerprint = f"{archive.resolve()} {archive.stat().st_size} {archive.stat().st_mtime_ns}\n"
+    fingerprint = f"{MARQUEZ_RELEASE_SHA256}\n"
     target = _marquez_dir(settings) / "src"
     stamp = target / ".extracted"
     if not _up_to_date(stamp, fingerprint):

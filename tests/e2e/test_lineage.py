@@ -21,12 +21,9 @@ from lineage_assets.lineage.check import check
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.events import PRODUCER
 from lineage_assets.lineage.marquez import MarquezApi
-from lineage_assets.lineage.validation import validate_event
 from lineage_assets.resources.settings import SettingsResource
-from lineage_assets.settings import PROJECT_ROOT
 from tests.e2e.test_pipeline import GENERATED, VALID, expected_hourly_stats
-
-SPEC = PROJECT_ROOT.parent / "shared" / "openlineage-spec"
+from tests.openlineage_schemas import validate_event
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +40,9 @@ def runs_of(events, job_name):
     return by_run
 
 
-@pytest.mark.skipif(not SPEC.is_dir(), reason=f"the official schemas are expected in {SPEC}")
 def test_every_emitted_event_validates_against_the_official_schemas(events):
     assert len(events) > 20
-    problems = {f"{e['job']['name']} {e['eventType']}": validate_event(e, SPEC) for e in events}
+    problems = {f"{e['job']['name']} {e['eventType']}": validate_event(e) for e in events}
     assert {k: v for k, v in problems.items() if v} == {}
 
 
@@ -132,9 +128,8 @@ def test_outputs_carry_quality_metrics_equal_to_the_generated_orders(events):
     assert archive[0]["columnMetrics"]["dead_letter_reason"]["nullCount"] == len(VALID)  # only invalid records have one
     assert archive[0]["columnMetrics"]["key"]["nullCount"] == 0
     assert archive[1]["columnMetrics"]["key"] == {"nullCount": 0}
-    if SPEC.is_dir():
-        for event in [e for dataset in (LAKEHOUSE_ORDERS, SUPPLIER_STATS, ARCHIVE) for e in completes(events, dataset)]:
-            assert validate_event(event, SPEC) == [], event["job"]["name"]
+    for event in [e for dataset in (LAKEHOUSE_ORDERS, SUPPLIER_STATS, ARCHIVE) for e in completes(events, dataset)]:
+        assert validate_event(event) == [], event["job"]["name"]
 
 
 def test_lineage_check_passes_on_the_run(events, settings):
@@ -213,8 +208,7 @@ def test_every_asset_check_result_is_a_quality_assertion_on_the_dataset_it_check
             assert {a["name"] for a in assertions} == {asset_check.name}
             assert all(a["success"] for a in assertions) == outcomes[asset_check.name]
             assert {a.get("column") for a in assertions} == (set(asset_check.columns) or {None})
-            if SPEC.is_dir():
-                assert validate_event(run_events[1], SPEC) == []
+            assert validate_event(run_events[1]) == []
     for complete, outcomes in zip(completes(events, LAKEHOUSE_ORDERS), evaluated):
         (orders,) = complete["inputs"]
         (schema,) = orders["inputFacets"]["dataQualityAssertions"]["assertions"]

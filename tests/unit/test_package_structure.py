@@ -1,4 +1,4 @@
-"""The package's shape (../shared/architecture.md): no import cycle, and the layers that must not
+"""The package's shape (the layout in docs/development.md): no import cycle, and the layers that must not
 know Dagster (Spark jobs, job specs, lineage, streaming, stack) do not import it, lazily or not."""
 
 from __future__ import annotations
