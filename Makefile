@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 CACHE := .cache
 MVN := mvn -q -B -f infra/pom.xml -Dmaven.repo.local=$(CURDIR)/$(CACHE)/m2
 
-.PHONY: setup system-packages jars servers venv demo lint test test-unit dev stack-up stack-down stack-status flink-peer bench bench-quick clean
+.PHONY: setup system-packages jars servers venv demo docs lint test test-unit dev stack-up stack-down stack-status flink-peer bench bench-quick clean
 
 setup: system-packages $(BIN)/lineage-assets jars servers
 
@@ -49,6 +49,10 @@ servers: $(BIN)/lineage-assets jars
 # `make demo CONTINUOUS=1` also leaves the three streaming jobs deployed in continuous mode.
 demo: setup
 	$(BIN)/lineage-assets demo $(if $(CONTINUOUS),--continuous)
+
+# The pictures in docs/, from the stack a `make demo` left running.
+docs: setup
+	$(BIN)/python docs/pictures.py
 
 # ruff (configured in pyproject.toml) over everything the repository holds, before the suite.
 LINT_PATHS ?= .

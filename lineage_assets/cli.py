@@ -178,6 +178,9 @@ def _show(args: argparse.Namespace, settings: Settings, emitter) -> int:
     from lineage_assets.lineage.page import render
 
     source = Path(args.events) if args.events else emitter.log_path
+    # As the user would name it from here: a page (or a picture of it) carries no path of the machine.
+    here = Path.cwd().resolve()
+    shown = source.resolve().relative_to(here) if source.resolve().is_relative_to(here) else source
     if args.events:
         with source.open() as lines:
             recorded = [json.loads(line) for line in lines if line.strip()]
@@ -191,7 +194,7 @@ def _show(args: argparse.Namespace, settings: Settings, emitter) -> int:
         LineageGraph.from_events(recorded),
         labels,
         "lineage_assets: OpenLineage graph",
-        f"{len(recorded)} events in {source}",
+        f"{len(recorded)} events in {shown}",
     )
     try:
         page.write(Path(args.out), Path(args.png) if args.png else None)

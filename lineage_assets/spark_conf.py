@@ -57,7 +57,7 @@ def jar_conf(settings: Settings) -> dict[str, str]:
 DRIVER_JAVA_OPTIONS = "spark.driver.defaultJavaOptions"
 EXECUTOR_JAVA_OPTIONS = "spark.executor.defaultJavaOptions"
 # The throughput collector: a job's JVM wants rows per second, not short pauses, and G1's concurrent
-# threads take cores from the tasks (the ingestion of 2 M orders on 2 cores: 165 k/s -> 182 k/s).
+# threads take cores from the tasks.
 JVM_OPTIONS = "-XX:+UseParallelGC"
 
 

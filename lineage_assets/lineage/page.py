@@ -21,6 +21,7 @@ COLUMN_WIDTH = 380
 DATASET_WIDTH = 270
 JOB_WIDTH = 250
 NESTED_NAME_CHARS = 24  # what fits beside the state in a job box
+TITLE_CHAR_WIDTH = 7.8  # of the 13 px monospace titles: a job box is as wide as its name
 ROW = 18
 HEADER = 40
 GAP = 28
@@ -47,7 +48,9 @@ class Box:
 
     @property
     def width(self) -> int:
-        return DATASET_WIDTH if self.kind == "dataset" else JOB_WIDTH
+        if self.kind == "dataset":
+            return DATASET_WIDTH
+        return max(JOB_WIDTH, round(20 + TITLE_CHAR_WIDTH * len(self.title)))
 
     @property
     def height(self) -> int:
@@ -165,7 +168,7 @@ def _box_svg(box: Box) -> str:
     ]
     if box.state:
         parts.append(
-            f'<text class="state" x="{box.x + box.width - 10:.1f}" y="{box.y + 17:.1f}" '
+            f'<text class="state" x="{box.x + box.width - 10:.1f}" y="{box.y + 31:.1f}" '
             f'text-anchor="end">{e(box.state)}</text>'
         )
     for index, (name, detail) in enumerate(box.rows):
