@@ -27,6 +27,11 @@ def _stack(args: argparse.Namespace, settings: Settings) -> int:
 
         for name, done in _end_dead(deployments_for(settings), "stack up").items():
             print(f"deployment {name}: {done}", flush=True)
+        # Marquez shows the designed graph before anything runs.
+        from lineage_assets.assets.design import published_line
+        from lineage_assets.definitions import publish_definitions
+
+        print(published_line(publish_definitions(settings)), flush=True)
     elif args.action == "down":
         supervisor.down(args.services)
         return 0
@@ -65,15 +70,25 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
         print(f"lineage-assets: lineage {args.action} takes no subject, got {args.subject!r}", file=sys.stderr)
         return 2
     emitter = emitter_for(settings)
+    if args.action == "publish":
+        from lineage_assets.assets.design import published_line
+        from lineage_assets.definitions import publish_definitions
+
+        published = publish_definitions(settings, force=args.force)
+        for subject in published.sent:
+            print(f"published {subject}")
+        print(published_line(published))
+        return 0
     if args.action == "show":
         args.out = args.out or "lineage.html"
         return _show(args, settings, emitter)
     if args.action == "export":
         args.out = args.out or "lineage-events.jsonl"
+        recorded = emitter.recorded()
         with open(args.out, "w") as out:
-            for event in emitter.events():
+            for event in recorded:
                 out.write(json.dumps(event) + "\n")
-        print(f"wrote {len(emitter.events())} events to {args.out}")
+        print(f"wrote {len(recorded)} events to {args.out}")
         return 0
     if args.action == "flush":
         delivered = emitter.flush(timeout=args.timeout)
@@ -334,8 +349,9 @@ def build_parser() -> argparse.ArgumentParser:
     lineage = commands.add_parser("lineage", help="check, export or deliver the OpenLineage events")
     lineage.add_argument(
         "action",
-        choices=["check", "export", "flush", "status", "dead-letters", "show", "impact", "trace", "retire"],
-        help="check: compare with the asset graph; export: write every event as JSON lines; "
+        choices=["check", "publish", "export", "flush", "status", "dead-letters", "show", "impact", "trace", "retire"],
+        help="check: compare with the asset graph; publish: send the designed graph (a static event per "
+        "dataset and job) where it changed since the last publish; export: write every event as JSON lines; "
         "flush: deliver waiting events to the configured backend; "
         "status: what waits for delivery, what was set aside, the last error; "
         "dead-letters: list the events delivery set aside (unreadable, or refused by the backend); "
@@ -358,6 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
     lineage.add_argument("--png", help="show: also render the page, column edges shown, to this PNG (needs Chromium)")
     lineage.add_argument("--events", help="show: read an exported JSON-lines file instead of the event log")
     lineage.add_argument("--timeout", type=float, default=30.0, help="flush: how long to keep trying")
+    lineage.add_argument("--force", action="store_true", help="publish: send every event of the design, changed or not")
     dead = lineage.add_mutually_exclusive_group()
     dead.add_argument("--retry", action="store_true", help="dead-letters: send them again (those refused again stay)")
     dead.add_argument("--discard", action="store_true", help="dead-letters: drop them (after reading them)")

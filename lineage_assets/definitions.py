@@ -8,14 +8,17 @@ from dagster_pyspark import PySparkResource
 
 from lineage_assets.assets.archive import archive_definitions
 from lineage_assets.assets.deployments import deployments_definitions
+from lineage_assets.assets.design import design_definitions, publish_design
 from lineage_assets.assets.lakehouse import lakehouse_definitions
 from lineage_assets.assets.live_stats import live_stats_definitions
 from lineage_assets.assets.orders import orders_definitions
 from lineage_assets.assets.run_lineage import run_lineage_definitions
+from lineage_assets.lineage.design import Published
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lineage import LineageResource
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
+from lineage_assets.settings import Settings
 from lineage_assets.spark_conf import spark_conf
 
 
@@ -42,8 +45,15 @@ def build_definitions(environment: SettingsResource | None = None) -> dg.Definit
         lakehouse_definitions(settings),
         deployments_definitions(),
         run_lineage_definitions(settings),
+        design_definitions(),
         dg.Definitions(resources=build_resources(environment)),
     )
+
+
+def publish_definitions(settings: Settings, force: bool = False) -> Published:
+    """The designed lineage graph of the definitions loaded for ``settings``, published where it
+    changed (`lineage publish`, `stack up`, the demo; in `dagster dev`, a sensor does it)."""
+    return publish_design(build_definitions(SettingsResource.of(settings)).resolve_asset_graph(), settings, force)
 
 
 defs = build_definitions()

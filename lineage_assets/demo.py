@@ -16,10 +16,11 @@ from decimal import Decimal
 import dagster as dg
 
 from lineage_assets.assets.common import asset_key
+from lineage_assets.assets.design import published_line
 from lineage_assets.assets.lakehouse import days_behind
 from lineage_assets.datasets import DATASETS, LAKEHOUSE_ORDERS, ORDERS, ORDERS_AVRO_SCHEMA, SUPPLIER_STATS
 from lineage_assets.dead_letters import TEACH_THEN_REPLAY
-from lineage_assets.definitions import build_definitions
+from lineage_assets.definitions import build_definitions, publish_definitions
 from lineage_assets.generator import GeneratedOrder, GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.lineage.check import check_log, check_marquez, not_delivered, report, retire
 from lineage_assets.lineage.delivery import Backend
@@ -187,6 +188,7 @@ def marquez_gaps(emitter: LineageEmitter, settings: Settings) -> list[str]:
 def main_demo(settings: Settings, orders: int, seed: int, continuous: bool = False) -> int:
     Supervisor(settings, progress=print).up()
     require_services(settings)  # the ones run elsewhere too, before an order is produced
+    print(published_line(publish_definitions(settings)))  # Marquez shows the designed graph before any run
     # Some late and some bad orders, so the watermark and the dead-letter topic have work to show.
     run = run_pipeline(
         SettingsResource.of(settings),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from lineage_assets.datasets import CHECKS, DATASETS, ORCHESTRATOR_JOB, Check, Dataset, retired_jobs
 from lineage_assets.lineage import observed
-from lineage_assets.lineage.event_log import EventLog
+from lineage_assets.lineage.event_log import EventLog, is_run_event
 from lineage_assets.lineage.graph import TERMINAL, LineageGraph, Node, column_hops, job_key
 from lineage_assets.lineage.marquez import MarquezApi, lineage_nodes, read_graph
 from lineage_assets.settings import Settings
@@ -168,9 +168,11 @@ def retire(api: MarquezApi, settings: Settings) -> list[str]:
 
 
 def check_log(log: EventLog, settings: Settings) -> list[str]:
-    """``check`` of the log's events, after a gap for each line of it that is no run event."""
+    """``check`` of the log's run events, after a gap for each line of it that is no event."""
     events, unreadable = log.read()
-    return [f"unreadable event at {line}" for line in unreadable] + check(events, settings)
+    return [f"unreadable event at {line}" for line in unreadable] + check(
+        [event for event in events if is_run_event(event)], settings
+    )
 
 
 def not_delivered(log: EventLog) -> list[str]:

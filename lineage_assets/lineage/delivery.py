@@ -18,7 +18,7 @@ from pathlib import Path
 import attrs
 from openlineage.client import OpenLineageClient
 
-from lineage_assets.lineage.event_log import EventLog, Line, file_lock, run_event
+from lineage_assets.lineage.event_log import EventLog, Line, file_lock, lineage_event
 from lineage_assets.private_files import replace_private
 
 log = logging.getLogger(__name__)
@@ -168,7 +168,7 @@ class Delivery:
     def _send(self, transport, line: Line) -> bool:
         """True once ``line`` is delivered or set aside; False when the backend is unavailable."""
         try:
-            event = run_event(line.text)
+            event = lineage_event(line.text)
         except ValueError as error:
             self._set_aside(line, f"unreadable: {str(error).splitlines()[0]}")
             return True
@@ -220,7 +220,7 @@ class Delivery:
             taken, left = 0, []
             for record in self.log.dead_letters():
                 try:
-                    transport.emit(run_event(record["line"]))
+                    transport.emit(lineage_event(record["line"]))
                     taken += 1
                 except ValueError as error:
                     left.append({**record, "reason": f"unreadable: {str(error).splitlines()[0]}"})

@@ -16,6 +16,7 @@ import logging
 from pathlib import Path
 
 from lineage_assets.lineage.delivery import Backend, configured_backend
+from lineage_assets.lineage.event_log import is_run_event
 from lineage_assets.lineage.transport import DurableConfig, DurableTransport
 from lineage_assets.settings import Settings
 
@@ -73,9 +74,16 @@ class LineageEmitter:
         return (self.folder / name).exists()
 
     def events(self, run_id: str | None = None) -> list[dict]:
-        """Every run event recorded (of one run, when given), in order (for `lineage export`, the
-        lineage check, ending a deployment's run once, and tests); a line that is none is named in
-        a warning and skipped."""
+        """Every run event recorded (of one run, when given), in order (for the lineage check and
+        queries, ending a deployment's run once, and tests)."""
+        return [event for event in self.recorded(run_id) if is_run_event(event)]
+
+    def design(self) -> list[dict]:
+        """The static events of the designed graph recorded (``lineage.design``), in order."""
+        return [event for event in self.recorded() if not is_run_event(event)]
+
+    def recorded(self, run_id: str | None = None) -> list[dict]:
+        """Every event recorded, in order; a line that is none is named in a warning and skipped."""
         events, unreadable = self.log.read(run_id)
         for line in unreadable:
             log.warning("skipped %s", line)

@@ -61,16 +61,29 @@ class Unreadable:
         return f"{self.path} line {self.number}: {self.reason}"
 
 
-def run_event(text: bytes | str) -> dict:
-    """The event a line holds; ValueError naming what is wrong when it is not a run event."""
+def is_run_event(event: dict) -> bool:
+    """A run's event, not a static one (a ``JobEvent`` or ``DatasetEvent`` of the designed graph)."""
+    return "run" in event
+
+
+def lineage_event(text: bytes | str) -> dict:
+    """The event a line holds, a run's or a static one; ValueError naming what is wrong when it is none."""
     event = json.loads(text)
     if not isinstance(event, dict):
         raise ValueError(f"a JSON {type(event).__name__}, not an event")
-    missing = [
-        name for name in ("eventTime", "run", "job") if not isinstance(event.get(name), (str, dict)) or not event[name]
-    ]
-    if missing or "runId" not in event["run"] or not {"namespace", "name"} <= set(event["job"]):
-        raise ValueError(f"not an OpenLineage run event (no {', '.join(missing) or 'run id or job name'})")
+    if "dataset" in event and "job" not in event:  # a DatasetEvent
+        if not isinstance(event["dataset"], dict) or not {"namespace", "name"} <= set(event["dataset"]):
+            raise ValueError("not an OpenLineage dataset event (no dataset namespace or name)")
+        required = ("eventTime", "dataset")
+    elif "run" in event:
+        required = ("eventTime", "run", "job")
+    else:  # a JobEvent
+        required = ("eventTime", "job")
+    missing = [name for name in required if not isinstance(event.get(name), (str, dict)) or not event[name]]
+    if missing or ("run" in required and "runId" not in event["run"]):
+        raise ValueError(f"not an OpenLineage event (no {', '.join(missing) or 'run id'})")
+    if "job" in required and not {"namespace", "name"} <= set(event["job"]):
+        raise ValueError("not an OpenLineage event (no job namespace or name)")
     try:
         zoned = dt.datetime.fromisoformat(event["eventTime"]).tzinfo is not None
     except (TypeError, ValueError):
@@ -149,7 +162,7 @@ class EventLog:
                 offset += len(text)
 
     def read(self, run_id: str | None = None) -> tuple[list[dict], list[Unreadable]]:
-        """Every run event recorded (of one run, when given), in order, and the lines that are none."""
+        """Every event recorded (of one run, when given), in order, and the lines that are none."""
         events, unreadable = [], []
         if not self.path.exists():
             return events, unreadable
@@ -160,11 +173,11 @@ class EventLog:
                 if not text.strip() or (run_id is not None and run_id.encode() not in text):
                     continue
                 try:
-                    event = run_event(text)
+                    event = lineage_event(text)
                 except ValueError as error:
                     unreadable.append(Unreadable(self.path, number, str(error).split("\n")[0]))
                     continue
-                if run_id is None or event["run"]["runId"] == run_id:
+                if run_id is None or (is_run_event(event) and event["run"]["runId"] == run_id):
                     events.append(event)
         return events, unreadable
 

@@ -256,7 +256,7 @@ def check_job(check: Check, settings: Settings) -> Job:
     )
 
 
-def _dataset_facets(dataset: Dataset, settings: Settings) -> dict:
+def dataset_facets(dataset: Dataset, settings: Settings) -> dict:
     identity = dataset.identity(settings)
     facets = {
         "schema": schema_dataset.SchemaDatasetFacet(
@@ -392,7 +392,7 @@ def inputs(dataset: Dataset, settings: Settings, reads: tuple[SourceRead, ...] =
     for key in dataset.upstream:
         upstream = DATASETS[key]
         identity = upstream.identity(settings)
-        facets, input_facets = _dataset_facets(upstream, settings), {}
+        facets, input_facets = dataset_facets(upstream, settings), {}
         for read in reads:
             if read.dataset == key:
                 read_facets, input_facets = _read_facets(upstream, read)
@@ -437,7 +437,7 @@ def output(
     ``quality`` its metrics (``quality_facet``), ``column_lineage`` what its columns came from as the
     job's plan says (``lineage/observed.py``); never the catalog's, which is what it is held against."""
     identity = dataset.identity(settings)
-    facets = _dataset_facets(dataset, settings)
+    facets = dataset_facets(dataset, settings)
     if version is not None:
         facets["version"] = TableVersionDatasetFacet(datasetVersion=version.version, schemaId=version.schema_id)
     if quality is not None:
@@ -578,7 +578,7 @@ def check_event(
             InputDataset(
                 namespace=identity.namespace,
                 name=identity.name,
-                facets=_dataset_facets(checked, settings),
+                facets=dataset_facets(checked, settings),
                 inputFacets={"dataQualityAssertions": assertions_facet(assertions)} if assertions else {},
             )
         ],

@@ -133,7 +133,7 @@ def test_a_line_that_is_no_event_is_dead_lettered_named_and_delivery_goes_on(tmp
     assert [record["reason"].split(":")[0] for record in emitter.log.dead_letters()] == ["unreadable", "unreadable"]
     events, unreadable = emitter.log.read()
     assert len(events) == 2 and [line.number for line in unreadable] == [2, 3]
-    assert str(unreadable[1]) == f"{emitter.log_path} line 3: not an OpenLineage run event (no job)"
+    assert str(unreadable[1]) == f"{emitter.log_path} line 3: not an OpenLineage event (no job)"
     emitter.stop_sender()
 
 

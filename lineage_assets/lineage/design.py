@@ -1,0 +1,183 @@
+"""The designed graph as OpenLineage static events: what Marquez can show before anything runs.
+
+From what the loaded Dagster definitions say of each asset (``AssetDesign``, read by
+``assets/design.py``, which knows Dagster) and from the dataset catalog (identities, producing jobs,
+declared column lineage): one ``DatasetEvent`` per asset's dataset and one ``JobEvent`` per producing
+job and per asset check's job, built with the same facets as the run events (``lineage/events.py``).
+
+Publishing is idempotent: each event's content without its time is hashed, and the hashes of what
+was last published are kept in the lineage folder (``design.json``); only an event whose hash
+changed is recorded again, so an unchanged graph sends nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from openlineage.client.event_v2 import DatasetEvent, InputDataset, JobEvent, OutputDataset, StaticDataset
+from openlineage.client.facet_v2 import (
+    documentation_dataset,
+    ownership_dataset,
+    schema_dataset,
+    tags_dataset,
+)
+
+from lineage_assets.datasets import CHECKS, DATASETS, Column, Dataset
+from lineage_assets.lineage import events
+from lineage_assets.lineage.emitter import LineageEmitter
+from lineage_assets.lineage.transport import event_line
+from lineage_assets.private_files import replace_private
+from lineage_assets.settings import Settings
+
+TAG_SOURCE = "DAGSTER"
+
+
+class DesignError(ValueError):
+    """Definitions the catalog cannot describe: an asset it does not name."""
+
+
+@dataclass(frozen=True)
+class AssetDesign:
+    """One asset as the loaded definitions declare it."""
+
+    key: str  # "/"-separated, a key of the dataset catalog
+    group: str
+    kinds: tuple[str, ...]
+    owners: tuple[str, ...]
+    description: str
+    columns: tuple[Column, ...]
+    upstream: tuple[str, ...]  # asset keys it depends on
+    checks: tuple[str, ...] = ()  # names of its asset checks
+
+
+def _catalog(key: str) -> Dataset:
+    if key not in DATASETS:
+        raise DesignError(f"asset {key!r} is not in the dataset catalog (lineage_assets/datasets.py)")
+    return DATASETS[key]
+
+
+def _schema(columns: tuple[Column, ...]) -> schema_dataset.SchemaDatasetFacet:
+    return schema_dataset.SchemaDatasetFacet(
+        fields=[
+            schema_dataset.SchemaDatasetFacetFields(name=c.name, type=c.type, description=c.description)
+            for c in columns
+        ]
+    )
+
+
+def dataset_event(asset: AssetDesign, settings: Settings, at: dt.datetime) -> DatasetEvent:
+    dataset = _catalog(asset.key)
+    identity = dataset.identity(settings)
+    facets = {
+        **events.dataset_facets(dataset, settings),
+        "schema": _schema(asset.columns),
+        "documentation": documentation_dataset.DocumentationDatasetFacet(
+            description=f"{dataset.title} (Dagster asset `{asset.key}`). {asset.description}"
+        ),
+        "ownership": ownership_dataset.OwnershipDatasetFacet(
+            owners=[ownership_dataset.Owner(name=owner) for owner in asset.owners]
+        ),
+        "tags": tags_dataset.TagsDatasetFacet(
+            tags=[
+                tags_dataset.TagsDatasetFacetFields(key=key, value=value, source=TAG_SOURCE)
+                for key, value in (
+                    ("dagster.asset_key", asset.key),
+                    ("dagster.group", asset.group),
+                    *(("dagster.kind", kind) for kind in sorted(asset.kinds)),
+                )
+            ]
+        ),
+    }
+    return DatasetEvent(
+        eventTime=at.isoformat(),
+        dataset=StaticDataset(namespace=identity.namespace, name=identity.name, facets=facets),
+        producer=events.PRODUCER,
+    )
+
+
+def _input(key: str, settings: Settings) -> InputDataset:
+    identity = _catalog(key).identity(settings)
+    return InputDataset(namespace=identity.namespace, name=identity.name)
+
+
+def job_event(asset: AssetDesign, settings: Settings, at: dt.datetime) -> JobEvent:
+    """The asset's producing job: what it reads and writes, and the column lineage the catalog declares
+    (the written dataset's schema is its own event's, so a schema change re-sends that one only)."""
+    dataset = _catalog(asset.key)
+    identity = dataset.identity(settings)
+    facets = {}
+    if dataset.expected_lineage:
+        facets["columnLineage"] = events.column_lineage_facet(dataset.expected_lineage, settings)
+    return JobEvent(
+        eventTime=at.isoformat(),
+        job=events.job(dataset, settings),
+        inputs=[_input(key, settings) for key in asset.upstream],
+        outputs=[OutputDataset(namespace=identity.namespace, name=identity.name, facets=facets)],
+        producer=events.PRODUCER,
+    )
+
+
+def check_job_event(name: str, settings: Settings, at: dt.datetime) -> JobEvent:
+    check = CHECKS[name]
+    return JobEvent(
+        eventTime=at.isoformat(),
+        job=events.check_job(check, settings),
+        inputs=[_input(check.dataset, settings)],
+        outputs=[],
+        producer=events.PRODUCER,
+    )
+
+
+def design_events(assets: Iterable[AssetDesign], settings: Settings) -> list[DatasetEvent | JobEvent]:
+    """The designed graph: per asset its dataset, then its producing job, then its checks' jobs."""
+    at = dt.datetime.now(dt.UTC)
+    designed: list[DatasetEvent | JobEvent] = []
+    for asset in sorted(assets, key=lambda a: a.key):
+        designed += [dataset_event(asset, settings, at), job_event(asset, settings, at)]
+        # A check the catalog does not list is evaluated inside its asset's run: no job of its own.
+        designed += [check_job_event(name, settings, at) for name in sorted(asset.checks) if name in CHECKS]
+    return designed
+
+
+def subject(event: dict) -> str:
+    """What a static event describes: ``job NAMESPACE/NAME`` or ``dataset NAMESPACE NAME``."""
+    if "dataset" in event:
+        return f"dataset {event['dataset']['namespace']} {event['dataset']['name']}"
+    return f"job {event['job']['namespace']}/{event['job']['name']}"
+
+
+def _digest(event: dict) -> str:
+    return hashlib.sha256(json.dumps({**event, "eventTime": None}, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Published:
+    sent: tuple[str, ...]  # subjects whose event was recorded for delivery
+    unchanged: int  # events left out: the same content was published before
+
+
+def publish(designed: list[DatasetEvent | JobEvent], emitter: LineageEmitter, force: bool = False) -> Published:
+    """Record for delivery every designed event whose content differs from what was last published
+    (all of them with ``force``), through the emitter's durable log; never raises for delivery."""
+    record_path = emitter.folder / "design.json"
+    try:
+        published = json.loads(record_path.read_text())
+    except (FileNotFoundError, ValueError):
+        published = {}
+    sent = []
+    for event in designed:
+        line = event_line(event)
+        body = json.loads(line)
+        name, digest = subject(body), _digest(body)
+        if not force and published.get(name) == digest:
+            continue
+        emitter.emit(line)
+        published[name] = digest
+        sent.append(name)
+    if sent:
+        replace_private(record_path, json.dumps(published, indent=1, sort_keys=True))
+    return Published(tuple(sent), len(designed) - len(sent))
