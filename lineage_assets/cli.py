@@ -62,7 +62,16 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _lineage(args: argparse.Namespace, settings: Settings) -> int:
-    from lineage_assets.lineage.check import check_log, check_marquez, not_delivered, report, retire
+    from lineage_assets.lineage.check import (
+        check_log,
+        check_marquez,
+        log_design,
+        not_delivered,
+        not_yet_run_in_log,
+        not_yet_run_in_marquez,
+        report,
+        retire,
+    )
     from lineage_assets.lineage.emitter import emitter_for
     from lineage_assets.lineage.marquez import MarquezApi, MarquezError
 
@@ -133,15 +142,17 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     if args.source == "marquez":
         where = f"Marquez at {settings.marquez_api_url}"
+        api, design = MarquezApi(settings.marquez_api_url), log_design(emitter.log)
         try:
-            gaps = not_delivered(emitter.log) + check_marquez(MarquezApi(settings.marquez_api_url), settings)
+            gaps = not_delivered(emitter.log) + check_marquez(api, settings, design=design if design.jobs else None)
+            notes = not_yet_run_in_marquez(api, settings, design)
         except MarquezError as error:
             print(f"lineage-assets: {error}", file=sys.stderr)
             return 2
     else:
         where = f"the lineage in {emitter.log_path}"
-        gaps = check_log(emitter.log, settings)
-    print(report(gaps, where))
+        gaps, notes = check_log(emitter.log, settings), not_yet_run_in_log(emitter.log)
+    print(report(gaps, where, notes))
     return 1 if gaps else 0
 
 

@@ -22,7 +22,16 @@ from lineage_assets.datasets import DATASETS, LAKEHOUSE_ORDERS, ORDERS, ORDERS_A
 from lineage_assets.dead_letters import TEACH_THEN_REPLAY
 from lineage_assets.definitions import build_definitions, publish_definitions
 from lineage_assets.generator import GeneratedOrder, GeneratorConfig, generate_orders, produce_orders
-from lineage_assets.lineage.check import check_log, check_marquez, not_delivered, report, retire
+from lineage_assets.lineage.check import (
+    check_log,
+    check_marquez,
+    log_design,
+    not_delivered,
+    not_yet_run_in_log,
+    not_yet_run_in_marquez,
+    report,
+    retire,
+)
 from lineage_assets.lineage.delivery import Backend
 from lineage_assets.lineage.emitter import LineageEmitter, emitter_for
 from lineage_assets.lineage.marquez import MarquezApi, MarquezError
@@ -177,11 +186,13 @@ def marquez_gaps(emitter: LineageEmitter, settings: Settings) -> list[str]:
         hidden = retire(api, settings)  # jobs renamed since an earlier demo on this stack
         if hidden:
             print(f"hid in Marquez the jobs renamed since: {', '.join(hidden)}")
-        gaps = not_delivered(emitter.log) + check_marquez(api, settings)
+        design = log_design(emitter.log)
+        gaps = not_delivered(emitter.log) + check_marquez(api, settings, design=design if design.jobs else None)
+        notes = not_yet_run_in_marquez(api, settings, design)
     except MarquezError as error:  # Marquez is down: its events wait in the log, whose check stands
         print(f"lineage check in Marquez skipped: {error}")
         return []
-    print(report(gaps, f"the lineage in Marquez (its UI: {settings.marquez_web_url})"))
+    print(report(gaps, f"the lineage in Marquez (its UI: {settings.marquez_web_url})", notes))
     return gaps
 
 
@@ -203,7 +214,8 @@ def main_demo(settings: Settings, orders: int, seed: int, continuous: bool = Fal
             f"(`lineage-assets lineage flush`)"
         )
     gaps = check_log(emitter.log, settings)
-    print("\n" + report(gaps, f"the lineage in {emitter.log_path} ({len(emitter.events())} events)"))
+    where = f"the lineage in {emitter.log_path} ({len(emitter.events())} events)"
+    print("\n" + report(gaps, where, not_yet_run_in_log(emitter.log)))
     gaps += marquez_gaps(emitter, settings)
     if continuous:
         from lineage_assets.jobs import STREAMING_JOBS

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from lineage_assets.datasets import CHECKS, DATASETS, ORCHESTRATOR_JOB, Check, Dataset, retired_jobs
 from lineage_assets.lineage import observed
+from lineage_assets.lineage.design import PublishedDesign
 from lineage_assets.lineage.event_log import EventLog, is_run_event
 from lineage_assets.lineage.graph import TERMINAL, LineageGraph, Node, column_hops, job_key
 from lineage_assets.lineage.marquez import MarquezApi, lineage_nodes, read_graph
@@ -28,15 +29,20 @@ def _retired_jobs(settings: Settings) -> dict[str, str]:
     return {job_key(settings.lineage_namespace, old): new for old, new in retired_jobs().items()}
 
 
-def check(events: list[dict], settings: Settings, running_jobs: set[str] = frozenset()) -> list[str]:
-    """Every gap between the asset graph and the lineage in ``events``; empty when they agree.
+def check(
+    events: list[dict], settings: Settings, running_jobs: set[str] = frozenset(), design: PublishedDesign | None = None
+) -> list[str]:
+    """Every gap between the asset graph and the lineage in ``events`` (run events); empty when they agree.
 
     ``running_jobs`` are jobs known to be running now (streaming deployments): their runs may lack
-    a terminal event."""
-    return check_graph(LineageGraph.from_events(events), settings, running_jobs)
+    a terminal event. With the published ``design``, a designed job that never ran is no gap
+    (``not_yet_run`` names it), and the runs are also held against the design."""
+    return check_graph(LineageGraph.from_events(events), settings, running_jobs, design)
 
 
-def check_marquez(api: MarquezApi, settings: Settings, running_jobs: set[str] = frozenset()) -> list[str]:
+def check_marquez(
+    api: MarquezApi, settings: Settings, running_jobs: set[str] = frozenset(), design: PublishedDesign | None = None
+) -> list[str]:
     """``check`` of what Marquez shows: its jobs, runs and each asset's column lineage as its current
     version keeps it (Marquez's column-lineage graph also keeps every field pair it was ever sent, so a
     derivation changed since lingers there), plus its lineage graph (asset and check jobs only)
@@ -48,7 +54,7 @@ def check_marquez(api: MarquezApi, settings: Settings, running_jobs: set[str] = 
         facet = (api.dataset(*node).get("facets") or {}).get("columnLineage")
         if facet:
             graph.column_lineage[(None, node)] = column_hops(node, facet)
-    gaps = check_graph(graph, settings, running_jobs)
+    gaps = check_graph(graph, settings, running_jobs, design)
     retired = _retired_jobs(settings)
     for job in sorted(set(graph.jobs) & set(retired)):
         gaps.append(
@@ -73,10 +79,21 @@ def check_marquez(api: MarquezApi, settings: Settings, running_jobs: set[str] = 
     return gaps
 
 
-def check_graph(graph: LineageGraph, settings: Settings, running_jobs: set[str] = frozenset()) -> list[str]:
+def _ran(graph: LineageGraph, job: str) -> bool:
+    return job in graph.jobs and bool(graph.jobs[job].runs)
+
+
+def check_graph(
+    graph: LineageGraph,
+    settings: Settings,
+    running_jobs: set[str] = frozenset(),
+    design: PublishedDesign | None = None,
+) -> list[str]:
     gaps = []
     asset_jobs = {_asset_job(dataset, settings): dataset for dataset in DATASETS.values()}
     for job, dataset in asset_jobs.items():
+        if design is not None and job in design.jobs and not _ran(graph, job):
+            continue  # designed, not yet run: nothing ran that could disagree
         node = dataset.identity(settings).node
         if node not in graph.outputs.get(job, set()):
             gaps.append(f"missing edge: job {job} -> dataset {node[0]}:{node[1]} (asset {dataset.key})")
@@ -138,7 +155,55 @@ def check_graph(graph: LineageGraph, settings: Settings, running_jobs: set[str] 
             gaps.append(f"conflicting terminal events: {job} run {run_id}: {', '.join(terminal)}")
         if terminal and kinds[-1] not in TERMINAL:
             gaps.append(f"event after the end: {job} run {run_id} ends with {kinds[-1]} after {terminal[0]}")
+    return gaps + (design_gaps(graph, design) if design is not None else [])
+
+
+def design_gaps(graph: LineageGraph, design: PublishedDesign) -> list[str]:
+    """What the runs did beside the published design: an edge of a designed job's runs the design
+    lacks, and a dataset a designed job wrote with other columns than its published schema."""
+    gaps = []
+    for job, (inputs, outputs) in sorted(design.jobs.items()):
+        if not _ran(graph, job):
+            continue
+        for extra in sorted(graph.inputs.get(job, set()) - inputs):
+            gaps.append(f"beside the design: job {job} ran reading {extra[0]}:{extra[1]}, which its design does not")
+        for extra in sorted(graph.outputs.get(job, set()) - outputs):
+            gaps.append(f"beside the design: job {job} ran writing {extra[0]}:{extra[1]}, which its design does not")
+        for node in sorted(outputs & graph.outputs.get(job, set())):
+            written, published = graph.schemas.get(node, {}).get(job), design.schemas.get(node)
+            if written is not None and published is not None and written != published:
+                gaps.append(
+                    f"beside the design: job {job} wrote {node[0]}:{node[1]} with columns "
+                    f"{_columns(written)}, its published schema has {_columns(published)}"
+                )
     return gaps
+
+
+def _columns(columns: dict[str, str]) -> str:
+    return "(" + ", ".join(f"{name} {kind}" for name, kind in columns.items()) + ")"
+
+
+def not_yet_run(design: PublishedDesign, ran: set[str]) -> list[str]:
+    """The designed jobs no run of which is known (``ran``: "namespace/name" of jobs that ran)."""
+    return [f"not yet run: {job} (designed, published)" for job in sorted(set(design.jobs) - ran)]
+
+
+def log_design(log: EventLog) -> PublishedDesign:
+    """The design published through this log (empty when none was)."""
+    events, _ = log.read()
+    return PublishedDesign.from_events([event for event in events if not is_run_event(event)])
+
+
+def not_yet_run_in_log(log: EventLog) -> list[str]:
+    events, _ = log.read()
+    ran = {job_key(e["job"]["namespace"], e["job"]["name"]) for e in events if is_run_event(e)}
+    return not_yet_run(PublishedDesign.from_events([e for e in events if not is_run_event(e)]), ran)
+
+
+def not_yet_run_in_marquez(api: MarquezApi, settings: Settings, design: PublishedDesign) -> list[str]:
+    """Designed jobs Marquez knows no run of (a job published and never run has no ``latestRun``)."""
+    jobs = api.jobs(settings.lineage_namespace)
+    return not_yet_run(design, {job_key(job["namespace"], job["name"]) for job in jobs if job.get("latestRun")})
 
 
 def _column_gaps(graph: LineageGraph, dataset: Dataset, node: Node, job: str, settings: Settings) -> list[str]:
@@ -168,11 +233,12 @@ def retire(api: MarquezApi, settings: Settings) -> list[str]:
 
 
 def check_log(log: EventLog, settings: Settings) -> list[str]:
-    """``check`` of the log's run events, after a gap for each line of it that is no event."""
+    """``check`` of the log's run events against the asset graph and the design published in the same
+    log, after a gap for each line of it that is no event."""
     events, unreadable = log.read()
-    return [f"unreadable event at {line}" for line in unreadable] + check(
-        [event for event in events if is_run_event(event)], settings
-    )
+    runs, static = [e for e in events if is_run_event(e)], [e for e in events if not is_run_event(e)]
+    design = PublishedDesign.from_events(static) if static else None
+    return [f"unreadable event at {line}" for line in unreadable] + check(runs, settings, design=design)
 
 
 def not_delivered(log: EventLog) -> list[str]:
@@ -189,10 +255,11 @@ def not_delivered(log: EventLog) -> list[str]:
     return found
 
 
-def report(gaps: list[str], where: str) -> str:
-    """The check's result as printed: one line when ``where`` matches the asset graph, else a line per gap."""
+def report(gaps: list[str], where: str, notes: list[str] = ()) -> str:
+    """The check's result as printed: one line when ``where`` matches the asset graph, else a line per
+    gap; then the ``notes`` (designed jobs not yet run), which are no gaps."""
     if not gaps:
-        return f"lineage check: {where} matches the asset graph"
-    return "\n".join(
-        [f"lineage check: {len(gaps)} gaps between the asset graph and {where}:", *(f"  - {gap}" for gap in gaps)]
-    )
+        lines = [f"lineage check: {where} matches the asset graph"]
+    else:
+        lines = [f"lineage check: {len(gaps)} gaps between the asset graph and {where}:", *(f"  - {g}" for g in gaps)]
+    return "\n".join([*lines, *(f"  note: {note}" for note in notes)])

@@ -181,3 +181,28 @@ def publish(designed: list[DatasetEvent | JobEvent], emitter: LineageEmitter, fo
     if sent:
         replace_private(record_path, json.dumps(published, indent=1, sort_keys=True))
     return Published(tuple(sent), len(designed) - len(sent))
+
+
+@dataclass(frozen=True)
+class PublishedDesign:
+    """The designed graph as last published: each job's inputs and outputs, each dataset's columns."""
+
+    jobs: dict[str, tuple[frozenset[tuple[str, str]], frozenset[tuple[str, str]]]]  # "namespace/name" -> (in, out)
+    schemas: dict[tuple[str, str], dict[str, str]]  # dataset -> column -> type
+
+    @classmethod
+    def from_events(cls, static: list[dict]) -> PublishedDesign:
+        """From the static events recorded, in order: a later event of a job or dataset replaces its earlier one."""
+        jobs, schemas = {}, {}
+        for event in static:
+            if "dataset" in event:
+                node = (event["dataset"]["namespace"], event["dataset"]["name"])
+                fields = ((event["dataset"].get("facets") or {}).get("schema") or {}).get("fields", [])
+                schemas[node] = {field["name"]: field.get("type", "") for field in fields}
+            else:
+                sides = [
+                    frozenset((d["namespace"], d["name"]) for d in event.get(side) or [])
+                    for side in ("inputs", "outputs")
+                ]
+                jobs[f"{event['job']['namespace']}/{event['job']['name']}"] = (sides[0], sides[1])
+        return cls(jobs, schemas)

@@ -9,13 +9,15 @@ import dagster as dg
 import pytest
 
 from lineage_assets.assets.design import asset_designs
-from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS
+from lineage_assets.datasets import ARCHIVE, CHECKS, DATASETS, LAKEHOUSE_ORDERS, SUPPLIER_STATS
 from lineage_assets.definitions import build_definitions
-from lineage_assets.lineage.design import design_events, publish
+from lineage_assets.lineage.check import check, not_yet_run
+from lineage_assets.lineage.design import PublishedDesign, design_events, publish
 from lineage_assets.lineage.emitter import LineageEmitter
 from lineage_assets.lineage.transport import event_line
 from lineage_assets.settings import Settings
 from tests.openlineage_schemas import validate_event
+from tests.unit.test_lineage_check import pipeline
 
 SETTINGS = Settings()
 
@@ -52,9 +54,9 @@ def test_the_design_is_the_asset_graph_named_by_the_catalog(asset_graph):
             DATASETS[key].identity(SETTINGS).node for key in dataset.upstream
         ]
         assert [(o["namespace"], o["name"]) for o in job["outputs"]] == [dataset.identity(SETTINGS).node]
-    for check in CHECKS.values():
-        assert [(i["namespace"], i["name"]) for i in jobs[check.lineage_name]["inputs"]] == [
-            DATASETS[check.dataset].identity(SETTINGS).node
+    for asset_check in CHECKS.values():
+        assert [(i["namespace"], i["name"]) for i in jobs[asset_check.lineage_name]["inputs"]] == [
+            DATASETS[asset_check.dataset].identity(SETTINGS).node
         ]
 
 
@@ -118,3 +120,48 @@ def test_the_sensor_publishes_the_loaded_code_location_once(tmp_path):
     assert tick() == f"lineage design: {expected} events published, 0 unchanged"
     assert tick() == f"lineage design: 0 events published, {expected} unchanged"
     assert len(LineageEmitter(settings.lineage_dir).design()) == expected
+
+
+def published(asset_graph) -> PublishedDesign:
+    return PublishedDesign.from_events(designed(asset_graph))
+
+
+def ran(log: list[dict]) -> set[str]:
+    return {f"{e['job']['namespace']}/{e['job']['name']}" for e in log}
+
+
+def test_runs_as_designed_pass_and_a_designed_job_not_yet_run_is_a_note_not_a_gap(asset_graph):
+    design = published(asset_graph)
+    assert check(pipeline(), SETTINGS, design=design) == []
+    assert not_yet_run(design, ran(pipeline())) == []
+    # Before any run: the design alone is no gap, every designed job is not yet run.
+    assert check([], SETTINGS, design=design) == []
+    assert len(not_yet_run(design, set())) == len(DATASETS) + len(CHECKS)
+    # Without a design, an asset that never ran is still a missing edge.
+    assert any(gap.startswith("missing edge") for gap in check([], SETTINGS))
+
+
+def test_a_run_with_an_edge_the_design_lacks_is_reported_against_the_design(asset_graph):
+    log = pipeline()
+    archive = ARCHIVE.identity(SETTINGS)
+    for event in log:
+        if event["job"]["name"] == SUPPLIER_STATS.job.lineage_name and event["eventType"] == "COMPLETE":
+            event["inputs"].append({"namespace": archive.namespace, "name": archive.name, "facets": {}})
+    job = f"{SETTINGS.lineage_namespace}/{SUPPLIER_STATS.job.lineage_name}"
+    gaps = check(log, SETTINGS, design=published(asset_graph))
+    assert (
+        f"beside the design: job {job} ran reading {archive.namespace}:{archive.name}, which its design does not"
+        in gaps
+    )
+
+
+def test_a_dataset_written_with_other_columns_than_its_published_schema_is_a_gap(asset_graph):
+    wider = specs_with_one_more_column(asset_graph, LAKEHOUSE_ORDERS.key).resolve_asset_graph()
+    design = PublishedDesign.from_events(designed(wider))  # published before the column was dropped again
+    identity = LAKEHOUSE_ORDERS.identity(SETTINGS)
+    (gap,) = [gap for gap in check(pipeline(), SETTINGS, design=design) if gap.startswith("beside the design")]
+    assert gap.startswith(
+        f"beside the design: job {SETTINGS.lineage_namespace}/{LAKEHOUSE_ORDERS.job.lineage_name} wrote "
+        f"{identity.namespace}:{identity.name} with columns (order_id string"
+    )
+    assert gap.endswith("bid_time timestamp_ntz, discount decimal(10,2))")
