@@ -7,6 +7,7 @@ import datetime as dt
 import dagster as dg
 import pytest
 
+from lineage_assets.definitions import publish_definitions
 from lineage_assets.demo import run_pipeline
 from lineage_assets.generator import GeneratorConfig
 from lineage_assets.resources.settings import SettingsResource
@@ -29,7 +30,9 @@ def instance():
 
 @pytest.fixture(scope="session")
 def runs(stack, settings, spark, instance):
-    """The pipeline twice: on generated orders, then again with no new orders."""
+    """The design published (as `make demo` does), then the pipeline twice: on generated orders, then
+    again with no new orders."""
+    publish_definitions(settings)
     environment = SettingsResource.of(settings)
     first = run_pipeline(environment, instance, ORDERS_CONFIG)
     second = run_pipeline(environment, instance, None)
