@@ -86,6 +86,8 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
         published = publish_definitions(settings, force=args.force)
         for subject in published.sent:
             print(f"published {subject}")
+        for subject in published.retired:
+            print(f"retired {subject}")
         print(published_line(published))
         return 0
     if args.action == "show":

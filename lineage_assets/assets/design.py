@@ -59,4 +59,5 @@ def design_definitions() -> dg.Definitions:
 
 
 def published_line(published: Published) -> str:
-    return f"lineage design: {len(published.sent)} events published, {published.unchanged} unchanged"
+    retired = f", {len(published.retired)} retired (no longer in the definitions)" if published.retired else ""
+    return f"lineage design: {len(published.sent)} events published, {published.unchanged} unchanged{retired}"

@@ -7,7 +7,9 @@ job and per asset check's job, built with the same facets as the run events (``l
 
 Publishing is idempotent: each event's content without its time is hashed, and the hashes of what
 was last published are kept in the lineage folder (``design.json``); only an event whose hash
-changed is recorded again, so an unchanged graph sends nothing.
+changed is recorded again, so an unchanged graph sends nothing. What was published and is no longer
+designed (an asset removed or renamed) is retired, in events too: its dataset DROPped, its job
+published with no inputs or outputs (so it leaves the graph; its runs stay reachable by id).
 """
 
 from __future__ import annotations
@@ -18,12 +20,15 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from openlineage.client.event_v2 import DatasetEvent, InputDataset, JobEvent, OutputDataset, StaticDataset
+from openlineage.client.event_v2 import DatasetEvent, InputDataset, Job, JobEvent, OutputDataset, StaticDataset
 from openlineage.client.facet_v2 import (
     documentation_dataset,
+    documentation_job,
+    lifecycle_state_change_dataset,
     ownership_dataset,
     schema_dataset,
     tags_dataset,
+    tags_job,
 )
 
 from lineage_assets.datasets import CHECKS, DATASETS, Column, Dataset
@@ -34,6 +39,7 @@ from lineage_assets.private_files import replace_private
 from lineage_assets.settings import Settings
 
 TAG_SOURCE = "DAGSTER"
+RETIRED = ("lineage_assets.design", "retired")  # the tag of a job no longer in the definitions
 
 
 class DesignError(ValueError):
@@ -143,11 +149,52 @@ def design_events(assets: Iterable[AssetDesign], settings: Settings) -> list[Dat
     return designed
 
 
+def retired_dataset_event(namespace: str, name: str, at: dt.datetime) -> DatasetEvent:
+    drop = lifecycle_state_change_dataset.LifecycleStateChange.DROP
+    facets = {"lifecycleStateChange": lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet(drop)}
+    return DatasetEvent(
+        eventTime=at.isoformat(),
+        dataset=StaticDataset(namespace=namespace, name=name, facets=facets),
+        producer=events.PRODUCER,
+    )
+
+
+def retired_job_event(namespace: str, name: str, at: dt.datetime) -> JobEvent:
+    facets = {
+        "documentation": documentation_job.DocumentationJobFacet(
+            description="No longer in the project's definitions (removed or renamed); its runs are history."
+        ),
+        "tags": tags_job.TagsJobFacet(
+            tags=[tags_job.TagsJobFacetFields(key=RETIRED[0], value=RETIRED[1], source="lineage_assets")]
+        ),
+    }
+    return JobEvent(
+        eventTime=at.isoformat(),
+        job=Job(namespace=namespace, name=name, facets=facets),
+        inputs=[],
+        outputs=[],
+        producer=events.PRODUCER,
+    )
+
+
+def _retired(event: dict) -> bool:
+    if "dataset" in event:
+        lifecycle = (event["dataset"].get("facets") or {}).get("lifecycleStateChange") or {}
+        return lifecycle.get("lifecycleStateChange") == "DROP"
+    tags = ((event["job"].get("facets") or {}).get("tags") or {}).get("tags", [])
+    return any((tag["key"], tag["value"]) == RETIRED for tag in tags)
+
+
+def _identity(event: dict) -> tuple[str, str, str]:
+    """(kind, namespace, name) of what a static event describes."""
+    kind = "dataset" if "dataset" in event else "job"
+    return kind, event[kind]["namespace"], event[kind]["name"]
+
+
 def subject(event: dict) -> str:
     """What a static event describes: ``job NAMESPACE/NAME`` or ``dataset NAMESPACE NAME``."""
-    if "dataset" in event:
-        return f"dataset {event['dataset']['namespace']} {event['dataset']['name']}"
-    return f"job {event['job']['namespace']}/{event['job']['name']}"
+    kind, namespace, name = _identity(event)
+    return f"dataset {namespace} {name}" if kind == "dataset" else f"job {namespace}/{name}"
 
 
 def _digest(event: dict) -> str:
@@ -158,29 +205,41 @@ def _digest(event: dict) -> str:
 class Published:
     sent: tuple[str, ...]  # subjects whose event was recorded for delivery
     unchanged: int  # events left out: the same content was published before
+    retired: tuple[str, ...] = ()  # subjects published before and no longer designed, retired now
 
 
 def publish(designed: list[DatasetEvent | JobEvent], emitter: LineageEmitter, force: bool = False) -> Published:
     """Record for delivery every designed event whose content differs from what was last published
-    (all of them with ``force``), through the emitter's durable log; never raises for delivery."""
+    (all of them with ``force``), and the retirement of what was published and is designed no more,
+    through the emitter's durable log; never raises for delivery."""
     record_path = emitter.folder / "design.json"
     try:
-        published = json.loads(record_path.read_text())
+        record = json.loads(record_path.read_text())  # subject -> {digest, kind, namespace, name}
     except (FileNotFoundError, ValueError):
-        published = {}
-    sent = []
-    for event in designed:
-        line = event_line(event)
-        body = json.loads(line)
+        record = {}
+    sent, retired = [], []
+    at = dt.datetime.now(dt.UTC)
+    bodies = [json.loads(event_line(event)) for event in designed]
+    for kind, namespace, name in {
+        (e["kind"], e["namespace"], e["name"]) for e in record.values() if not e.get("retired")
+    } - {_identity(body) for body in bodies}:
+        retirement = (retired_dataset_event if kind == "dataset" else retired_job_event)(namespace, name, at)
+        bodies.append(json.loads(event_line(retirement)))
+    for body in bodies:
         name, digest = subject(body), _digest(body)
-        if not force and published.get(name) == digest:
+        if not force and (record.get(name) or {}).get("digest") == digest:
             continue
-        emitter.emit(line)
-        published[name] = digest
-        sent.append(name)
-    if sent:
-        replace_private(record_path, json.dumps(published, indent=1, sort_keys=True))
-    return Published(tuple(sent), len(designed) - len(sent))
+        emitter.emit(event_line(body))
+        kind, namespace, dataset_or_job = _identity(body)
+        record[name] = {"digest": digest, "kind": kind, "namespace": namespace, "name": dataset_or_job}
+        if _retired(body):
+            record[name]["retired"] = True
+            retired.append(name)
+        else:
+            sent.append(name)
+    if sent or retired:
+        replace_private(record_path, json.dumps(record, indent=1, sort_keys=True))
+    return Published(tuple(sent), len(designed) - len(sent), tuple(retired))
 
 
 @dataclass(frozen=True)
@@ -195,7 +254,12 @@ class PublishedDesign:
         """From the static events recorded, in order: a later event of a job or dataset replaces its earlier one."""
         jobs, schemas = {}, {}
         for event in static:
-            if "dataset" in event:
+            if _retired(event):
+                kind, namespace, name = _identity(event)
+                (schemas if kind == "dataset" else jobs).pop(
+                    (namespace, name) if kind == "dataset" else f"{namespace}/{name}", None
+                )
+            elif "dataset" in event:
                 node = (event["dataset"]["namespace"], event["dataset"]["name"])
                 fields = ((event["dataset"].get("facets") or {}).get("schema") or {}).get("fields", [])
                 schemas[node] = {field["name"]: field.get("type", "") for field in fields}

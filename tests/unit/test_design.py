@@ -12,7 +12,7 @@ from lineage_assets.assets.design import asset_designs
 from lineage_assets.datasets import ARCHIVE, CHECKS, DATASETS, LAKEHOUSE_ORDERS, SUPPLIER_STATS
 from lineage_assets.definitions import build_definitions
 from lineage_assets.lineage.check import check, not_yet_run
-from lineage_assets.lineage.design import PublishedDesign, design_events, publish
+from lineage_assets.lineage.design import Published, PublishedDesign, design_events, publish
 from lineage_assets.lineage.emitter import LineageEmitter
 from lineage_assets.lineage.transport import event_line
 from lineage_assets.settings import Settings
@@ -165,3 +165,29 @@ def test_a_dataset_written_with_other_columns_than_its_published_schema_is_a_gap
         f"{identity.namespace}:{identity.name} with columns (order_id string"
     )
     assert gap.endswith("bid_time timestamp_ntz, discount decimal(10,2))")
+
+
+def test_an_asset_removed_from_the_definitions_is_retired_once_and_comes_back_when_restored(asset_graph, tmp_path):
+    emitter = LineageEmitter(tmp_path)
+    everything = asset_designs(asset_graph)
+    publish(design_events(everything, SETTINGS), emitter)
+    without = [design for design in everything if design.key != SUPPLIER_STATS.key]
+    identity = SUPPLIER_STATS.identity(SETTINGS)
+    job = f"job {SETTINGS.lineage_namespace}/{SUPPLIER_STATS.job.lineage_name}"
+    dataset = f"dataset {identity.namespace} {identity.name}"
+
+    removed = publish(design_events(without, SETTINGS), emitter)
+    assert removed.sent == () and sorted(removed.retired) == sorted([job, dataset])
+    design = PublishedDesign.from_events(emitter.design())
+    assert job.removeprefix("job ") not in design.jobs and identity.node not in design.schemas
+    for event in emitter.design()[-2:]:
+        assert validate_event(event) == []
+    (dropped,) = [e for e in emitter.design()[-2:] if "dataset" in e]
+    assert dropped["dataset"]["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "DROP"
+    (emptied,) = [e for e in emitter.design()[-2:] if "job" in e]
+    assert emptied["inputs"] == [] and emptied["outputs"] == []
+
+    assert publish(design_events(without, SETTINGS), emitter) == Published((), len(without) * 2 + len(CHECKS), ())
+    restored = publish(design_events(everything, SETTINGS), emitter)
+    assert sorted(restored.sent) == sorted([job, dataset]) and restored.retired == ()
+    assert job.removeprefix("job ") in PublishedDesign.from_events(emitter.design()).jobs
