@@ -6,11 +6,12 @@ the specification repository's differ in layout only. They are fetched once from
 ``.cache/openlineage-spec/``, or read from the folder ``LINEAGE_ASSETS_OPENLINEAGE_SPEC`` names on a
 machine without access (any layout: files are matched by ``$id``).
 
-The core event is checked against the core schema its ``schemaURL`` names; each standard facet
-(``_schemaURL`` under the specification's URLs) against exactly the schema version it names, and a
-URL the pinned set lacks is a violation. The project's own facets (``urn:lineage_assets:schema:…``)
-are checked against the schemas packaged with it, matched by ``$id``. Other custom facets (an
-integration's own, such as Spark's) have no schema here beyond the base facet rules.
+The event is checked against the definition its ``schemaURL`` names; each facet whose ``_schemaURL``
+is under the specification's URLs against exactly the definition it names (a standard facet's own,
+or the spec's base ``RunFacet`` that an integration's custom facet, such as Spark's, points at), and
+a URL the pinned set lacks is a violation. The project's own facets (``urn:lineage_assets:schema:…``)
+are checked against the schemas packaged with it, matched by ``$id``. Other custom facets have no
+schema here.
 """
 
 from __future__ import annotations
@@ -129,6 +130,8 @@ def validate_event(event: dict) -> list[str]:
             schema = known.get(url.split("#")[0])
             if schema is None:
                 errors.append(f"{where}.{key}: no pinned schema for _schemaURL {url!r}")
-                continue
-            errors += _violations(f"{where}.{key}", {key: facet}, schema, registry)
+            elif "#" in url:  # the definition the URL points at (a facet's own, or the spec's base RunFacet)
+                errors += _violations(f"{where}.{key}", facet, {"$ref": url}, registry)
+            else:  # a schema whose properties name the facet by its key
+                errors += _violations(f"{where}.{key}", {key: facet}, schema, registry)
     return errors

@@ -346,3 +346,16 @@ def test_a_check_evaluation_is_a_run_reading_the_dataset_it_checked_with_its_ass
     assert (
         "inputFacets" not in start["inputs"][0] or not start["inputs"][0]["inputFacets"]
     )  # the results come at the end
+
+
+def test_an_integrations_custom_facet_is_held_to_the_spec_definition_it_names():
+    """openlineage-spark's own run facets point at the core spec's RunFacet: the base facet rules."""
+    body = as_json(events.asset_event(RunState.START, ORDERS, RUN, SETTINGS))
+    body["run"]["facets"]["spark_properties"] = {
+        "_producer": "https://github.com/OpenLineage/OpenLineage/tree/1.53.0/integration/spark",
+        "_schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunFacet",
+        "properties": {"spark.master": "local[2]"},
+    }
+    assert validate_event(body) == []
+    del body["run"]["facets"]["spark_properties"]["_producer"]
+    assert "run.spark_properties: '_producer' is a required property at []" in validate_event(body)
