@@ -53,13 +53,7 @@ BENCHMARKS = {
 
 
 def bench_settings() -> Settings:
-    base = Settings.from_env()
-    ports = {
-        f.name: getattr(base, f.name) + BENCH_PORT_OFFSET
-        for f in dataclasses.fields(Settings)
-        if f.name.endswith("_port")
-    }
-    return dataclasses.replace(base, state_dir=base.state_dir / "bench", **ports)
+    return Settings.from_env().beside("bench", BENCH_PORT_OFFSET)
 
 
 def machine() -> dict:

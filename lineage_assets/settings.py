@@ -201,6 +201,14 @@ class Settings:
             raise SettingsError("\n".join(problems))
         return self
 
+    def beside(self, name: str, port_offset: int) -> Settings:
+        """A local stack of its own next to this one (the tests', the benchmarks', the pictures'): its
+        state in ``state_dir/name`` and every port shifted by ``port_offset``."""
+        ports = {
+            f.name: getattr(self, f.name) + port_offset for f in dataclasses.fields(self) if f.name.endswith("_port")
+        }
+        return dataclasses.replace(self, state_dir=self.state_dir / name, **ports)
+
     def as_environment(self, secrets: bool = True) -> dict[str, str]:
         """These settings as ``LINEAGE_ASSETS_*`` variables (``from_env`` of them gives them back);
         without ``secrets``, what may be written to a file or shown."""

@@ -19,7 +19,6 @@ from lineage_assets.settings import Settings
 from lineage_assets.stack.supervisor import Supervisor
 
 TEST_PORT_OFFSET = 10000
-PORT_FIELDS = [f.name for f in dataclasses.fields(Settings) if f.name.endswith("_port")]
 
 
 # An S3 credential of the session's own, which the exposure tests look for everywhere; every stack of
@@ -28,10 +27,8 @@ SESSION_S3_SECRET = f"test-secret-{secrets.token_hex(8)}"
 
 
 def isolated_settings(name: str, offset: int = TEST_PORT_OFFSET, **overrides) -> Settings:
-    base = Settings.from_env()
-    ports = {field: getattr(base, field) + offset for field in PORT_FIELDS}
     return dataclasses.replace(
-        base, **{"state_dir": base.state_dir / name, "s3_secret_key": SESSION_S3_SECRET, **ports, **overrides}
+        Settings.from_env().beside(name, offset), **{"s3_secret_key": SESSION_S3_SECRET, **overrides}
     )
 
 
