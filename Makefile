@@ -50,7 +50,7 @@ servers: $(BIN)/lineage-assets jars
 demo: setup
 	$(BIN)/lineage-assets demo $(if $(CONTINUOUS),--continuous)
 
-# The pictures in docs/, drawn on a fresh stack of their own (state .state/docs, ports shifted by 20000).
+# The pictures in docs/, drawn on a fresh stack of their own (state .state/docs, ports shifted by 3000).
 docs: setup
 	$(BIN)/python docs/pictures.py
 

@@ -1,6 +1,6 @@
 """The pictures in docs/, drawn from a fresh stack of their own (`make docs`).
 
-On a stack beside the default one (state `.state/docs`, ports shifted by 20000), started empty:
+On a stack beside the default one (state `.state/docs`, ports shifted by 3000), started empty:
 `marquez-design.png` is Marquez's web UI once the stack is up and the design is published, before
 anything ran; then the demo runs, and `lineage.png` is the project's own page of the event log
 (`lineage-assets lineage show --png`) and `marquez.png` Marquez's UI with the runs. Each Marquez
@@ -24,7 +24,7 @@ from lineage_assets.datasets import CHECKS, DATASETS, SUPPLIER_STATS
 from lineage_assets.settings import PROJECT_ROOT, Settings
 
 DOCS = Path(__file__).resolve().parent
-PORT_OFFSET = 20000  # the tests' stack is 10000 away, the benchmarks' 10600
+PORT_OFFSET = 3000  # clear of the default ports, the tests' (10000 away) and the benchmarks' (10600); below 32768
 DEMO_SEED = 7
 
 
