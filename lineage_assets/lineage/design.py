@@ -9,7 +9,7 @@ Publishing is idempotent: each event's content without its time is hashed, and t
 was last published are kept in the lineage folder (``design.json``); only an event whose hash
 changed is recorded again, so an unchanged graph sends nothing. What was published and is no longer
 designed (an asset removed or renamed) is retired, in events too: its dataset DROPped, its job
-published with no inputs or outputs (so it leaves the graph; its runs stay reachable by id).
+published with no inputs or outputs and a ``retired`` tag (its runs stay reachable by id).
 """
 
 from __future__ import annotations
