@@ -64,11 +64,8 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
 def _lineage(args: argparse.Namespace, settings: Settings) -> int:
     from lineage_assets.lineage.check import (
         check_log,
-        check_marquez,
-        log_design,
-        not_delivered,
+        check_marquez_with_design,
         not_yet_run_in_log,
-        not_yet_run_in_marquez,
         report,
         retire,
     )
@@ -144,10 +141,8 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     if args.source == "marquez":
         where = f"Marquez at {settings.marquez_api_url}"
-        api, design = MarquezApi(settings.marquez_api_url), log_design(emitter.log)
         try:
-            gaps = not_delivered(emitter.log) + check_marquez(api, settings, design=design if design.jobs else None)
-            notes = not_yet_run_in_marquez(api, settings, design)
+            gaps, notes = check_marquez_with_design(MarquezApi(settings.marquez_api_url), settings, emitter.log)
         except MarquezError as error:
             print(f"lineage-assets: {error}", file=sys.stderr)
             return 2

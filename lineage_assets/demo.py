@@ -24,11 +24,8 @@ from lineage_assets.definitions import build_definitions, publish_definitions
 from lineage_assets.generator import GeneratedOrder, GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.lineage.check import (
     check_log,
-    check_marquez,
-    log_design,
-    not_delivered,
+    check_marquez_with_design,
     not_yet_run_in_log,
-    not_yet_run_in_marquez,
     report,
     retire,
 )
@@ -186,9 +183,7 @@ def marquez_gaps(emitter: LineageEmitter, settings: Settings) -> list[str]:
         hidden = retire(api, settings)  # jobs renamed since an earlier demo on this stack
         if hidden:
             print(f"hid in Marquez the jobs renamed since: {', '.join(hidden)}")
-        design = log_design(emitter.log)
-        gaps = not_delivered(emitter.log) + check_marquez(api, settings, design=design if design.jobs else None)
-        notes = not_yet_run_in_marquez(api, settings, design)
+        gaps, notes = check_marquez_with_design(api, settings, emitter.log)
     except MarquezError as error:  # Marquez is down: its events wait in the log, whose check stands
         print(f"lineage check in Marquez skipped: {error}")
         return []

@@ -200,6 +200,14 @@ def not_yet_run_in_log(log: EventLog) -> list[str]:
     return not_yet_run(PublishedDesign.from_events([e for e in events if not is_run_event(e)]), ran)
 
 
+def check_marquez_with_design(api: MarquezApi, settings: Settings, log: EventLog) -> tuple[list[str], list[str]]:
+    """What the command line and the demo check in Marquez: the events of ``log`` it lacks, ``check_marquez``
+    against the design published through ``log``; and, as notes, the designed jobs it knows no run of."""
+    design = log_design(log)
+    gaps = not_delivered(log) + check_marquez(api, settings, design=design if design.jobs else None)
+    return gaps, not_yet_run_in_marquez(api, settings, design)
+
+
 def not_yet_run_in_marquez(api: MarquezApi, settings: Settings, design: PublishedDesign) -> list[str]:
     """Designed jobs Marquez knows no run of (a job published and never run has no ``latestRun``)."""
     jobs = api.jobs(settings.lineage_namespace)
