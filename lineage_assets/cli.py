@@ -65,6 +65,7 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
     from lineage_assets.lineage.check import (
         check_log,
         check_marquez_with_design,
+        log_design,
         not_yet_run_in_log,
         report,
         retire,
@@ -110,14 +111,14 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
         return _dead_letters(args, emitter)
     if args.action == "retire":
         try:
-            hidden = retire(MarquezApi(settings.marquez_api_url), settings)
+            hidden = retire(MarquezApi(settings.marquez_api_url), settings, log_design(emitter.log))
         except MarquezError as error:
             print(f"lineage-assets: {error}", file=sys.stderr)
             return 2
         print(
-            f"hid in Marquez the jobs renamed since: {', '.join(hidden)}"
+            f"hid in Marquez the jobs renamed or retired since: {', '.join(hidden)}"
             if hidden
-            else "no renamed job shown in Marquez"
+            else "no renamed or retired job shown in Marquez"
         )
         return 0
     if args.source == "marquez":
@@ -365,7 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
         "dead-letters: list the events delivery set aside (unreadable, or refused by the backend); "
         "show: draw the graph as a self-contained HTML page (and PNG); "
         "impact: everything downstream of SUBJECT; trace: everything upstream of SUBJECT; "
-        "retire: hide in Marquez the jobs renamed since (their runs stay)",
+        "retire: hide in Marquez the jobs renamed or no longer defined (their runs stay)",
     )
     lineage.add_argument(
         "subject",

@@ -8,7 +8,7 @@ from dagster_pyspark import PySparkResource
 
 from lineage_assets.assets.archive import archive_definitions
 from lineage_assets.assets.deployments import deployments_definitions
-from lineage_assets.assets.design import design_definitions, publish_design
+from lineage_assets.assets.design import asset_designs, design_definitions, publish_design
 from lineage_assets.assets.lakehouse import lakehouse_definitions
 from lineage_assets.assets.live_stats import live_stats_definitions
 from lineage_assets.assets.orders import orders_definitions
@@ -53,7 +53,8 @@ def build_definitions(environment: SettingsResource | None = None) -> dg.Definit
 def publish_definitions(settings: Settings, force: bool = False) -> Published:
     """The designed lineage graph of the definitions loaded for ``settings``, published where it
     changed (`lineage publish`, `stack up`, the demo; in `dagster dev`, a sensor does it)."""
-    return publish_design(build_definitions(SettingsResource.of(settings)).resolve_asset_graph(), settings, force)
+    asset_graph = build_definitions(SettingsResource.of(settings)).resolve_asset_graph()
+    return publish_design(asset_designs(asset_graph), settings, force)
 
 
 defs = build_definitions()

@@ -25,6 +25,7 @@ from lineage_assets.generator import GeneratedOrder, GeneratorConfig, generate_o
 from lineage_assets.lineage.check import (
     check_log,
     check_marquez_with_design,
+    log_design,
     not_yet_run_in_log,
     report,
     retire,
@@ -180,9 +181,9 @@ def marquez_gaps(emitter: LineageEmitter, settings: Settings) -> list[str]:
         return []
     api = MarquezApi(settings.marquez_api_url)
     try:
-        hidden = retire(api, settings)  # jobs renamed since an earlier demo on this stack
+        hidden = retire(api, settings, log_design(emitter.log))  # jobs renamed or retired since an earlier demo
         if hidden:
-            print(f"hid in Marquez the jobs renamed since: {', '.join(hidden)}")
+            print(f"hid in Marquez the jobs renamed or retired since: {', '.join(hidden)}")
         gaps, notes = check_marquez_with_design(api, settings, emitter.log)
     except MarquezError as error:  # Marquez is down: its events wait in the log, whose check stands
         print(f"lineage check in Marquez skipped: {error}")

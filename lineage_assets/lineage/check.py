@@ -43,22 +43,35 @@ def check(
 def check_marquez(
     api: MarquezApi, settings: Settings, running_jobs: set[str] = frozenset(), design: PublishedDesign | None = None
 ) -> list[str]:
-    """``check`` of what Marquez shows: its jobs, runs and each asset's column lineage as its current
-    version keeps it (Marquez's column-lineage graph also keeps every field pair it was ever sent, so a
-    derivation changed since lingers there), plus its lineage graph (asset and check jobs only)
+    """``check`` of what Marquez shows: its jobs, runs and each asset's columns and column lineage as
+    the newest version a run wrote keeps them (Marquez's column-lineage graph also keeps every field
+    pair it was ever sent, so a derivation changed since lingers there; a version the design made
+    holds what was declared, not what ran), plus its lineage graph (asset and check jobs only)
     around every asset and every dataset the project's jobs read or write there. Other datasets in
     the same namespaces (another team's topics on a shared cluster) are not the project's."""
     graph = read_graph(api, settings)
-    for dataset in DATASETS.values():  # the column lineage Marquez keeps with each asset's current version
+    for dataset in DATASETS.values():
         node = dataset.identity(settings).node
-        facet = (api.dataset(*node).get("facets") or {}).get("columnLineage")
-        if facet:
+        written = next((v for v in api.dataset_versions(*node) if v.get("createdByRun")), None)
+        if written is None:
+            continue
+        writer = written["createdByRun"].get("jobVersion") or {}
+        if writer:
+            graph.schemas[node][job_key(writer["namespace"], writer["name"])] = {
+                field["name"]: field.get("type") or "" for field in written.get("fields") or []
+            }
+        if facet := (written.get("facets") or {}).get("columnLineage"):
             graph.column_lineage[(None, node)] = column_hops(node, facet)
     gaps = check_graph(graph, settings, running_jobs, design)
     retired = _retired_jobs(settings)
     for job in sorted(set(graph.jobs) & set(retired)):
         gaps.append(
             f"retired job: {job} (now {retired[job]}) is still shown in Marquez; "
+            f"`lineage-assets lineage retire` hides it"
+        )
+    for job in sorted(set(graph.jobs) & {job_key(*job) for job in (design.retired if design else ())}):
+        gaps.append(
+            f"retired job: {job} (no longer in the definitions) is still shown in Marquez; "
             f"`lineage-assets lineage retire` hides it"
         )
     expected_jobs = {_asset_job(dataset, settings) for dataset in DATASETS.values()} | set(_check_jobs(settings))
@@ -230,13 +243,20 @@ def _column_gaps(graph: LineageGraph, dataset: Dataset, node: Node, job: str, se
     return [str(gap) for gap in observed.gaps(dataset, kinds, graph.column_runs.get((job, node)), merged)]
 
 
-def retire(api: MarquezApi, settings: Settings) -> list[str]:
-    """Hide the jobs renamed since (``datasets.retired_jobs``) in Marquez; the names hidden. Marquez
-    keeps their runs (each still found by its id), and shows a job again if an event of it arrives."""
-    shown = {job["name"] for job in api.jobs(settings.lineage_namespace)}
-    hidden = [name for name in sorted(retired_jobs()) if name in shown]
-    for name in hidden:
-        api.delete_job(settings.lineage_namespace, name)
+def retire(api: MarquezApi, settings: Settings, design: PublishedDesign | None = None) -> list[str]:
+    """Hide in Marquez the jobs renamed since (``datasets.retired_jobs``) and those the published
+    ``design`` retired; the names hidden ("namespace/name" for the design's). Marquez keeps their runs
+    (each still found by its id) and shows a job again if an event of it arrives, so a retired job's
+    event must be delivered before it is hidden."""
+    hidden = []
+    retiring = {(settings.lineage_namespace, name): name for name in retired_jobs()}
+    if design is not None:
+        retiring |= {job: job_key(*job) for job in design.retired}
+    for namespace in sorted({namespace for namespace, _ in retiring}):
+        shown = {job["name"] for job in api.jobs(namespace)}
+        for name in sorted(name for ns, name in retiring if ns == namespace and name in shown):
+            api.delete_job(namespace, name)
+            hidden.append(retiring[(namespace, name)])
     return hidden
 
 

@@ -75,12 +75,22 @@ def _schema(columns: tuple[Column, ...]) -> schema_dataset.SchemaDatasetFacet:
     )
 
 
+def _declared_lineage(dataset: Dataset, settings: Settings) -> dict:
+    if not dataset.expected_lineage:
+        return {}
+    return {"columnLineage": events.column_lineage_facet(dataset.expected_lineage, settings)}
+
+
 def dataset_event(asset: AssetDesign, settings: Settings, at: dt.datetime) -> DatasetEvent:
+    """The asset's dataset: schema, documentation, owners, tags and, beside its schema, the column
+    lineage the catalog declares, since Marquez shows a dataset with the facets of its event and keeps
+    a job event's output facets on a version it never shows (nor column lineage without a run)."""
     dataset = _catalog(asset.key)
     identity = dataset.identity(settings)
     facets = {
         **events.dataset_facets(dataset, settings),
         "schema": _schema(asset.columns),
+        **_declared_lineage(dataset, settings),
         "documentation": documentation_dataset.DocumentationDatasetFacet(
             description=f"{dataset.title} (Dagster asset `{asset.key}`). {asset.description}"
         ),
@@ -115,9 +125,7 @@ def job_event(asset: AssetDesign, settings: Settings, at: dt.datetime) -> JobEve
     (the written dataset's schema is its own event's, so a schema change re-sends that one only)."""
     dataset = _catalog(asset.key)
     identity = dataset.identity(settings)
-    facets = {}
-    if dataset.expected_lineage:
-        facets["columnLineage"] = events.column_lineage_facet(dataset.expected_lineage, settings)
+    facets = _declared_lineage(dataset, settings)
     return JobEvent(
         eventTime=at.isoformat(),
         job=events.job(dataset, settings),
@@ -206,6 +214,7 @@ class Published:
     sent: tuple[str, ...]  # subjects whose event was recorded for delivery
     unchanged: int  # events left out: the same content was published before
     retired: tuple[str, ...] = ()  # subjects published before and no longer designed, retired now
+    hidden: tuple[str, ...] = ()  # retired jobs hidden in Marquez since ("namespace/name")
 
 
 def publish(designed: list[DatasetEvent | JobEvent], emitter: LineageEmitter, force: bool = False) -> Published:
@@ -248,14 +257,17 @@ class PublishedDesign:
 
     jobs: dict[str, tuple[frozenset[tuple[str, str]], frozenset[tuple[str, str]]]]  # "namespace/name" -> (in, out)
     schemas: dict[tuple[str, str], dict[str, str]]  # dataset -> column -> type
+    retired: frozenset[tuple[str, str]] = frozenset()  # (namespace, name) of jobs published, then retired
 
     @classmethod
     def from_events(cls, static: list[dict]) -> PublishedDesign:
         """From the static events recorded, in order: a later event of a job or dataset replaces its earlier one."""
-        jobs, schemas = {}, {}
+        jobs, schemas, retired = {}, {}, set()
         for event in static:
+            kind, namespace, name = _identity(event)
+            if kind == "job":
+                (retired.add if _retired(event) else retired.discard)((namespace, name))
             if _retired(event):
-                kind, namespace, name = _identity(event)
                 (schemas if kind == "dataset" else jobs).pop(
                     (namespace, name) if kind == "dataset" else f"{namespace}/{name}", None
                 )
@@ -269,4 +281,4 @@ class PublishedDesign:
                     for side in ("inputs", "outputs")
                 ]
                 jobs[f"{event['job']['namespace']}/{event['job']['name']}"] = (sides[0], sides[1])
-        return cls(jobs, schemas)
+        return cls(jobs, schemas, frozenset(retired))

@@ -15,7 +15,7 @@ from openlineage.client.uuid import generate_new_uuid
 
 from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORCHESTRATOR_JOB, ORDERS, SUPPLIER_STATS
 from lineage_assets.definitions import build_definitions
-from lineage_assets.lineage.check import check_marquez, retire
+from lineage_assets.lineage.check import check_marquez, check_marquez_with_design, retire
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.event_log import file_lock
 from lineage_assets.lineage.events import PRODUCER, column_lineage_facet
@@ -83,8 +83,10 @@ def test_marquez_lineage_from_the_orders_topic_reaches_supplier_stats_through_la
     assert set(zip(path, path[1:])) <= edges
 
 
-def test_marquez_shows_no_gap_from_the_asset_graph(marquez, settings):
+def test_marquez_shows_no_gap_from_the_asset_graph_nor_from_the_design_published_before_the_runs(marquez, settings):
     assert check_marquez(marquez, settings) == []
+    gaps, not_yet_run = check_marquez_with_design(marquez, settings, emitter_for(settings).log)
+    assert gaps == [] and not_yet_run == []  # every designed job ran, as designed
 
 
 def test_a_job_renamed_since_is_a_gap_until_retire_hides_it_in_marquez(marquez, settings):
