@@ -14,7 +14,7 @@ import pytest
 from lineage_assets.assets.design import asset_designs, publish_design
 from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS
 from lineage_assets.definitions import build_definitions, publish_definitions
-from lineage_assets.lineage.check import check_marquez, log_design
+from lineage_assets.lineage.check import check_marquez, check_marquez_with_design, log_design
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.events import PRODUCER
 from lineage_assets.lineage.marquez import MarquezApi, dataset_node, job_node, lineage_nodes
@@ -52,6 +52,8 @@ def test_marquez_shows_every_asset_job_and_dataset_with_their_edges_before_any_r
     }
     assert datasets == {d.identity(probe).node for d in DATASETS.values()}
     assert all(job["latestRun"] is None for job in api.jobs("design_probe"))  # known from the design alone
+    gaps, not_yet_run = check_marquez_with_design(api, probe, emitter_for(probe).log)
+    assert gaps == [] and len(not_yet_run) == len(DATASETS) + len(CHECKS)
     graph = api.lineage(*SUPPLIER_STATS.identity(probe).node)["graph"]
     edges = {(edge["origin"], edge["destination"]) for node in graph for edge in node["inEdges"] + node["outEdges"]}
     expected = set()
