@@ -301,5 +301,5 @@ class Settings:
 
     @property
     def lineage_dir(self) -> Path:
-        """The durable lineage event log, its delivery cursor and its run markers."""
+        """The durable lineage event log, its delivery cursor and the published design."""
         return self.state_dir / "lineage"

@@ -1,21 +1,103 @@
-"""The lineage area: what ends a Dagster run's own lineage run (its START comes with its first step,
-``resources/lineage.py``), for every way a run can end."""
+"""The lineage run of a Dagster run: the parent of its materializations' and checks' lineage runs,
+started and ended once for each way Dagster runs a job, each by one path:
+
+| way of running                                               | starts and ends it                          |
+|--------------------------------------------------------------|---------------------------------------------|
+| launched by the daemon or the webserver (UI, sensors,        | ``RunLineageExecutor``: the Definitions'    |
+| schedules, backfills); ``dagster asset materialize`` and     | default executor, where the run is          |
+| ``dagster job execute`` from the command line                | orchestrated, around its steps              |
+| in-process: ``dg.materialize``, ``execute_in_process``       | ``LineageResource``'s set-up and teardown:  |
+| (Dagster runs them with its own in-process executor)         | such a run sets its resources up once       |
+| direct invocation of an asset or check (a unit test): there  | the asset's or check's own lineage run      |
+| is no Dagster run, the step is the whole run                 | (``LineageResource.lineage_run``)           |
+| a launched run whose process died (killed, machine lost):    | the sensor ``dead_dagster_run_lineage``,    |
+| its executor never ends it, Dagster marks it failed or       | from Dagster's run status                   |
+| cancelled                                                    |                                             |
+
+Only a run with a step that reports lineage (one requiring the ``lineage`` resource) has a lineage
+run. Where it stands is a tag of the Dagster run (``started``, then ``ended``), in Dagster's own run
+storage, which the sensor queries: a run is ended once even when a path and the sensor both see it.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import dagster as dg
 from dagster._core.errors import DagsterExecutionInterruptedError
+from openlineage.client.event_v2 import RunState
 
-from lineage_assets.resources.lineage import LineageResource, end_dagster_run
+from lineage_assets.lineage import events
+from lineage_assets.lineage.emitter import emitter_for
+from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings
+
+LINEAGE_TAG = "lineage_assets/lineage"  # "started", then "ended": where the run's lineage run stands
+LINEAGE_RESOURCE = "lineage"
+DIRECT_INVOCATION = "direct_invocation"  # the job name of an asset invoked directly (no Dagster run record)
+TERMINAL_STATES = {
+    dg.DagsterRunStatus.SUCCESS: RunState.COMPLETE,
+    dg.DagsterRunStatus.FAILURE: RunState.FAIL,
+    dg.DagsterRunStatus.CANCELED: RunState.ABORT,
+}
+
+
+def dagster_run_of(instance: dg.DagsterInstance, run_id: str) -> events.DagsterRun:
+    record = instance.get_run_record_by_id(run_id)
+    if record is None:
+        return events.DagsterRun(run_id=run_id, job_name=DIRECT_INVOCATION, started_at=dt.datetime.now(dt.UTC))
+    return events.DagsterRun(run_id=run_id, job_name=record.dagster_run.job_name, started_at=record.create_timestamp)
+
+
+def ending(error: BaseException | None) -> RunState:
+    """How a run that ``error`` ended (None: it did not) ends in lineage: ABORT when interrupted."""
+    if error is None:
+        return RunState.COMPLETE
+    return RunState.ABORT if isinstance(error, (DagsterExecutionInterruptedError, KeyboardInterrupt)) else RunState.FAIL
+
+
+def start_dagster_run(settings: Settings, instance: dg.DagsterInstance, run_id: str) -> None:
+    instance.add_run_tags(run_id, {LINEAGE_TAG: "started"})
+    emitter_for(settings).emit(events.dagster_run_event(RunState.START, dagster_run_of(instance, run_id), settings))
+
+
+def end_dagster_run(
+    settings: Settings, instance: dg.DagsterInstance, run_id: str, status: dg.DagsterRunStatus | None = None
+) -> None:
+    """The Dagster run's terminal lineage event, from its final status (or ``status``), if its lineage
+    run started and has not ended."""
+    record = instance.get_run_record_by_id(run_id)
+    if record is None or record.dagster_run.tags.get(LINEAGE_TAG) != "started":
+        return
+    state = TERMINAL_STATES.get(status or record.dagster_run.status)
+    if state is None:
+        return  # not finished
+    instance.add_run_tags(run_id, {LINEAGE_TAG: "ended"})
+    emitter_for(settings).emit(
+        events.dagster_run_event(
+            state,
+            dagster_run_of(instance, run_id),
+            settings,
+            error_message=f"Dagster run {run_id} ended {(status or record.dagster_run.status).value}"
+            if state != RunState.COMPLETE
+            else None,
+        )
+    )
+
+
+def reports_lineage(job: dg.JobDefinition, execution_plan) -> bool:
+    """Whether any step the plan executes requires the lineage resource."""
+    to_execute = set(execution_plan.step_keys_to_execute)
+    return any(
+        LINEAGE_RESOURCE in job.get_node(step.node_handle).definition.required_resource_keys
+        for step in execution_plan.steps
+        if step.key in to_execute
+    )
 
 
 class RunLineageExecutor(dg.Executor):
-    """Dagster's default executor, ending the Dagster run's lineage run once its last step is done.
-
-    It runs where the run is orchestrated, so it ends runs no run-status sensor sees: those started
-    from the command line (``dagster asset materialize``, ``dagster job execute``) and any run while
-    no daemon runs. The sensors stay as the backstop for a run that dies before its steps end."""
+    """Dagster's default executor, starting the run's lineage run before its first step and ending it
+    once its last step is done, where the run is orchestrated (once, whatever the steps' processes)."""
 
     def __init__(self, inner: dg.Executor, settings: Settings):
         self.inner, self.settings = inner, settings
@@ -29,6 +111,11 @@ class RunLineageExecutor(dg.Executor):
         return self.inner.step_dependency_config
 
     def execute(self, plan_context, execution_plan):
+        if not reports_lineage(plan_context.job.get_definition(), execution_plan):
+            yield from self.inner.execute(plan_context, execution_plan)
+            return
+        instance, run_id = plan_context.instance, plan_context.run_id
+        start_dagster_run(self.settings, instance, run_id)
         status = dg.DagsterRunStatus.SUCCESS
         try:
             for event in self.inner.execute(plan_context, execution_plan):
@@ -42,7 +129,7 @@ class RunLineageExecutor(dg.Executor):
             status = dg.DagsterRunStatus.FAILURE
             raise
         finally:
-            end_dagster_run(self.settings, plan_context.instance, plan_context.run_id, status)
+            end_dagster_run(self.settings, instance, run_id, status)
 
 
 def run_lineage_executor(settings: Settings) -> dg.ExecutorDefinition:
@@ -57,36 +144,21 @@ def run_lineage_executor(settings: Settings) -> dg.ExecutorDefinition:
     )
 
 
-# Running by default: without them a Dagster run's lineage would stay RUNNING forever.
-@dg.run_status_sensor(
-    run_status=dg.DagsterRunStatus.SUCCESS,
-    monitor_all_code_locations=False,
+# Running by default: without it the lineage of a run whose process died would stay RUNNING.
+@dg.sensor(
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Sends the terminal lineage event of each finished Dagster run.",
+    description="Ends the lineage run of each Dagster run that died (failed, cancelled) before its executor ended it.",
 )
-def dagster_run_succeeded_lineage(context: dg.RunStatusSensorContext, lineage: LineageResource):
-    end_dagster_run(lineage.environment.settings, context.instance, context.dagster_run.run_id)
-
-
-@dg.run_failure_sensor(
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Sends the FAIL lineage event of each failed Dagster run.",
-)
-def dagster_run_failed_lineage(context: dg.RunFailureSensorContext, lineage: LineageResource):
-    end_dagster_run(lineage.environment.settings, context.instance, context.dagster_run.run_id)
-
-
-@dg.run_status_sensor(
-    run_status=dg.DagsterRunStatus.CANCELED,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Sends the ABORT lineage event of each cancelled Dagster run.",
-)
-def dagster_run_cancelled_lineage(context: dg.RunStatusSensorContext, lineage: LineageResource):
-    end_dagster_run(lineage.environment.settings, context.instance, context.dagster_run.run_id)
+def dead_dagster_run_lineage(context: dg.SensorEvaluationContext, environment: SettingsResource):
+    dead = context.instance.get_run_records(
+        filters=dg.RunsFilter(
+            statuses=[dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED], tags={LINEAGE_TAG: "started"}
+        )
+    )
+    for record in dead:
+        end_dagster_run(environment.settings, context.instance, record.dagster_run.run_id)
+    return dg.SkipReason(f"ended the lineage of {len(dead)} Dagster runs that died")
 
 
 def run_lineage_definitions(settings: Settings) -> dg.Definitions:
-    return dg.Definitions(
-        sensors=[dagster_run_succeeded_lineage, dagster_run_failed_lineage, dagster_run_cancelled_lineage],
-        executor=run_lineage_executor(settings),
-    )
+    return dg.Definitions(sensors=[dead_dagster_run_lineage], executor=run_lineage_executor(settings))

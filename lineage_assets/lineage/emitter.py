@@ -1,6 +1,5 @@
 """The project's lineage folder: events recorded and delivered through the durable transport
-(``lineage.transport``), read back from its log (``lineage.event_log``), and the markers that let one
-of several processes send a run's event exactly once.
+(``lineage.transport``) and read back from its log (``lineage.event_log``).
 
 ``emit`` never raises and never waits on the network: the event is one line of
 ``<state>/lineage/events.jsonl`` and a sender process delivers the log, in order, to the transport
@@ -57,21 +56,6 @@ class LineageEmitter:
 
     def stop_sender(self) -> None:
         self.transport.stop_sender()
-
-    def mark(self, name: str) -> bool:
-        """True exactly once per ``name`` (a path below the lineage folder), across processes: for an
-        event that one of several processes sends (a Dagster run's START and end, from whichever of
-        its steps comes first)."""
-        marker = self.folder / name
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            marker.open("x").close()
-            return True
-        except FileExistsError:
-            return False
-
-    def marked(self, name: str) -> bool:
-        return (self.folder / name).exists()
 
     def events(self, run_id: str | None = None) -> list[dict]:
         """Every run event recorded (of one run, when given), in order (for the lineage check and

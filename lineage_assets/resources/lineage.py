@@ -1,18 +1,23 @@
 """OpenLineage for asset materializations and check evaluations: one lineage run per
-materialization or evaluation, nested under the Dagster run, with Spark's own lineage nested under it.
-The Dagster run's own lineage run starts with its first step and ends with the run
-(``assets/run_lineage.py``)."""
+materialization or evaluation, nested under the Dagster run's, with Spark's own lineage nested under
+it. How the Dagster run's lineage run starts and ends is ``assets/run_lineage.py``'s; this resource
+serves two of its ways: an in-process run and a direct invocation."""
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable
 from contextlib import contextmanager
 
 import dagster as dg
-from dagster._core.errors import DagsterExecutionInterruptedError
 from openlineage.client.event_v2 import RunState
 
+from lineage_assets.assets.run_lineage import (
+    DIRECT_INVOCATION,
+    dagster_run_of,
+    end_dagster_run,
+    ending,
+    start_dagster_run,
+)
 from lineage_assets.datasets import Check, Dataset
 from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import LineageEmitter, emitter_for
@@ -20,55 +25,6 @@ from lineage_assets.lineage.observed import ColumnLineage
 from lineage_assets.lineage.spark_agent import AgentEvidence, SparkApplication
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings
-
-DIRECT_INVOCATION = "direct_invocation"  # the job name of an asset invoked directly (no Dagster run record)
-
-
-def dagster_run_of(instance: dg.DagsterInstance, run_id: str) -> events.DagsterRun:
-    record = instance.get_run_record_by_id(run_id)
-    if record is None:
-        return events.DagsterRun(run_id=run_id, job_name=DIRECT_INVOCATION, started_at=dt.datetime.now(dt.UTC))
-    return events.DagsterRun(run_id=run_id, job_name=record.dagster_run.job_name, started_at=record.create_timestamp)
-
-
-def start_dagster_run(settings: Settings, dagster_run: events.DagsterRun) -> None:
-    """The Dagster run's START, once per run (its steps may run in several processes)."""
-    emitter = emitter_for(settings)
-    if emitter.mark(f"dagster-runs/{dagster_run.run_id}.started"):
-        emitter.emit(events.dagster_run_event(RunState.START, dagster_run, settings))
-
-
-def end_dagster_run(
-    settings: Settings, instance: dg.DagsterInstance, run_id: str, status: dg.DagsterRunStatus | None = None
-) -> None:
-    """The Dagster run's terminal lineage event, from its final status (or ``status``); once per run."""
-    if status is None:
-        record = instance.get_run_record_by_id(run_id)
-        status = record.dagster_run.status if record else None
-    state = {
-        dg.DagsterRunStatus.SUCCESS: RunState.COMPLETE,
-        dg.DagsterRunStatus.FAILURE: RunState.FAIL,
-        dg.DagsterRunStatus.CANCELED: RunState.ABORT,
-    }.get(status)
-    emitter = emitter_for(settings)
-    if state is None or not emitter.marked(f"dagster-runs/{run_id}.started"):
-        return  # not finished, or a run without asset lineage
-    if emitter.mark(f"dagster-runs/{run_id}.ended"):
-        emitter.emit(
-            events.dagster_run_event(
-                state,
-                dagster_run_of(instance, run_id),
-                settings,
-                error_message=f"Dagster run {run_id} ended {status.value}" if state != RunState.COMPLETE else None,
-            )
-        )
-
-
-def ending(error: BaseException | None) -> RunState:
-    """How a run that ``error`` ended (None: it did not) ends in lineage: ABORT when interrupted."""
-    if error is None:
-        return RunState.COMPLETE
-    return RunState.ABORT if isinstance(error, (DagsterExecutionInterruptedError, KeyboardInterrupt)) else RunState.FAIL
 
 
 class AssetRunLineage:
@@ -184,20 +140,28 @@ class LineageResource(dg.ConfigurableResource):
     def emitter(self) -> LineageEmitter:
         return emitter_for(self.environment.settings)
 
-    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
-        """Ends the lineage of an in-process run (``dg.materialize``, ``execute_in_process``): such a
-        run has no code origin, so no run-status sensor ever sees it, and it tears its resources down
-        once, after its last step."""
+    @staticmethod
+    def _in_process_run(context: dg.InitResourceContext) -> dg.DagsterRun | None:
+        """The run being set up if it runs in this process (``dg.materialize``, ``execute_in_process``):
+        such a run has no code origin, no executor of the Definitions, and sets its resources up once."""
         run = getattr(context, "run", None)
-        if run is None or run.job_code_origin is not None or run.remote_job_origin is not None:
-            return
-        failed = context.instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE).records
-        end_dagster_run(
-            self.environment.settings,
-            context.instance,
-            run.run_id,
-            dg.DagsterRunStatus.FAILURE if failed else dg.DagsterRunStatus.SUCCESS,
-        )
+        if run is None or context.instance is None or run.job_code_origin or run.remote_job_origin:
+            return None
+        return run
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        if run := self._in_process_run(context):
+            start_dagster_run(self.environment.settings, context.instance, run.run_id)
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        if run := self._in_process_run(context):
+            failed = context.instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE).records
+            end_dagster_run(
+                self.environment.settings,
+                context.instance,
+                run.run_id,
+                dg.DagsterRunStatus.FAILURE if failed else dg.DagsterRunStatus.SUCCESS,
+            )
 
     def asset_run(self, context: dg.AssetExecutionContext, dataset: Dataset, lifecycle: str | None = None):
         """The lineage run of this materialization (``lineage_run``); the asset calls ``complete``.
@@ -224,13 +188,15 @@ class LineageResource(dg.ConfigurableResource):
         make: Callable[[events.DagsterRun], AssetRunLineage | CheckRunLineage],
     ):
         """START now; on leaving, COMPLETE, FAIL with the error, or ABORT if the run was interrupted.
-        A directly invoked asset or check is its whole run: no run-status sensor will end the parent
-        run, so it ends here too. Emission never raises into the step."""
+        A directly invoked asset or check is its whole run: it starts and ends the parent run here.
+        Emission never raises into the step."""
         settings = self.environment.settings
         # A directly invoked asset (an asset unit test) has a run id but no run record. `context.run`
         # raises for such contexts, so the run id is read from the op's context.
         dagster_run = dagster_run_of(context.instance, context.op_execution_context.run_id)
-        start_dagster_run(settings, dagster_run)
+        direct = dagster_run.job_name == DIRECT_INVOCATION
+        if direct:
+            self.emitter().emit(events.dagster_run_event(RunState.START, dagster_run, settings))
         run = make(dagster_run)
         run.emit(RunState.START)
         error = None
@@ -242,7 +208,7 @@ class LineageResource(dg.ConfigurableResource):
         finally:
             state = ending(error)
             run.emit(state, error=error)
-            if dagster_run.job_name == DIRECT_INVOCATION:
+            if direct:
                 self.emitter().emit(
                     events.dagster_run_event(
                         state,

@@ -22,13 +22,13 @@ import pytest
 from dagster_graphql import DagsterGraphQLClient
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
+from lineage_assets.assets.run_lineage import dagster_run_of
 from lineage_assets.datasets import DATASETS, SUPPLIER_STATS
 from lineage_assets.lineage.check import check, check_marquez
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.lineage.spark_agent import SparkApplication
 from lineage_assets.processes import pids_naming
-from lineage_assets.resources.lineage import dagster_run_of
 from lineage_assets.settings import PROJECT_ROOT
 from tests.conftest import wait_for
 

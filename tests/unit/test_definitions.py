@@ -96,11 +96,11 @@ def test_dagster_validates_the_workspace():
 
 
 def test_every_sensor_runs_by_default_so_dagster_dev_keeps_lineage_truthful():
-    # Stopped run-status sensors would leave every Dagster run's lineage RUNNING; a stopped asset
-    # sensor would leave supplier_stats stale under continuous ingestion; a stopped design sensor
-    # would leave Marquez without the graph until each asset first runs.
+    # A stopped dead-run sensor would leave a died run's lineage RUNNING; a stopped asset sensor would
+    # leave supplier_stats stale under continuous ingestion; a stopped design sensor would leave
+    # Marquez without the graph until each asset first runs.
     sensors = {sensor.name: sensor.default_status for sensor in defs.sensors}
-    assert len(sensors) == 6 and "publish_lineage_design" in sensors
+    assert len(sensors) == 4 and {"publish_lineage_design", "dead_dagster_run_lineage"} <= set(sensors)
     assert set(sensors.values()) == {dg.DefaultSensorStatus.RUNNING}, sensors
 
 

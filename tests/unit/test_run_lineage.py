@@ -1,0 +1,89 @@
+"""A Dagster run's own lineage run, on a real Dagster instance: started and ended exactly once by the
+executor of a launched run whatever process each step ran in, not at all for a run that reports no
+lineage, and ended by the sensor when the run's process died. (In-process runs and direct invocation:
+``test_emitter.py``.)"""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+
+from lineage_assets.assets.run_lineage import (
+    LINEAGE_TAG,
+    dead_dagster_run_lineage,
+    run_lineage_executor,
+    start_dagster_run,
+)
+from lineage_assets.datasets import SUPPLIER_STATS
+from lineage_assets.lineage.emitter import emitter_for
+from lineage_assets.resources.lineage import LineageResource
+from lineage_assets.resources.settings import SettingsResource
+from lineage_assets.settings import Settings
+
+
+@dg.asset(key=["lakehouse", "supplier_stats"])
+def reported(context, lineage: LineageResource):
+    with lineage.asset_run(context, SUPPLIER_STATS):
+        pass
+
+
+@dg.asset
+def unreported() -> int:
+    return 1
+
+
+def definitions() -> dg.Definitions:
+    settings = Settings.from_env()  # the test's state folder, in every step's process too
+    return dg.Definitions(
+        assets=[reported, unreported],
+        jobs=[dg.define_asset_job("both"), dg.define_asset_job("unreported_only", selection=["unreported"])],
+        resources={"lineage": LineageResource(environment=SettingsResource.of(settings))},
+        executor=run_lineage_executor(settings),
+    )
+
+
+def both_job() -> dg.JobDefinition:
+    return definitions().resolve_job_def("both")
+
+
+def unreported_only_job() -> dg.JobDefinition:
+    return definitions().resolve_job_def("unreported_only")
+
+
+@pytest.fixture()
+def settings(tmp_path, monkeypatch) -> Settings:
+    monkeypatch.setenv("LINEAGE_ASSETS_STATE_DIR", str(tmp_path))
+    return Settings.from_env()
+
+
+def test_a_launched_run_starts_and_ends_its_lineage_once_around_steps_in_their_own_processes(settings):
+    with dg.instance_for_test() as instance:
+        result = dg.execute_job(dg.reconstructable(both_job), instance)  # the multiprocess executor
+        assert result.success
+        tag = instance.get_run_by_id(result.run_id).tags[LINEAGE_TAG]
+    recorded = [(e["job"]["name"], e["eventType"]) for e in emitter_for(settings).events()]
+    asset_job = SUPPLIER_STATS.job.lineage_name
+    assert recorded == [("dagster", "START"), (asset_job, "START"), (asset_job, "COMPLETE"), ("dagster", "COMPLETE")]
+    assert tag == "ended"
+
+
+def test_a_run_that_reports_no_lineage_has_no_lineage_run(settings):
+    with dg.instance_for_test() as instance:
+        result = dg.execute_job(dg.reconstructable(unreported_only_job), instance)
+        assert result.success and LINEAGE_TAG not in instance.get_run_by_id(result.run_id).tags
+    assert emitter_for(settings).events() == []
+
+
+def test_the_sensor_ends_the_lineage_of_a_run_whose_process_died_once(settings):
+    with dg.instance_for_test() as instance:
+        run = instance.create_run_for_job(both_job())
+        start_dagster_run(settings, instance, run.run_id)  # as its executor did, then the process died
+        instance.report_run_failed(run)  # as Dagster's run monitoring marks a run whose worker is gone
+        context = dg.build_sensor_context(instance=instance, resources={"environment": SettingsResource.of(settings)})
+        for _ in range(2):
+            dead_dagster_run_lineage(context)
+        assert instance.get_run_by_id(run.run_id).tags[LINEAGE_TAG] == "ended"
+    start, end = emitter_for(settings).events()
+    assert (start["eventType"], end["eventType"]) == ("START", "FAIL")
+    assert start["run"]["runId"] == end["run"]["runId"]
+    assert end["run"]["facets"]["errorMessage"]["message"] == f"Dagster run {run.run_id} ended FAILURE"
