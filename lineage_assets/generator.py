@@ -73,10 +73,6 @@ class GeneratedOrder:
     kind: str = "valid"  # "valid", "late" or one of BAD_KINDS
     raw_value: bytes | None = field(default=None, repr=False)
 
-    @property
-    def is_valid(self) -> bool:
-        return self.kind in ("valid", "late")
-
 
 def generate_orders(config: GeneratorConfig) -> Iterator[GeneratedOrder]:
     rng = random.Random(config.seed)

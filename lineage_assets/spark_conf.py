@@ -173,16 +173,6 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     }
 
 
-def local_session(settings: Settings, app_name: str, extra_conf: dict[str, str] | None = None):
-    """An in-process SparkSession with the project's configuration (tests and small jobs)."""
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.appName(app_name)
-    for key, value in {**spark_conf(settings), **(extra_conf or {})}.items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
-
-
 # Spark's own default of spark.redaction.regex: the keys whose values it hides in its UI and logs.
 SECRET_KEY = re.compile(r"(?i)secret|password|token|access[.]key")
 

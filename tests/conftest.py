@@ -103,9 +103,14 @@ def spark(settings: Settings):
     Catalogs connect lazily, so unit tests use it without servers; the asset checks'
     PySparkResource gets this same session back from ``getOrCreate``.
     """
-    from lineage_assets.spark_conf import local_session
+    from pyspark.sql import SparkSession
 
-    session = local_session(settings, "lineage-assets-tests")
+    from lineage_assets.spark_conf import spark_conf
+
+    builder = SparkSession.builder.appName("lineage-assets-tests")
+    for key, value in spark_conf(settings).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     yield session
     session.stop()
 

@@ -96,11 +96,6 @@ def dataset_node(namespace: str, name: str, field: str | None = None) -> str:
     return f"datasetField:{namespace}:{name}:{field}" if field else f"dataset:{namespace}:{name}"
 
 
-def job_node(namespace: str, name: str) -> str:
-    """Marquez's id of a job in its lineage graphs."""
-    return f"job:{namespace}:{name}"
-
-
 def _quote(part: str) -> str:
     return urllib.parse.quote(part, safe="")
 
@@ -167,8 +162,3 @@ def lineage_nodes(api: MarquezApi, namespace: str, name: str) -> tuple[set[str],
         elif node["type"] == "DATASET":
             datasets.add((data["namespace"], data["name"]))
     return jobs, datasets
-
-
-def dataset_names(api: MarquezApi, namespaces: set[str]) -> set[tuple[str, str]]:
-    """Every dataset Marquez holds in these namespaces."""
-    return {(namespace, dataset["name"]) for namespace in namespaces for dataset in api.datasets(namespace)}

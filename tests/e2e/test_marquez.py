@@ -19,9 +19,10 @@ from lineage_assets.lineage.check import check_marquez, check_marquez_with_desig
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.event_log import file_lock
 from lineage_assets.lineage.events import PRODUCER, column_lineage_facet
-from lineage_assets.lineage.marquez import MarquezApi, dataset_names, dataset_node, job_node, lineage_nodes
+from lineage_assets.lineage.marquez import MarquezApi, dataset_node, lineage_nodes
 from lineage_assets.resources.settings import SettingsResource
 from tests.e2e.conftest import DELIVERY_TIMEOUT_S
+from tests.marquez_graph import dataset_names, job_node
 
 
 def dagster_runs_of(settings, dagster_job: str) -> set[str]:
