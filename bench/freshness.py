@@ -26,7 +26,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 
 from bench.measure import percentile
-from lineage_assets import jobs
+from lineage_assets import job_specs
 from lineage_assets.datasets import LAKEHOUSE_ORDERS, SUPPLIER_STATS_LIVE, orders_avro_schema_json
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.resources.kafka import KafkaResource
@@ -201,7 +201,7 @@ def run(environment: SettingsResource, quick: bool, seconds: int | None = None) 
             deployments.deploy(dataset.key)
         ends = kafka.end_offsets(settings.orders_topic)
         for dataset in JOBS:
-            checkpoint = Path(jobs.checkpoint(settings, dataset))  # the local stack's: a folder
+            checkpoint = Path(job_specs.checkpoint(settings, dataset))  # the local stack's: a folder
             if not wait_until(
                 lambda dataset=dataset, checkpoint=checkpoint: caught_up(
                     deployments, dataset.key, checkpoint, settings.orders_topic, ends

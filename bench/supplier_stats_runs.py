@@ -8,7 +8,7 @@ import dagster as dg
 from lineage_assets.assets.common import asset_key
 from lineage_assets.datasets import SUPPLIER_STATS
 from lineage_assets.definitions import build_definitions
-from lineage_assets.jobs import SupplierStatsReport, supplier_stats_job
+from lineage_assets.job_specs import SupplierStatsReport, supplier_stats_job
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 

@@ -20,9 +20,9 @@ from pyspark.sql import functions as F
 
 from lineage_assets.datasets import LAKEHOUSE_ORDERS
 from lineage_assets.generator import ITEMS, SUPPLIERS
-from lineage_assets.jobs import Report, table_columns
-from spark import jobs
+from lineage_assets.job_specs import Report, table_columns
 from spark.ingest_orders import PARTITIONED_BY
+from spark.support import reports, tables
 from spark.transforms import PRICE_TYPE
 
 
@@ -59,7 +59,7 @@ def main() -> None:
     args = parser.parse_args()
     started = time.monotonic()
     spark = SparkSession.builder.getOrCreate()
-    jobs.create_table(spark, args.table, table_columns(LAKEHOUSE_ORDERS), PARTITIONED_BY)
+    tables.create_table(spark, args.table, table_columns(LAKEHOUSE_ORDERS), PARTITIONED_BY)
     generated = {}
     for day, count in args.day:
         present = spark.table(args.table).where(F.to_date("bid_time") == F.lit(day)).count()
@@ -69,7 +69,7 @@ def main() -> None:
                 "distribution-mode", "none"
             ).overwritePartitions()
         generated[day.isoformat()] = count if present != count else 0
-    jobs.write_report(args.report, SyntheticOrdersReport, started, generated=generated)
+    reports.write_report(args.report, SyntheticOrdersReport, started, generated=generated)
     spark.stop()
 
 

@@ -45,7 +45,7 @@ from lineage_assets.datasets import (
     orders_avro_schema_json,
 )
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
-from lineage_assets.jobs import archive_job, ingestion_job, live_stats_job
+from lineage_assets.job_specs import archive_job, ingestion_job, live_stats_job
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource

@@ -266,7 +266,7 @@ def _dlq(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _deployments(args: argparse.Namespace, settings: Settings) -> int:
-    from lineage_assets.jobs import STREAMING_JOBS
+    from lineage_assets.job_specs import STREAMING_JOBS
     from lineage_assets.streaming.deployments import DeploymentError, deployments_for
 
     deployments = deployments_for(settings, running_interval=args.running_interval)
@@ -298,7 +298,7 @@ def _deployments(args: argparse.Namespace, settings: Settings) -> int:
 
 def _end_dead(deployments, by: str, names: list[str] | None = None) -> dict[str, str]:
     """End the deployments found dead (no other process may be watching them); what was done, by name."""
-    from lineage_assets.jobs import STREAMING_JOBS
+    from lineage_assets.job_specs import STREAMING_JOBS
     from lineage_assets.streaming.deployments import describe_ending
 
     done = {name: deployments.end_if_dead(name, by=by) for name in names or STREAMING_JOBS}

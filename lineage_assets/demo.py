@@ -214,7 +214,7 @@ def main_demo(settings: Settings, orders: int, seed: int, continuous: bool = Fal
     print("\n" + report(gaps, where, not_yet_run_in_log(emitter.log)))
     gaps += marquez_gaps(emitter, settings)
     if continuous:
-        from lineage_assets.jobs import STREAMING_JOBS
+        from lineage_assets.job_specs import STREAMING_JOBS
         from lineage_assets.streaming.deployments import deployments_for
 
         deployments = deployments_for(settings)

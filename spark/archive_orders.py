@@ -16,38 +16,39 @@ import time
 
 from pyspark.sql import SparkSession
 
-from lineage_assets.jobs import ArchiveReport
-from spark import jobs, lineage, transforms
+from lineage_assets.job_specs import ArchiveReport
+from spark import lineage, transforms
+from spark.support import arguments, kafka, quality, queries, reports, tables
 
 
 def main() -> None:
-    parser = jobs.streaming_arguments(__doc__)
+    parser = arguments.streaming_arguments(__doc__)
     parser.add_argument("--path", required=True, help="archive location, e.g. s3://archive/orders")
     args = parser.parse_args()
     started = time.monotonic()
     spark = SparkSession.builder.getOrCreate()
-    files_before, bytes_before = jobs.files_under(spark, args.path)
+    files_before, bytes_before = tables.files_under(spark, args.path)
 
-    versions = jobs.SourceVersions(args)
-    columns = jobs.ColumnMetrics()
-    source = jobs.kafka_source(spark, args)
+    versions = kafka.SourceVersions(args)
+    columns = quality.ColumnMetrics()
+    source = kafka.kafka_source(spark, args)
     records = transforms.archive_records(
         versions.observed(transforms.decode_orders(source, args.value_schema, versions.by_id))
     )
     written = columns.observed(records)
-    observed = jobs.observed_lineage(args, lineage.observe(written))
+    observed = reports.observed_lineage(args, lineage.observe(written))
     writer = (
         written.writeStream.format("json")
         .partitionBy("date", "hour")
         .option("path", args.path)
         .option("checkpointLocation", args.checkpoint)
     )
-    query = jobs.run_query(writer, args, spark, versions, columns)
+    query = queries.run_query(writer, args, spark, versions, columns)
 
-    files_after, bytes_after = jobs.files_under(spark, args.path)
-    summary = jobs.progress_summary(query)
+    files_after, bytes_after = tables.files_under(spark, args.path)
+    summary = queries.progress_summary(query)
     rows, files, size = summary["rows_in"], files_after - files_before, bytes_after - bytes_before
-    jobs.write_report(
+    reports.write_report(
         args.report,
         ArchiveReport,
         started,
@@ -59,7 +60,7 @@ def main() -> None:
         schema_versions=versions.summary(),
         column_lineage=observed,
         # Of the records this run archived: the sink keeps no statistics of its files to read.
-        quality=jobs.quality_entry(rows, size, files, columns.summary()),
+        quality=reports.quality_entry(rows, size, files, columns.summary()),
     )
     spark.stop()
 

@@ -26,9 +26,10 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from lineage_assets.dead_letters import REPLAY_HEADER
-from lineage_assets.jobs import IngestionReport
+from lineage_assets.job_specs import IngestionReport
 from lineage_assets.source_schemas import SCHEMA_INCOMPATIBLE, WriterVersion
-from spark import jobs, lineage, transforms
+from spark import lineage, transforms
+from spark.support import arguments, kafka, quality, queries, reports, tables
 
 QUERY_PROPERTY = "lineage-assets.checkpoint"
 BATCH_PROPERTY = "lineage-assets.batch-id"
@@ -58,19 +59,19 @@ class CommittedTable:
         self.snapshot_id = self._read(spark, self._current(spark).currentSnapshot())
 
     def after_commit(self, session: SparkSession, appended: dict) -> dict:
-        """``jobs.table_state`` just after a commit, through the committing ``session`` (its catalog
+        """``tables.table_state`` just after a commit, through the committing ``session`` (its catalog
         holds the table as the commit left it); ``appended``: the commit's ``column_aggregates``."""
         iceberg = self._current(session)
         snapshot = iceberg.currentSnapshot()
         if snapshot.parentId() == self.snapshot_id and {key.rsplit(":", 1)[0] for key in appended} <= set(self.columns):
-            self.totals = jobs.totals_after_append(self.totals, dict(snapshot.summary()), appended)
+            self.totals = quality.totals_after_append(self.totals, dict(snapshot.summary()), appended)
             self.snapshot_id = snapshot.snapshotId()
         else:  # another writer committed in between (or the batch wrote columns the table had not)
             self.snapshot_id = self._read(session, snapshot)
         return {
             "snapshot_id": self.snapshot_id,
             "schema_id": iceberg.schema().schemaId(),
-            "quality": jobs.table_quality_entry(self.totals, self.columns),
+            "quality": quality.table_quality_entry(self.totals, self.columns),
         }
 
     def _current(self, session: SparkSession):
@@ -80,7 +81,7 @@ class CommittedTable:
     def _read(self, session: SparkSession, snapshot) -> int | None:
         """Read the totals of ``snapshot`` (None: the table has none yet) from its manifests; its id."""
         snapshot_id = snapshot.snapshotId() if snapshot is not None else None
-        self.totals, self.columns = jobs.table_totals(session, self.table, snapshot_id)
+        self.totals, self.columns = tables.table_totals(session, self.table, snapshot_id)
         return snapshot_id
 
 
@@ -106,7 +107,7 @@ class BatchPlan:
             *[F.count_if(F.col("schema_id") == schema_id).alias(str(schema_id)) for schema_id in versions],
         )
         # The metrics of the written ``columns`` (whether each is numeric; none: no metrics), for ``CommittedTable``.
-        self.column_metrics = jobs.column_aggregates(columns, where=valid)
+        self.column_metrics = quality.column_aggregates(columns, where=valid)
         self.outcomes += tuple(self.column_metrics.values())
         self.lineage: dict | None = None  # of the rows written, observed in the first batch's plan
 
@@ -127,7 +128,7 @@ class BatchPlan:
 
 
 def main() -> None:
-    parser = jobs.streaming_arguments(__doc__)
+    parser = arguments.streaming_arguments(__doc__)
     parser.add_argument("--table", required=True, help="Iceberg table, as Spark SQL names it")
     parser.add_argument("--columns", required=True, help="the table's columns, as CREATE TABLE lists them")
     parser.add_argument("--dead-letter-topic", required=True)
@@ -135,15 +136,17 @@ def main() -> None:
     args = parser.parse_args()
     started = time.monotonic()
     spark = SparkSession.builder.getOrCreate()
-    created = jobs.create_table(spark, args.table, args.columns, PARTITIONED_BY, WRITE_PROPERTIES)
+    created = tables.create_table(spark, args.table, args.columns, PARTITIONED_BY, WRITE_PROPERTIES)
     totals = Counter()
     reasons = Counter()
     days: set[str] = set()
-    versions = jobs.SourceVersions(args)
-    committed_table = CommittedTable(spark, args.table) if args.progress_file and args.mode == jobs.CONTINUOUS else None
+    versions = kafka.SourceVersions(args)
+    committed_table = (
+        CommittedTable(spark, args.table) if args.progress_file and args.mode == arguments.CONTINUOUS else None
+    )
     # The written columns' metrics are observed only for a CommittedTable: a catch-up run does without.
     columns = (
-        jobs.numeric_columns(spark.table(args.table).schema, transforms.ICEBERG_ORDER_COLUMNS)
+        quality.numeric_columns(spark.table(args.table).schema, transforms.ICEBERG_ORDER_COLUMNS)
         if committed_table
         else {}
     )
@@ -170,7 +173,7 @@ def main() -> None:
 
     # Only a run's first batch can be one that an earlier run wrote: Spark runs again the last batch
     # it planned without committing, and every later batch id is new. From a new checkpoint, none is.
-    replay_possible = jobs.planned_batches(spark, args.checkpoint)
+    replay_possible = tables.planned_batches(spark, args.checkpoint)
     observed: dict[str, dict] = {}
 
     def write_batch(batch, batch_id: int) -> None:
@@ -186,7 +189,7 @@ def main() -> None:
         outcomes = Observation(f"outcomes-{batch_id}")
         rows = plan.rows(batch, outcomes)
         if plan.lineage is None:  # a micro-batch's rows are the source's records: the plan does not name them
-            plan.lineage = observed["lineage"] = jobs.observed_lineage(
+            plan.lineage = observed["lineage"] = reports.observed_lineage(
                 args, lineage.observe(rows, source=f"kafka:{args.topic}")
             )
         # Every batch commits a snapshot, an empty one when all its records are dead letters: the
@@ -212,7 +215,7 @@ def main() -> None:
         incompatible = sum(n for reason, n in batch_reasons.items() if reason.startswith(SCHEMA_INCOMPATIBLE))
         days.update(batch_days)
         if args.progress_file and (written or batch_reasons):  # as soon as committed, for supervision
-            jobs.append_progress(
+            reports.append_progress(
                 args.progress_file,
                 {
                     "event": "committed",
@@ -233,16 +236,16 @@ def main() -> None:
         totals["dead_letters_replayed"] += returned
         reasons.update(batch_reasons)
 
-    source = jobs.kafka_source(spark, args, headers=True)
+    source = kafka.kafka_source(spark, args, headers=True)
     writer = source.writeStream.foreachBatch(write_batch).option("checkpointLocation", args.checkpoint)
-    query = jobs.run_query(writer, args, spark)
-    table = jobs.table_state(spark, args.table)  # the whole table, from its manifests
-    quality = table["quality"]
-    jobs.write_report(
+    query = queries.run_query(writer, args, spark)
+    table = tables.table_state(spark, args.table)  # the whole table, from its manifests
+    table_quality = table["quality"]
+    reports.write_report(
         args.report,
         IngestionReport,
         started,
-        **jobs.progress_summary(query),
+        **queries.progress_summary(query),
         rows_written=totals["rows_written"],
         dead_letters=totals["dead_letters"],
         dead_letter_reasons=dict(reasons),
@@ -256,8 +259,8 @@ def main() -> None:
         snapshot_id=table["snapshot_id"],
         schema_id=table["schema_id"],
         # The manifests' count is exact without delete files (none here: the table is only appended to).
-        table_rows=quality["rows"] if quality else spark.table(args.table).count(),
-        quality=quality,
+        table_rows=table_quality["rows"] if table_quality else spark.table(args.table).count(),
+        quality=table_quality,
     )
     spark.stop()
 

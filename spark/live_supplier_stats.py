@@ -15,12 +15,13 @@ import time
 
 from pyspark.sql import SparkSession
 
-from lineage_assets.jobs import LiveStatsReport
-from spark import jobs, lineage, transforms
+from lineage_assets.job_specs import LiveStatsReport
+from spark import lineage, transforms
+from spark.support import arguments, kafka, queries, reports
 
 
 def main() -> None:
-    parser = jobs.streaming_arguments(__doc__)
+    parser = arguments.streaming_arguments(__doc__)
     parser.add_argument("--output-topic", required=True)
     parser.add_argument("--window-seconds", type=int, default=5)
     parser.add_argument("--watermark-seconds", type=int, default=5)
@@ -28,15 +29,15 @@ def main() -> None:
     started = time.monotonic()
     spark = SparkSession.builder.getOrCreate()
 
-    versions = jobs.SourceVersions(args)
-    source = jobs.kafka_source(spark, args)
+    versions = kafka.SourceVersions(args)
+    source = kafka.kafka_source(spark, args)
     valid = transforms.valid_orders(
         versions.observed(transforms.decode_orders(source, args.value_schema, versions.by_id))
     )
     stats = transforms.windowed_supplier_stats(valid, args.window_seconds, args.watermark_seconds)
     records = transforms.supplier_stats_records(stats)
     # The topic's columns are the fields of each record's JSON value.
-    observed = jobs.observed_lineage(args, lineage.observe(records, expand="value"))
+    observed = reports.observed_lineage(args, lineage.observe(records, expand="value"))
     writer = (
         records.writeStream.format("kafka")
         .outputMode("append")
@@ -44,11 +45,11 @@ def main() -> None:
         .option("topic", args.output_topic)
         .option("checkpointLocation", args.checkpoint)
     )
-    query = jobs.run_query(writer, args, spark, versions)
+    query = queries.run_query(writer, args, spark, versions)
 
-    summary = jobs.progress_summary(query)
+    summary = queries.progress_summary(query)
     sink_rows = sum(p.sink.numOutputRows for p in query.recentProgress if p.sink and p.sink.numOutputRows > 0)
-    jobs.write_report(
+    reports.write_report(
         args.report,
         LiveStatsReport,
         started,

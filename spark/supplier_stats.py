@@ -18,8 +18,9 @@ import time
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from lineage_assets.jobs import SupplierStatsReport
-from spark import jobs, lineage, transforms
+from lineage_assets.job_specs import PROGRESS_PREFIX, SupplierStatsReport
+from spark import lineage, transforms
+from spark.support import reports, tables
 
 
 def latest_day(spark: SparkSession, source: str) -> dt.date | None:
@@ -36,26 +37,26 @@ def main() -> None:
     args = parser.parse_args()
     started = time.monotonic()
     spark = SparkSession.builder.getOrCreate()
-    created = jobs.create_table(spark, args.target, args.columns, "bid_date, bid_hour")
+    created = tables.create_table(spark, args.target, args.columns, "bid_date, bid_hour")
     day = args.day or latest_day(spark, args.source)
     if day is None:
-        jobs.write_report(
+        reports.write_report(
             args.report, SupplierStatsReport, started, day=None, rows_in=0, rows_written=0, table_created=created
         )
         spark.stop()
         return
 
-    print(f"{jobs.PROGRESS_PREFIX}computing {day} from {args.source}", flush=True)
+    print(f"{PROGRESS_PREFIX}computing {day} from {args.source}", flush=True)
     orders = transforms.orders_of_day(spark.table(args.source), day)
     stats = transforms.hourly_supplier_stats(orders).persist()
     observed = lineage.observe(stats)
     stats.writeTo(args.target).overwrite(F.col("bid_date") == F.lit(day))
-    print(f"{jobs.PROGRESS_PREFIX}replaced {day} in {args.target} after {time.monotonic() - started:.0f} s", flush=True)
+    print(f"{PROGRESS_PREFIX}replaced {day} in {args.target} after {time.monotonic() - started:.0f} s", flush=True)
     snapshot = spark.sql(
         f"SELECT snapshot_id, summary FROM {args.target}.snapshots ORDER BY committed_at DESC LIMIT 1"
     ).collect()[0]
     totals = stats.orderBy("supplier", "bid_hour").collect()
-    jobs.write_report(
+    reports.write_report(
         args.report,
         SupplierStatsReport,
         started,
@@ -65,10 +66,10 @@ def main() -> None:
         rows_written=len(totals),
         table_created=created,
         snapshot_id=snapshot.snapshot_id,
-        schema_id=jobs.table_schema_id(spark, args.target),
+        schema_id=tables.table_schema_id(spark, args.target),
         files_written=int(snapshot.summary.get("added-data-files", 0)),
         bytes_written=int(snapshot.summary.get("added-files-size", 0)),
-        quality=jobs.table_quality(spark, args.target, snapshot.snapshot_id),  # the whole table, from its manifests
+        quality=tables.table_quality(spark, args.target, snapshot.snapshot_id),  # the whole table, from its manifests
         totals=[
             {
                 "supplier": r.supplier,

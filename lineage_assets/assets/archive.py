@@ -5,7 +5,7 @@ from dagster_pyspark import PySparkResource
 
 from lineage_assets.assets.common import Outcome, StreamingRun, asset_key, check_arguments, streaming_asset
 from lineage_assets.datasets import ARCHIVE, CHECKS
-from lineage_assets.jobs import ArchiveReport, archive_job, archive_location
+from lineage_assets.job_specs import ArchiveReport, archive_job, archive_location
 from lineage_assets.lineage.events import Assertion, OutputStatistics, orders_read
 from lineage_assets.resources.lineage import LineageResource
 from lineage_assets.resources.settings import SettingsResource

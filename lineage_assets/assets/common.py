@@ -9,7 +9,7 @@ from typing import Generic
 import dagster as dg
 
 from lineage_assets.datasets import DATASETS, OWNERS, Check, Dataset
-from lineage_assets.jobs import JobSpec, R, Report
+from lineage_assets.job_specs import JobSpec, R, Report
 from lineage_assets.lineage.events import DatasetVersion, OutputStatistics, SourceRead
 from lineage_assets.lineage.observed import ColumnLineage, ObservationError, disagreements, from_facet, from_report
 from lineage_assets.lineage.queries import declared_impact

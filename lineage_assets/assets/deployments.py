@@ -10,7 +10,7 @@ import dagster as dg
 from lineage_assets.assets.common import asset_key
 from lineage_assets.assets.lakehouse import Rebuild, latest_metadata, table_metadata
 from lineage_assets.datasets import DATASETS, LAKEHOUSE_ORDERS
-from lineage_assets.jobs import STREAMING_JOBS
+from lineage_assets.job_specs import STREAMING_JOBS
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.streaming.deployments import Deployments, deployments_for

@@ -20,7 +20,7 @@ from lineage_assets.assets.common import (
 )
 from lineage_assets.datasets import CHECKS, LAKEHOUSE_ORDERS, SUPPLIER_STATS, iceberg_table_name
 from lineage_assets.dead_letters import TEACH_THEN_REPLAY
-from lineage_assets.jobs import IngestionReport, ingestion_job, supplier_stats_job
+from lineage_assets.job_specs import IngestionReport, ingestion_job, supplier_stats_job
 from lineage_assets.lineage.events import Assertion, DatasetVersion, OutputStatistics, orders_read
 from lineage_assets.preflight import require_services
 from lineage_assets.resources.kafka import KafkaResource

@@ -3,7 +3,7 @@
 import dagster as dg
 
 from lineage_assets.assets.common import Outcome, StreamingRun, streaming_asset
-from lineage_assets.jobs import LiveStatsReport, live_stats_job
+from lineage_assets.job_specs import LiveStatsReport, live_stats_job
 from lineage_assets.lineage.events import OutputStatistics, orders_read
 from lineage_assets.settings import Settings
 

@@ -404,7 +404,7 @@ def inputs(dataset: Dataset, settings: Settings, reads: tuple[SourceRead, ...] =
 
 
 def quality_facet(quality: dict) -> data_quality_metrics_dataset.DataQualityMetricsDatasetFacet:
-    """A Spark job's ``quality`` report entry (``spark/jobs.py``) as ``dataQualityMetrics``.
+    """A Spark job's ``quality`` report entry (``spark/support/quality.py``) as ``dataQualityMetrics``.
 
     What the numbers cover depends on the output: for an Iceberg table, the whole table as of the
     snapshot the run made (its ``datasetVersion``), read from the manifests' statistics; for the

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from lineage_assets.jobs import PROGRESS_PREFIX, JobSpec, R
+from lineage_assets.job_specs import PROGRESS_PREFIX, JobSpec, R
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import PROJECT_ROOT
 from lineage_assets.spark_conf import (

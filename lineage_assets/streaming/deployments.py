@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from lineage_assets.jobs import STREAMING_JOBS, JobSpec
+from lineage_assets.job_specs import STREAMING_JOBS, JobSpec
 from lineage_assets.settings import Settings
 from lineage_assets.streaming.exclusive import running
 from lineage_assets.streaming.folder import DeploymentFolder

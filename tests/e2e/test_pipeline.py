@@ -16,7 +16,7 @@ from confluent_kafka import Consumer
 
 from lineage_assets.datasets import iceberg_table_name
 from lineage_assets.generator import BAD_KINDS, generate_orders
-from lineage_assets.jobs import PROGRESS_PREFIX
+from lineage_assets.job_specs import PROGRESS_PREFIX
 from lineage_assets.spark_conf import committed_table
 from tests.e2e.conftest import GENERATOR
 

@@ -19,7 +19,7 @@ from lineage_assets.datasets import LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS, Da
 from lineage_assets.definitions import build_definitions
 from lineage_assets.demo import run_pipeline
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
-from lineage_assets.jobs import JobSpec
+from lineage_assets.job_specs import JobSpec
 from lineage_assets.lineage.check import check, check_marquez
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.resources.settings import SettingsResource

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from lineage_assets.datasets import LAKEHOUSE_ORDERS, ORDERS_AVRO_SCHEMA, iceberg_table_name, orders_avro_schema_json
 from lineage_assets.definitions import build_definitions
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
-from lineage_assets.jobs import STREAMING_JOBS
+from lineage_assets.job_specs import STREAMING_JOBS
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.resources.kafka import KafkaResource

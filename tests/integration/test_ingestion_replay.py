@@ -8,7 +8,7 @@ import datetime as dt
 
 from lineage_assets.datasets import iceberg_table_name
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
-from lineage_assets.jobs import ingestion_job
+from lineage_assets.job_specs import ingestion_job
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from tests.integration.test_deployments import orders_topic_ready, rows_and_orders
 

@@ -18,7 +18,7 @@ SETTINGS = Settings()
 QUALITY = {
     "rows": 3,
     "bytes": 4096,
-    "files": 2,  # a job's `quality` report entry (spark/jobs.py)
+    "files": 2,  # a job's `quality` report entry (spark/support/reports.py)
     "columns": {"order_id": {"nulls": 0}, "price": {"nulls": 1, "min": 1.5, "max": 99.99}, "item": {}},
 }
 RUN = events.DagsterRun(

@@ -10,7 +10,7 @@ from lineage_assets.settings import PROJECT_ROOT
 
 PACKAGE = PROJECT_ROOT / "lineage_assets"
 DAGSTER_FREE = [
-    "lineage_assets.jobs",
+    "lineage_assets.job_specs",
     "lineage_assets.datasets",
     "lineage_assets.settings",
     "lineage_assets.lineage",

@@ -20,8 +20,9 @@ from lineage_assets.datasets import (
 from lineage_assets.lineage import observed
 from lineage_assets.settings import Settings
 from lineage_assets.source_schemas import WriterVersion, judge
-from spark import jobs, lineage, transforms
+from spark import lineage, transforms
 from spark.ingest_orders import BatchPlan
+from spark.support import quality
 
 SETTINGS = Settings.from_env({})
 VERSIONS = {
@@ -65,7 +66,7 @@ def gaps(dataset, frame, **observe) -> list[str]:
 
 
 def archive(topic):
-    return jobs.ColumnMetrics().observed(transforms.archive_records(decoded(topic)))
+    return quality.ColumnMetrics().observed(transforms.archive_records(decoded(topic)))
 
 
 def live(topic, stats=transforms.windowed_supplier_stats):

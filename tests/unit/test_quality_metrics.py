@@ -12,8 +12,8 @@ import pytest
 from pyspark.sql import Observation, Row
 from pyspark.sql.types import DecimalType, StringType, StructField, StructType
 
-from spark import jobs
 from spark.ingest_orders import CommittedTable
+from spark.support import quality, tables
 
 COLUMNS = ["order_id", "price"]
 
@@ -37,7 +37,7 @@ def totals(**changes) -> dict:
 
 
 def test_table_totals_become_rows_bytes_files_and_column_metrics():
-    assert jobs.table_quality_entry(totals(), COLUMNS) == {
+    assert quality.table_quality_entry(totals(), COLUMNS) == {
         "rows": 5,
         "bytes": 3000,
         "files": 2,
@@ -46,12 +46,12 @@ def test_table_totals_become_rows_bytes_files_and_column_metrics():
 
 
 def test_nulls_are_left_out_unless_every_file_counted_them():
-    entry = jobs.table_quality_entry(totals(**{"price:nulls": 0, "price:counted": 1}), COLUMNS)
+    entry = quality.table_quality_entry(totals(**{"price:nulls": 0, "price:counted": 1}), COLUMNS)
     assert entry["columns"]["price"] == {"min": 1.5, "max": 99.99}
 
 
 def test_bounds_are_left_out_when_a_file_with_values_has_none():
-    entry = jobs.table_quality_entry(
+    entry = quality.table_quality_entry(
         totals(**{"price:unbounded": 1}), COLUMNS
     )  # e.g. written with metrics mode `counts`
     assert entry["columns"]["price"] == {"nulls": 1}
@@ -71,7 +71,7 @@ def test_an_empty_table_has_zero_rows_and_no_bounds():
             "price:max": None,
         },
     )
-    assert jobs.table_quality_entry(empty, COLUMNS) == {
+    assert quality.table_quality_entry(empty, COLUMNS) == {
         "rows": 0,
         "bytes": 0,
         "files": 0,
@@ -81,7 +81,7 @@ def test_an_empty_table_has_zero_rows_and_no_bounds():
 
 def test_a_table_with_delete_files_has_no_metrics():
     assert (
-        jobs.table_quality_entry(totals(delete_files=1), COLUMNS) is None
+        quality.table_quality_entry(totals(delete_files=1), COLUMNS) is None
     )  # its data files' counts include deleted rows
 
 
@@ -92,7 +92,7 @@ def test_an_iceberg_tables_metrics_come_from_its_files_metadata_table(spark, tmp
     table = "quality_test.db.orders"
     spark.sql(f"""CREATE TABLE {table} (order_id STRING, price DECIMAL(10,2), bid_time TIMESTAMP_NTZ, bid_hour INT)
                   USING iceberg PARTITIONED BY (days(bid_time))""")
-    assert jobs.table_quality(spark, table, None) == {  # no snapshot yet: empty
+    assert tables.table_quality(spark, table, None) == {  # no snapshot yet: empty
         "rows": 0,
         "bytes": 0,
         "files": 0,
@@ -104,7 +104,7 @@ def test_an_iceberg_tables_metrics_come_from_its_files_metadata_table(spark, tmp
     snapshot = spark.sql(f"SELECT snapshot_id FROM {table}.snapshots").collect()[-1].snapshot_id
     spark.sql(f"INSERT INTO {table} VALUES ('d', 5.00, TIMESTAMP_NTZ'2026-11-23 00:00:00', 0)")  # after the snapshot
 
-    entry = jobs.table_quality(spark, table, snapshot)
+    entry = tables.table_quality(spark, table, snapshot)
     files = spark.sql(f"SELECT file_size_in_bytes FROM {table}.files VERSION AS OF {snapshot}").collect()
     # One file per day; the 22nd's has no price bounds (its one price is null), which leaves the bounds exact.
     assert (entry["rows"], entry["files"], entry["bytes"]) == (3, 3, sum(f.file_size_in_bytes for f in files))
@@ -114,7 +114,7 @@ def test_an_iceberg_tables_metrics_come_from_its_files_metadata_table(spark, tmp
         "bid_time": {"nulls": 0},
         "bid_hour": {"nulls": 0, "min": 0.0, "max": 23.0},
     }
-    assert jobs.table_quality(spark, table, None)["rows"] == 4  # the current snapshot
+    assert tables.table_quality(spark, table, None)["rows"] == 4  # the current snapshot
     spark.sql(f"DROP TABLE {table}")
 
 
@@ -127,28 +127,28 @@ def test_an_append_adds_its_observed_metrics_and_its_snapshots_totals():
         "total-files-size": "4500",
         "total-delete-files": "0",
     }
-    after = jobs.totals_after_append(
+    after = quality.totals_after_append(
         before,
         summary,
         {"order_id:nulls": 0, "price:nulls": 1, "price:min": Decimal("5.00"), "price:max": Decimal("7.25")},
     )
-    assert jobs.table_quality_entry(after, COLUMNS) == {
+    assert quality.table_quality_entry(after, COLUMNS) == {
         "rows": 7,
         "bytes": 4500,
         "files": 3,
         "columns": {"order_id": {"nulls": 0}, "price": {"nulls": 3, "min": 5.0, "max": 7.25}},
     }
-    uncounted = jobs.totals_after_append(totals(**{"price:counted": 1}), summary, {"price:nulls": 0})
+    uncounted = quality.totals_after_append(totals(**{"price:counted": 1}), summary, {"price:nulls": 0})
     assert (
-        "nulls" not in jobs.table_quality_entry(uncounted, COLUMNS)["columns"]["price"]
+        "nulls" not in quality.table_quality_entry(uncounted, COLUMNS)["columns"]["price"]
     )  # a file before never counted them
 
 
 def test_columns_missing_from_a_table_are_named():
     schema = StructType([StructField("order_id", StringType()), StructField("price", DecimalType(10, 2))])
-    assert jobs.numeric_columns(schema, ("price", "order_id")) == {"price": True, "order_id": False}
+    assert quality.numeric_columns(schema, ("price", "order_id")) == {"price": True, "order_id": False}
     with pytest.raises(ValueError, match="no column 'bid_time' in order_id, price"):
-        jobs.numeric_columns(schema, ("order_id", "bid_time"))
+        quality.numeric_columns(schema, ("order_id", "bid_time"))
 
 
 def test_a_continuous_runs_table_after_each_commit_is_its_manifests_without_reading_them(spark, tmp_path):
@@ -159,7 +159,7 @@ def test_a_continuous_runs_table_after_each_commit_is_its_manifests_without_read
     schema = "order_id STRING, price DECIMAL(10,2), bid_time TIMESTAMP_NTZ"
     spark.sql(f"CREATE TABLE {table} ({schema}) USING iceberg PARTITIONED BY (days(bid_time))")
     committed = CommittedTable(spark, table)  # the table read before the query: empty
-    aggregates = jobs.column_aggregates(jobs.numeric_columns(spark.table(table).schema))
+    aggregates = quality.column_aggregates(quality.numeric_columns(spark.table(table).schema))
     tracker = spark.sparkContext.statusTracker()
 
     def append(*rows) -> tuple[dict, list[int]]:
@@ -175,12 +175,12 @@ def test_a_continuous_runs_table_after_each_commit_is_its_manifests_without_read
             spark.sparkContext.setJobGroup("", "")
 
     first, jobs_run = append(("a", None, "2026-11-20 10:00:00"), ("b", None, "2026-11-21 10:00:00"))
-    assert first == jobs.table_state(spark, table) and not jobs_run  # added to the empty table's totals
+    assert first == tables.table_state(spark, table) and not jobs_run  # added to the empty table's totals
     assert first["quality"]["columns"]["price"] == {"nulls": 2}  # no bounds: no price yet
     empty, jobs_run = append()  # a batch of dead letters only
-    assert empty == jobs.table_state(spark, table) and not jobs_run
+    assert empty == tables.table_state(spark, table) and not jobs_run
     second, jobs_run = append(("c", "5.00", "2026-11-21 11:00:00"), ("d", None, "2026-11-22 10:00:00"))
-    assert second == jobs.table_state(spark, table) and not jobs_run
+    assert second == tables.table_state(spark, table) and not jobs_run
     assert second["quality"]["rows"] == 4 and second["quality"]["columns"]["price"] == {
         "nulls": 3,
         "min": 5.0,
@@ -189,7 +189,7 @@ def test_a_continuous_runs_table_after_each_commit_is_its_manifests_without_read
     spark.sql(f"INSERT INTO {table} VALUES ('e', 1.00, TIMESTAMP_NTZ'2026-11-22 12:00:00')")  # another writer's commit
     third, jobs_run = append(("f", "9.99", "2026-11-23 10:00:00"))
     assert (
-        third == jobs.table_state(spark, table) and jobs_run
+        third == tables.table_state(spark, table) and jobs_run
     )  # read whole: the commit did not follow the last one seen
     assert third["quality"]["columns"]["price"] == {"nulls": 3, "min": 1.0, "max": 9.99}
     spark.sql(f"DROP TABLE {table}")
@@ -198,11 +198,11 @@ def test_a_continuous_runs_table_after_each_commit_is_its_manifests_without_read
 class Progress:
     def __init__(self, batch_id: int, metrics: dict | None):
         self.batchId = batch_id
-        self.observedMetrics = {jobs.ColumnMetrics.OBSERVATION: Row(**metrics)} if metrics is not None else {}
+        self.observedMetrics = {quality.ColumnMetrics.OBSERVATION: Row(**metrics)} if metrics is not None else {}
 
 
 def test_column_metrics_add_up_the_batches_each_once():
-    columns = jobs.ColumnMetrics()
+    columns = quality.ColumnMetrics()
     columns.numeric = {"key": False, "offset": True}
     for progress in (
         Progress(0, {"key:nulls": 1, "offset:min": 0, "offset:max": 9}),
@@ -215,7 +215,7 @@ def test_column_metrics_add_up_the_batches_each_once():
 
 
 def test_a_run_writing_nothing_has_zero_nulls_and_no_bounds():
-    columns = jobs.ColumnMetrics()
+    columns = quality.ColumnMetrics()
     columns.numeric = {"key": False, "offset": True}
     assert columns.summary() == {"key": {"nulls": 0}, "offset": {"nulls": 0}}
 
@@ -237,7 +237,7 @@ def test_a_streaming_query_observes_its_records_metrics_batch_by_batch(spark, tm
         .json(str(source))
         .selectExpr("key", "offset", "CAST(price AS DECIMAL(10,2)) AS price", "current_timestamp() AS at")
     )
-    columns = jobs.ColumnMetrics()
+    columns = quality.ColumnMetrics()
     query = (
         columns.observed(records)
         .writeStream.format("json")

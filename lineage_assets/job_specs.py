@@ -2,7 +2,7 @@
 :class:`Settings` and the dataset catalog, without Dagster.
 
 The assets' catch-up runs and the streaming deployments launch the same specs. The scripts under
-``spark/`` write their report as the class named here (``spark/jobs.write_report``) and callers read
+``spark/`` write their report as the class named here (``spark/support/reports.write_report``) and callers read
 it back as one, so each report key is spelled once.
 """
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from lineage_assets import jobs
+from lineage_assets import job_specs
 from lineage_assets.datasets import DATASETS, LAKEHOUSE_ORDERS, SUPPLIER_STATS
 from lineage_assets.settings import Settings
 
@@ -19,40 +19,40 @@ def option(arguments: tuple[str, ...], name: str) -> str:
 def test_every_streaming_job_reads_orders_as_the_reader_schema_from_its_own_checkpoint(tmp_path):
     settings = Settings(state_dir=tmp_path, orders_topic="sales", kafka_bootstrap="k1:9092,k2:9092")
     checkpoints = set()
-    for key, job in jobs.STREAMING_JOBS.items():
+    for key, job in job_specs.STREAMING_JOBS.items():
         spec = job(settings)
         assert spec.dataset is DATASETS[key] and spec.dataset.job.streaming
         assert spec.script == spec.dataset.job.source
         assert option(spec.arguments, "--topic") == "sales" and option(spec.arguments, "--subject") == "sales-value"
         assert option(spec.arguments, "--bootstrap-servers") == "k1:9092,k2:9092"
         checkpoints.add(option(spec.arguments, "--checkpoint"))
-    assert checkpoints == {str(tmp_path / "checkpoints" / DATASETS[key].job.name) for key in jobs.STREAMING_JOBS}
+    assert checkpoints == {str(tmp_path / "checkpoints" / DATASETS[key].job.name) for key in job_specs.STREAMING_JOBS}
 
 
 def test_checkpoints_go_where_the_setting_says_for_a_cluster_of_several_machines():
     settings = Settings(checkpoint_location="s3://shared/checkpoints/")
     assert (
-        option(jobs.ingestion_job(settings).arguments, "--checkpoint")
+        option(job_specs.ingestion_job(settings).arguments, "--checkpoint")
         == f"s3://shared/checkpoints/{LAKEHOUSE_ORDERS.job.name}"
     )
 
 
 def test_a_job_that_creates_a_table_gets_the_catalog_columns():
     settings = Settings()
-    ingestion = jobs.ingestion_job(settings)
+    ingestion = job_specs.ingestion_job(settings)
     assert option(ingestion.arguments, "--columns") == (
         "order_id string, item string, price decimal(10,2), supplier string, bid_time timestamp_ntz"
     )
-    assert option(jobs.supplier_stats_job(settings, "2026-11-23").arguments, "--columns") == jobs.table_columns(
-        SUPPLIER_STATS
-    )
-    assert [c.split()[0] for c in jobs.table_columns(LAKEHOUSE_ORDERS).split(", ")] == [
+    assert option(
+        job_specs.supplier_stats_job(settings, "2026-11-23").arguments, "--columns"
+    ) == job_specs.table_columns(SUPPLIER_STATS)
+    assert [c.split()[0] for c in job_specs.table_columns(LAKEHOUSE_ORDERS).split(", ")] == [
         c.name for c in LAKEHOUSE_ORDERS.columns
     ]
 
 
 def test_a_report_reads_back_as_written_and_a_key_the_caller_does_not_know_is_an_error(tmp_path):
-    report = jobs.LiveStatsReport(
+    report = job_specs.LiveStatsReport(
         duration_seconds=1.5,
         batches=2,
         rows_in=10,
@@ -63,25 +63,25 @@ def test_a_report_reads_back_as_written_and_a_key_the_caller_does_not_know_is_an
     )
     path = tmp_path / "report.json"
     report.write(path)
-    assert jobs.LiveStatsReport.read(path) == report
+    assert job_specs.LiveStatsReport.read(path) == report
     assert report.consumed_records == 10
     path.write_text(json.dumps({**json.loads(path.read_text()), "windows_emitted": 3}))
     with pytest.raises(TypeError, match="windows_emitted"):
-        jobs.LiveStatsReport.read(path)
+        job_specs.LiveStatsReport.read(path)
 
 
 def test_the_batch_bound_reaches_every_streaming_job_only_when_set():
     bounded = Settings(max_records_per_batch=50_000)
-    for job in jobs.STREAMING_JOBS.values():
+    for job in job_specs.STREAMING_JOBS.values():
         assert option(job(bounded).arguments, "--max-records-per-batch") == "50000"
         assert "--max-records-per-batch" not in job(Settings()).arguments
     with pytest.raises(ValueError, match="LINEAGE_ASSETS_MAX_RECORDS_PER_BATCH=-5"):
-        jobs.ingestion_job(Settings(max_records_per_batch=-5))
+        job_specs.ingestion_job(Settings(max_records_per_batch=-5))
 
 
 @pytest.mark.parametrize("value", ["0", "-5", "many"])
 def test_a_batch_bound_that_is_not_a_positive_number_is_refused_naming_it(value, capsys):
-    from spark.jobs import streaming_arguments
+    from spark.support.arguments import streaming_arguments
 
     parser = streaming_arguments("test")
     required = [

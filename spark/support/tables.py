@@ -1,0 +1,96 @@
+"""Iceberg tables and Hadoop paths as a job sees them: creating a table, its committed state and
+quality, a query's checkpoint, the files below a path."""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+from spark.support.quality import files_totals, table_quality_entry
+
+
+def table_schema_id(spark: SparkSession, table: str) -> int | None:
+    """The id of the table's current schema, from Iceberg's metadata log."""
+    rows = spark.sql(
+        f"SELECT latest_schema_id FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1"
+    ).collect()
+    return rows[0].latest_schema_id if rows else None
+
+
+def table_state(spark: SparkSession, table: str) -> dict:
+    """The table as committed now (``REFRESH``: a streaming query's batches commit through another
+    session's catalog cache): its latest snapshot, schema id and ``quality``, from its metadata."""
+    spark.sql(f"REFRESH TABLE {table}")
+    latest = spark.sql(f"SELECT snapshot_id FROM {table}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()
+    snapshot_id = latest[0].snapshot_id if latest else None
+    return {
+        "snapshot_id": snapshot_id,
+        "schema_id": table_schema_id(spark, table),
+        "quality": table_quality(spark, table, snapshot_id),
+    }
+
+
+def table_quality(spark: SparkSession, table: str, snapshot_id: int | None) -> dict | None:
+    """The ``quality`` entry of the Iceberg table as of ``snapshot_id`` (None: it has none, it is empty)."""
+    return table_quality_entry(*table_totals(spark, table, snapshot_id))
+
+
+def table_totals(spark: SparkSession, table: str, snapshot_id: int | None) -> tuple[dict, list[str]]:
+    """``files_totals`` of the Iceberg table as of ``snapshot_id`` (the current one when None)."""
+    as_of = "" if snapshot_id is None else f" VERSION AS OF {snapshot_id}"
+    return files_totals(spark.sql(f"SELECT * FROM {table}.files{as_of}"))
+
+
+def create_table(
+    spark: SparkSession, table: str, columns: str, partitioned_by: str, properties: dict[str, str] | None = None
+) -> bool:
+    """Create the Iceberg table (format v2, parquet, snappy, and ``properties``) and its namespace if
+    missing; True when this call created it. ``columns``: the catalog's, as
+    ``lineage_assets.job_specs.table_columns`` lists them.
+
+    What exists is asked of the catalog, not left to ``IF NOT EXISTS``: such a statement ends at once,
+    before openlineage-spark's listener looks its execution up, which the agent logs as an ERROR."""
+    if spark.catalog.tableExists(table.replace("`", "")):
+        return False
+    namespace = table.rsplit(".", 1)[0]
+    if not spark.catalog.databaseExists(namespace.replace("`", "")):
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
+    chosen = {
+        "format-version": "2",
+        "write.format.default": "parquet",
+        "write.parquet.compression-codec": "snappy",
+        **(properties or {}),
+    }
+    spark.sql(f"""
+        CREATE TABLE IF NOT EXISTS {table} ({columns})
+        USING iceberg PARTITIONED BY ({partitioned_by})
+        TBLPROPERTIES ({", ".join(f"'{key}'='{value}'" for key, value in chosen.items())})""")
+    return True
+
+
+def _hadoop_path(spark: SparkSession, location: str):
+    """A Hadoop path and its file system (local, S3A): what Spark itself reads the location with."""
+    path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(location)
+    return path, path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+
+
+def planned_batches(spark: SparkSession, checkpoint: str) -> bool:
+    """Whether a query's checkpoint already holds planned batches (its offset log is not empty)."""
+    path, filesystem = _hadoop_path(spark, f"{checkpoint.rstrip('/')}/offsets")
+    return bool(filesystem.exists(path) and filesystem.listStatus(path))
+
+
+def files_under(spark: SparkSession, location: str) -> tuple[int, int]:
+    """(data files, bytes) below a Hadoop path, leaving out Spark's own metadata folders."""
+    path, filesystem = _hadoop_path(spark, location)
+    if not filesystem.exists(path):
+        return 0, 0
+    files = size = 0
+    listing = filesystem.listFiles(path, True)
+    while listing.hasNext():
+        status = listing.next()
+        relative = str(status.getPath().toString())[len(location) :]
+        if "_spark_metadata" in relative or relative.rsplit("/", 1)[-1].startswith((".", "_")):
+            continue
+        files += 1
+        size += status.getLen()
+    return files, size
