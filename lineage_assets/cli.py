@@ -11,7 +11,7 @@ import time
 
 from lineage_assets.settings import Settings
 from lineage_assets.source_schemas import SCHEMA_INCOMPATIBLE
-from lineage_assets.stack.services import StackError
+from lineage_assets.stack.services.base import StackError
 from lineage_assets.stack.supervisor import Supervisor
 
 

@@ -11,7 +11,7 @@ import socket
 import urllib.parse
 
 from lineage_assets.settings import ENV_PREFIX, Settings, SettingsError
-from lineage_assets.stack.services import port_open
+from lineage_assets.stack.probes import port_open
 
 
 def _addresses(settings: Settings) -> list[tuple[str, str, int]]:

@@ -20,7 +20,8 @@ from pathlib import Path
 from lineage_assets.private_files import private_folder
 from lineage_assets.processes import command_line, terminate
 from lineage_assets.settings import ENV_PREFIX, Settings
-from lineage_assets.stack.services import SERVICES, Service, StackError, as_user
+from lineage_assets.stack.services import SERVICES
+from lineage_assets.stack.services.base import Service, StackError, as_user
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.settings import SettingsResource
-from lineage_assets.stack.services import StackError
+from lineage_assets.stack.services.base import StackError
 from lineage_assets.stack.supervisor import Supervisor
 from lineage_assets.streaming.deployments import LocalDeployments
 from tests.conftest import KAFKA_NODES, wait_for

@@ -28,7 +28,7 @@ from lineage_assets.lineage.check import check
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.spark_conf import committed_table
-from lineage_assets.stack.services import SPARK_WORKERS, spark_master_state, spark_worker_port
+from lineage_assets.stack.services.spark_cluster import SPARK_WORKERS, spark_master_state, spark_worker_port
 from lineage_assets.stack.supervisor import Supervisor
 
 DAY = dt.date(2026, 11, 2)  # no other test writes orders for this day

@@ -15,7 +15,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from lineage_assets.stack.services import StackError, s3_client
+from lineage_assets.stack.services.base import StackError
+from lineage_assets.stack.services.storage import s3_client
 from lineage_assets.stack.supervisor import Supervisor
 from tests.conftest import isolated_settings
 

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from lineage_assets.settings import Settings
-from lineage_assets.stack.services import StackError
+from lineage_assets.stack.services.base import StackError
 from lineage_assets.stack.supervisor import Supervisor, ephemeral_ports
 
 
@@ -42,7 +42,7 @@ def test_services_replaced_by_settings_are_not_started_and_say_which_setting(tmp
 
 
 def test_postgres_runs_while_the_catalog_or_marquez_is_local(tmp_path):
-    from lineage_assets.stack.services import POSTGRES
+    from lineage_assets.stack.services.storage import POSTGRES
 
     settings = dataclasses.replace(Settings.from_env(), state_dir=tmp_path, catalog_url="https://catalog.example")
     assert POSTGRES.replaced(settings) == []

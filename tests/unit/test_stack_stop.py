@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from lineage_assets.settings import Settings
-from lineage_assets.stack.services import Service
+from lineage_assets.stack.services.base import Service
 from lineage_assets.stack.supervisor import Supervisor
 
 # On SIGTERM a service notes it was signalled, waits (up to a minute) for what it names in WAIT_FOR
