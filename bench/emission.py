@@ -69,7 +69,7 @@ def measure(url: str, count: int) -> dict:
         SUPPLIER_STATS,
         run,
         settings,  # built once: emission alone is timed
-        column_lineage=SUPPLIER_STATS.expected_lineage,
+        events.RunFacts(column_lineage=SUPPLIER_STATS.expected_lineage),
     )
     with tempfile.TemporaryDirectory() as folder:
         emitter = LineageEmitter(Path(folder), Backend({"transport": {"type": "http", "url": url, "timeout": 5.0}}))

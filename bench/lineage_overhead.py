@@ -51,9 +51,11 @@ def run(environment: SettingsResource, quick: bool) -> dict:
         observing.append(report.column_lineage["seconds"])
         agent = run.forward_spark_events(application)
         run.complete(
-            events.OutputStatistics(rows=report.rows_written),
-            "OVERWRITE",
-            column_lineage=observed_lineage(SUPPLIER_STATS, report, settings, LOG, agent),
+            events.RunFacts(
+                events.OutputStatistics(rows=report.rows_written),
+                "OVERWRITE",
+                column_lineage=observed_lineage(SUPPLIER_STATS, report, settings, LOG, agent),
+            )
         )
         run.emit(RunState.COMPLETE)
 

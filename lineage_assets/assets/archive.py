@@ -6,7 +6,7 @@ from dagster_pyspark import PySparkResource
 from lineage_assets.assets.common import Outcome, StreamingRun, asset_key, check_arguments, streaming_asset
 from lineage_assets.datasets import ARCHIVE, CHECKS
 from lineage_assets.job_specs import ArchiveReport, archive_job, archive_location
-from lineage_assets.lineage.events import Assertion, OutputStatistics, orders_read
+from lineage_assets.lineage.events import Assertion, OutputStatistics, RunFacts, orders_read
 from lineage_assets.resources.lineage import LineageResource
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings
@@ -18,10 +18,12 @@ def archived(run: StreamingRun[ArchiveReport]) -> Outcome:
     """What a catch-up run of the archive job archived (its files, their bytes and column metrics)."""
     report = run.report
     return Outcome(
-        OutputStatistics(rows=report.rows_written, bytes=report.bytes_written, files=report.files_written),
-        "CREATE" if report.files_total == report.files_written and report.files_written else None,
-        quality=report.quality,
-        reads=(orders_read(run.settings, report.schema_versions),),
+        RunFacts(
+            OutputStatistics(rows=report.rows_written, bytes=report.bytes_written, files=report.files_written),
+            "CREATE" if report.files_total == report.files_written and report.files_written else None,
+            quality=report.quality,
+            reads=(orders_read(run.settings, report.schema_versions),),
+        ),
         metadata={
             "files_written": report.files_written,
             "bytes_written": report.bytes_written,

@@ -1,6 +1,7 @@
 """What every asset module shares: Dagster definitions and metadata from the dataset catalog, and
 the one shape of a streaming job's asset."""
 
+import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -10,7 +11,7 @@ import dagster as dg
 
 from lineage_assets.datasets import DATASETS, OWNERS, Check, Dataset
 from lineage_assets.job_specs import JobSpec, R, Report
-from lineage_assets.lineage.events import DatasetVersion, OutputStatistics, SourceRead
+from lineage_assets.lineage.events import RunFacts
 from lineage_assets.lineage.observed import ColumnLineage, ObservationError, disagreements, from_facet, from_report
 from lineage_assets.lineage.queries import declared_impact
 from lineage_assets.lineage.spark_agent import AgentEvidence
@@ -101,11 +102,16 @@ def observed_lineage(
         return None
 
 
-def run_metadata(rows_in: int, rows_out: int, report: Report, observed: ColumnLineage | None) -> dict:
-    """What every Spark-backed materialization reports: rows, the job's duration, the column lineage it observed."""
-    metadata = {"rows_in": rows_in, "rows_out": rows_out, "duration_seconds": report.duration_seconds}
-    if observed:
-        metadata["dagster/column_lineage"] = column_lineage(observed)
+def run_metadata(report: Report, facts: RunFacts) -> dict:
+    """What every Spark-backed materialization records in Dagster: rows read and written, the job's
+    duration, the column lineage it observed (the same facts its lineage run reports)."""
+    metadata = {
+        "rows_in": report.rows_in,
+        "rows_out": facts.statistics.rows if facts.statistics else None,
+        "duration_seconds": report.duration_seconds,
+    }
+    if facts.column_lineage:
+        metadata["dagster/column_lineage"] = column_lineage(facts.column_lineage)
     return metadata
 
 
@@ -122,13 +128,9 @@ class StreamingRun(Generic[R]):
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a streaming asset's run wrote (for its lineage run), and what it records in Dagster."""
+    """What a streaming asset's run read and wrote (for its lineage run), and what else it records in Dagster."""
 
-    statistics: OutputStatistics
-    lifecycle: str | None = None
-    version: DatasetVersion | None = None
-    quality: dict | None = None
-    reads: tuple[SourceRead, ...] = ()
+    facts: RunFacts
     metadata: dict = field(default_factory=dict)
     check_results: tuple[dg.AssetCheckResult, ...] = ()
 
@@ -167,18 +169,13 @@ def streaming_asset(
                 created = kafka.ensure_topics(*topics(settings))
                 report = spark_jobs.run(job(settings), log=context.log)
                 result = outcome(StreamingRun(context, settings, kafka, report, created))
-                observed = observed_lineage(dataset, report, settings, context.log)
-                run.complete(
-                    result.statistics,
-                    result.lifecycle,
-                    version=result.version,
-                    quality=result.quality,
-                    reads=result.reads,
-                    column_lineage=observed,
+                facts = dataclasses.replace(
+                    result.facts, column_lineage=observed_lineage(dataset, report, settings, context.log)
                 )
+                run.complete(facts)
         return dg.MaterializeResult(
             metadata={
-                **run_metadata(report.rows_in, result.statistics.rows, report, observed),
+                **run_metadata(report, facts),
                 "kafka/start_offsets": dg.MetadataValue.json(report.start_offsets or {}),
                 "kafka/end_offsets": dg.MetadataValue.json(report.end_offsets or {}),
                 "schema_versions": dg.MetadataValue.json(

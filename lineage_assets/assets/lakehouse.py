@@ -21,7 +21,7 @@ from lineage_assets.assets.common import (
 from lineage_assets.datasets import CHECKS, LAKEHOUSE_ORDERS, SUPPLIER_STATS, iceberg_table_name
 from lineage_assets.dead_letters import TEACH_THEN_REPLAY
 from lineage_assets.job_specs import IngestionReport, ingestion_job, supplier_stats_job
-from lineage_assets.lineage.events import Assertion, DatasetVersion, OutputStatistics, orders_read
+from lineage_assets.lineage.events import Assertion, DatasetVersion, OutputStatistics, RunFacts, orders_read
 from lineage_assets.preflight import require_services
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lineage import LineageResource
@@ -177,11 +177,13 @@ def ingested(run: StreamingRun[IngestionReport]) -> Outcome:
             f"pipeline cannot read; supplier_stats is held back for {rebuild.held_back}: {TEACH_THEN_REPLAY}"
         )
     return Outcome(
-        OutputStatistics(rows=report.rows_written),
-        "CREATE" if report.table_created else None,
-        version=DatasetVersion(str(report.snapshot_id), report.schema_id),
-        quality=report.quality,
-        reads=(orders_read(settings, report.schema_versions, (rebuild.assertion(),)),),
+        RunFacts(
+            OutputStatistics(rows=report.rows_written),
+            "CREATE" if report.table_created else None,
+            version=DatasetVersion(str(report.snapshot_id), report.schema_id),
+            quality=report.quality,
+            reads=(orders_read(settings, report.schema_versions, (rebuild.assertion(),)),),
+        ),
         metadata={
             "dead_letters": report.dead_letters,
             "dead_letter_reasons": dg.MetadataValue.json(report.dead_letter_reasons),
@@ -219,17 +221,17 @@ def supplier_stats_asset(settings: Settings) -> dg.AssetsDefinition:
                 run.forward_spark_events(application, ended_by=error)  # Spark's own events, even from a failed job
                 raise
             agent = run.forward_spark_events(application)
-            observed = observed_lineage(SUPPLIER_STATS, report, environment.settings, context.log, agent)
-            run.complete(
+            facts = RunFacts(
                 OutputStatistics(rows=report.rows_written, bytes=report.bytes_written, files=report.files_written),
                 "CREATE" if report.table_created else "OVERWRITE",
                 version=DatasetVersion(str(report.snapshot_id), report.schema_id),
                 quality=report.quality,
-                column_lineage=observed,
+                column_lineage=observed_lineage(SUPPLIER_STATS, report, environment.settings, context.log, agent),
             )
+            run.complete(facts)
         return dg.MaterializeResult(
             metadata={
-                **run_metadata(report.rows_in, report.rows_written, report, observed),
+                **run_metadata(report, facts),
                 "day": report.day,
                 "files_written": report.files_written,
                 "bytes_written": report.bytes_written,

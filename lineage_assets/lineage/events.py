@@ -175,6 +175,23 @@ class SourceRead:
         return max(readable, key=lambda v: v["version"]) if readable else None
 
 
+@dataclass(frozen=True)
+class RunFacts:
+    """What one run of a dataset's job read and wrote, as its lineage reports it: what the job's report
+    becomes (in its asset, or a deployment's folder), what a lineage run completes with, and what
+    ``asset_event`` builds the run's inputs and output from."""
+
+    statistics: OutputStatistics | None = None
+    lifecycle: str | None = None  # the change it made to the dataset: CREATE, OVERWRITE
+    version: DatasetVersion | None = None
+    quality: dict | None = None  # the job's ``quality`` report entry
+    reads: tuple[SourceRead, ...] = ()
+    column_lineage: dict[str, tuple[ColumnSource, ...]] | None = None  # as the job's plan says
+
+
+NO_FACTS = RunFacts()  # a run's START, before it has read or written anything
+
+
 def orders_read(settings: Settings, versions, assertions: tuple[Assertion, ...] = ()) -> SourceRead:
     """What a run read of the orders topic: the writer versions of a Spark job's report or a
     deployment's progress (``schema_versions`` entries), and its tests of them."""
@@ -424,34 +441,29 @@ def quality_facet(quality: dict) -> data_quality_metrics_dataset.DataQualityMetr
     )
 
 
-def output(
-    dataset: Dataset,
-    settings: Settings,
-    statistics: OutputStatistics | None = None,
-    lifecycle: str | None = None,
-    version: DatasetVersion | None = None,
-    quality: dict | None = None,
-    column_lineage: dict[str, tuple[ColumnSource, ...]] | None = None,
-) -> OutputDataset:
-    """The dataset a run writes; ``version`` is what it wrote (a registry version, an Iceberg snapshot),
-    ``quality`` its metrics (``quality_facet``), ``column_lineage`` what its columns came from as the
-    job's plan says (``lineage/observed.py``); never the catalog's, which is what it is held against."""
+def output(dataset: Dataset, settings: Settings, facts: RunFacts) -> OutputDataset:
+    """The dataset a run writes, with what the run's ``facts`` say of it: the version it wrote (a
+    registry version, an Iceberg snapshot), its quality metrics (``quality_facet``), what its columns
+    came from as the job's plan says (``lineage/observed.py``; never the catalog's, which is what it is
+    held against), the change it made and how much it wrote."""
     identity = dataset.identity(settings)
     facets = dataset_facets(dataset, settings)
-    if version is not None:
-        facets["version"] = TableVersionDatasetFacet(datasetVersion=version.version, schemaId=version.schema_id)
-    if quality is not None:
-        facets["dataQualityMetrics"] = quality_facet(quality)
-    if column_lineage:
-        facets["columnLineage"] = column_lineage_facet(column_lineage, settings)
-    if lifecycle:
+    if facts.version is not None:
+        facets["version"] = TableVersionDatasetFacet(
+            datasetVersion=facts.version.version, schemaId=facts.version.schema_id
+        )
+    if facts.quality is not None:
+        facets["dataQualityMetrics"] = quality_facet(facts.quality)
+    if facts.column_lineage:
+        facets["columnLineage"] = column_lineage_facet(facts.column_lineage, settings)
+    if facts.lifecycle:
         facets["lifecycleStateChange"] = lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet(
-            lifecycleStateChange=lifecycle_state_change_dataset.LifecycleStateChange[lifecycle]
+            lifecycleStateChange=lifecycle_state_change_dataset.LifecycleStateChange[facts.lifecycle]
         )
     output_facets = {}
-    if statistics:
+    if facts.statistics:
         output_facets["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
-            rowCount=statistics.rows, size=statistics.bytes, fileCount=statistics.files
+            rowCount=facts.statistics.rows, size=facts.statistics.bytes, fileCount=facts.statistics.files
         )
     return OutputDataset(namespace=identity.namespace, name=identity.name, facets=facets, outputFacets=output_facets)
 
@@ -525,21 +537,17 @@ def asset_event(
     dataset: Dataset,
     dagster_run: DagsterRun | None,
     settings: Settings,
+    facts: RunFacts = NO_FACTS,
     *,
     run_id: str | None = None,
-    statistics: OutputStatistics | None = None,
-    lifecycle: str | None = None,
     error: BaseException | JobError | None = None,
     event_time: dt.datetime | None = None,
     progress: StreamingProgressRunFacet | None = None,
     running_interval: int | None = None,
-    reads: tuple[SourceRead, ...] = (),
-    version: DatasetVersion | None = None,
-    quality: dict | None = None,
-    column_lineage: dict[str, tuple[ColumnSource, ...]] | None = None,
 ) -> RunEvent:
-    """One lifecycle event of a lineage run of the dataset's producing job: a materialization inside
-    ``dagster_run``, or (``dagster_run`` None, ``run_id`` given) a streaming deployment."""
+    """One lifecycle event of a lineage run of the dataset's producing job, with what the run's
+    ``facts`` say it read and wrote: a materialization inside ``dagster_run``, or (``dagster_run``
+    None, ``run_id`` given) a streaming deployment."""
     run_facets = _run_facets(dagster_run, settings, error)
     if dagster_run is not None:
         run_id = dagster_run.asset_run_id(dataset)
@@ -550,8 +558,8 @@ def asset_event(
         eventTime=(event_time or dt.datetime.now(dt.UTC)).isoformat(),
         run=Run(runId=run_id, facets=run_facets),
         job=job(dataset, settings, running_interval),
-        inputs=inputs(dataset, settings, reads),
-        outputs=[output(dataset, settings, statistics, lifecycle, version, quality, column_lineage)],
+        inputs=inputs(dataset, settings, facts.reads),
+        outputs=[output(dataset, settings, facts)],
         producer=PRODUCER,
     )
 

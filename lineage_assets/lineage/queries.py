@@ -214,8 +214,8 @@ def declared_graph(settings: Settings) -> LineageGraph:
                         dataset,
                         None,
                         settings,
+                        events.RunFacts(column_lineage=dataset.expected_lineage),
                         run_id=str(generate_new_uuid()),
-                        column_lineage=dataset.expected_lineage,
                     )
                 )
                 for dataset in DATASETS.values()

@@ -21,14 +21,13 @@ from lineage_assets.assets.run_lineage import (
 from lineage_assets.datasets import Check, Dataset
 from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import LineageEmitter, emitter_for
-from lineage_assets.lineage.observed import ColumnLineage
 from lineage_assets.lineage.spark_agent import AgentEvidence, SparkApplication
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings
 
 
 class AssetRunLineage:
-    """The lineage run of one materialization; the asset calls ``complete`` with what it wrote."""
+    """The lineage run of one materialization; the asset calls ``complete`` with what it read and wrote."""
 
     def __init__(
         self,
@@ -39,53 +38,18 @@ class AssetRunLineage:
         lifecycle: str | None = None,
     ):
         self.emitter, self.dataset, self.dagster_run, self.settings = emitter, dataset, dagster_run, settings
-        self.statistics: events.OutputStatistics | None = None
-        self.lifecycle = lifecycle
-        self.version: events.DatasetVersion | None = None
-        self.quality: dict | None = None
-        self.reads: tuple[events.SourceRead, ...] = ()
-        self.column_lineage: ColumnLineage | None = None
+        self.facts = events.RunFacts(lifecycle=lifecycle)
 
     @property
     def run_id(self) -> str:
         return self.dagster_run.asset_run_id(self.dataset)
 
-    def complete(
-        self,
-        statistics: events.OutputStatistics,
-        lifecycle: str | None = None,
-        *,
-        version: events.DatasetVersion | None = None,
-        quality: dict | None = None,
-        reads: tuple[events.SourceRead, ...] = (),
-        column_lineage: ColumnLineage | None = None,
-    ) -> None:
-        """What the run wrote (the version it made, the job's ``quality`` report entry, where its columns
-        came from as the job observed it), and what it read of its inputs."""
-        self.statistics, self.lifecycle, self.version, self.quality, self.reads = (
-            statistics,
-            lifecycle,
-            version,
-            quality,
-            reads,
-        )
-        self.column_lineage = column_lineage
+    def complete(self, facts: events.RunFacts) -> None:
+        self.facts = facts
 
     def emit(self, state: RunState, error: BaseException | None = None) -> None:
         self.emitter.emit(
-            events.asset_event(
-                state,
-                self.dataset,
-                self.dagster_run,
-                self.settings,
-                statistics=self.statistics,
-                lifecycle=self.lifecycle,
-                error=error,
-                version=self.version,
-                quality=self.quality,
-                reads=self.reads,
-                column_lineage=self.column_lineage,
-            )
+            events.asset_event(state, self.dataset, self.dagster_run, self.settings, self.facts, error=error)
         )
 
     def spark_application(self) -> SparkApplication:

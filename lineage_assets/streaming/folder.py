@@ -153,6 +153,18 @@ class DeploymentFolder:
         except ObservationError:
             return None
 
+    def facts(self, settings: Settings, progress: events.StreamingProgressRunFacet) -> events.RunFacts:
+        """What the deployment's run read and wrote so far (``progress``: its ``progress_facet``), as
+        its RUNNING events and its end report it."""
+        version, quality = self.output_written()
+        return events.RunFacts(
+            statistics=events.OutputStatistics(rows=progress.processedRows),
+            version=version,
+            quality=quality,
+            reads=(events.orders_read(settings, self.versions_read()),),
+            column_lineage=self.column_lineage(settings),
+        )
+
     def clear_run(self) -> None:
         """Forget the last run's files before a new run starts in this folder."""
         for leftover in (self.drain_file, self.path / "ended.json", self.path / "runner.json", self.progress_file):
@@ -201,21 +213,17 @@ class DeploymentFolder:
         # An ender killed between sending and recording left the event in the log: send it once only.
         if not any(event["eventType"] in TERMINAL_STATES for event in emitter.events(run_id)):
             progress = self.progress_facet()
-            version, quality = self.output_written()
             emitter.emit(
                 events.asset_event(
                     state,
                     DATASETS[spec["dataset"]],
                     None,
                     settings,
+                    self.facts(settings, progress),
                     run_id=run_id,
                     running_interval=spec["running_interval"],
                     error=error,
-                    statistics=events.OutputStatistics(rows=progress.processedRows),
                     progress=progress,
-                    version=version,
-                    quality=quality,
-                    column_lineage=self.column_lineage(settings),
                 )
             )
         ended = {

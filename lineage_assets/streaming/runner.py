@@ -56,9 +56,11 @@ def main(folder: Path) -> int:
     run_id = str(generate_new_uuid())
     interval = spec["running_interval"]
 
-    def emit(state: RunState, **facts) -> None:
+    def emit(state: RunState, facts: events.RunFacts = events.NO_FACTS, progress=None) -> None:
         emitter.emit(
-            events.asset_event(state, dataset, None, settings, run_id=run_id, running_interval=interval, **facts)
+            events.asset_event(
+                state, dataset, None, settings, facts, run_id=run_id, running_interval=interval, progress=progress
+            )
         )
 
     stop_requested = []
@@ -108,16 +110,7 @@ def main(folder: Path) -> int:
                 break
             if time.monotonic() - last_running >= interval:  # a sign of life, with or without new batches
                 progress = deployment.progress_facet()
-                version, quality = deployment.output_written()
-                emit(
-                    RunState.RUNNING,
-                    progress=progress,
-                    statistics=events.OutputStatistics(rows=progress.processedRows),
-                    reads=(events.orders_read(settings, deployment.versions_read()),),
-                    version=version,
-                    quality=quality,
-                    column_lineage=deployment.column_lineage(settings),
-                )
+                emit(RunState.RUNNING, deployment.facts(settings, progress), progress=progress)
                 last_running = time.monotonic()
             time.sleep(0.5)
         # A driver killed alone leaves its Python process (or its JVM) behind: nothing outlives the run.

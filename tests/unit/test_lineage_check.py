@@ -35,7 +35,9 @@ def pipeline(*, with_checks: bool = True) -> list[dict]:
         log += [
             as_json(events.asset_event(RunState.START, dataset, RUN, SETTINGS)),
             as_json(
-                events.asset_event(RunState.COMPLETE, dataset, RUN, SETTINGS, column_lineage=dataset.expected_lineage)
+                events.asset_event(
+                    RunState.COMPLETE, dataset, RUN, SETTINGS, events.RunFacts(column_lineage=dataset.expected_lineage)
+                )
             ),
         ]
     for asset_check in CHECKS.values() if with_checks else ():

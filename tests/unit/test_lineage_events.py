@@ -95,12 +95,14 @@ def every_kind_of_event():
             dataset,
             RUN,
             SETTINGS,
-            statistics=events.OutputStatistics(rows=10, bytes=2048, files=2),
-            lifecycle="OVERWRITE",
-            quality=QUALITY,
-            version=events.DatasetVersion("4412", schema_id=1),
-            reads=(READ,),
-            column_lineage=dataset.expected_lineage,
+            events.RunFacts(
+                statistics=events.OutputStatistics(rows=10, bytes=2048, files=2),
+                lifecycle="OVERWRITE",
+                quality=QUALITY,
+                version=events.DatasetVersion("4412", schema_id=1),
+                reads=(READ,),
+                column_lineage=dataset.expected_lineage,
+            ),
         )
         yield events.asset_event(RunState.FAIL, dataset, RUN, SETTINGS, error=failure)
         yield events.asset_event(RunState.ABORT, dataset, RUN, SETTINGS)
@@ -109,11 +111,13 @@ def every_kind_of_event():
         LAKEHOUSE_ORDERS,
         RUN,
         SETTINGS,
+        events.RunFacts(
+            statistics=events.OutputStatistics(rows=5),
+            version=events.DatasetVersion("4413", schema_id=1),
+            quality=QUALITY,
+        ),
         running_interval=30,
         progress=events.StreamingProgressRunFacet(processedRows=5, sourceOffsets={"orders": {"0": 5}}),
-        statistics=events.OutputStatistics(rows=5),
-        version=events.DatasetVersion("4413", schema_id=1),
-        quality=QUALITY,
     )
     # A streaming file sink's metrics: the records written so far, no bytes or files.
     yield events.asset_event(
@@ -121,9 +125,9 @@ def every_kind_of_event():
         DATASETS["orders_archive"],
         None,
         SETTINGS,
+        events.RunFacts(quality={**QUALITY, "bytes": None, "files": None}),
         run_id=RUN.lineage_run_id,
         running_interval=30,
-        quality={**QUALITY, "bytes": None, "files": None},
     )
     for check in CHECKS.values():
         yield events.check_event(RunState.START, check, RUN, SETTINGS)
@@ -160,8 +164,8 @@ def test_the_project_facets_are_checked_against_their_packaged_schemas():
             LAKEHOUSE_ORDERS,
             RUN,
             SETTINGS,
+            events.RunFacts(reads=(READ,)),
             running_interval=30,
-            reads=(READ,),
             progress=events.StreamingProgressRunFacet(processedRows=5),
         )
     )
@@ -214,7 +218,11 @@ def test_inputs_and_outputs_are_the_asset_graph_edges_named_by_the_catalog():
     # Column lineage only as a run observed it (here: as the catalog expects it).
     body = as_json(
         events.asset_event(
-            RunState.COMPLETE, SUPPLIER_STATS, RUN, SETTINGS, column_lineage=SUPPLIER_STATS.expected_lineage
+            RunState.COMPLETE,
+            SUPPLIER_STATS,
+            RUN,
+            SETTINGS,
+            events.RunFacts(column_lineage=SUPPLIER_STATS.expected_lineage),
         )
     )
     assert [(d["namespace"], d["name"]) for d in body["inputs"]] == [("s3://warehouse", "default/orders")]
@@ -237,7 +245,11 @@ def test_inputs_and_outputs_are_the_asset_graph_edges_named_by_the_catalog():
     assert body["job"]["facets"]["jobType"]["processingType"] == "BATCH"
     ingestion = as_json(
         events.asset_event(
-            RunState.COMPLETE, LAKEHOUSE_ORDERS, RUN, SETTINGS, column_lineage=LAKEHOUSE_ORDERS.expected_lineage
+            RunState.COMPLETE,
+            LAKEHOUSE_ORDERS,
+            RUN,
+            SETTINGS,
+            events.RunFacts(column_lineage=LAKEHOUSE_ORDERS.expected_lineage),
         )
     )
     assert ingestion["job"]["name"] == "dagster.iceberg-ingestion"
@@ -274,7 +286,9 @@ def test_failure_carries_the_exception_and_its_stack():
 
 
 def test_an_outputs_quality_metrics_carry_the_jobs_numbers():
-    body = as_json(events.asset_event(RunState.COMPLETE, LAKEHOUSE_ORDERS, RUN, SETTINGS, quality=QUALITY))
+    body = as_json(
+        events.asset_event(RunState.COMPLETE, LAKEHOUSE_ORDERS, RUN, SETTINGS, events.RunFacts(quality=QUALITY))
+    )
     facet = body["outputs"][0]["facets"]["dataQualityMetrics"]
     assert facet["_schemaURL"].endswith("/DataQualityMetricsDatasetFacet.json#/$defs/DataQualityMetricsDatasetFacet")
     assert {k: v for k, v in facet.items() if not k.startswith("_")} == {
@@ -300,8 +314,7 @@ def test_a_table_version_names_its_snapshot_and_schema_and_a_read_names_every_ve
             LAKEHOUSE_ORDERS,
             RUN,
             SETTINGS,
-            version=events.DatasetVersion("4412", schema_id=1),
-            reads=(READ,),
+            events.RunFacts(version=events.DatasetVersion("4412", schema_id=1), reads=(READ,)),
         )
     )
     version = body["outputs"][0]["facets"]["version"]

@@ -39,9 +39,9 @@ def run_events(dataset, name: str, *states_and_seconds) -> list[dict]:
                     dataset,
                     None,
                     SETTINGS,
+                    events.RunFacts(column_lineage=dataset.expected_lineage),
                     run_id=run_id(name),
                     event_time=at(second),
-                    column_lineage=dataset.expected_lineage,
                 )
             )
         )
