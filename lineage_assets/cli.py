@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+from lineage_assets.lineage.marquez import MarquezError
 from lineage_assets.settings import Settings
 from lineage_assets.source_schemas import SCHEMA_INCOMPATIBLE
 from lineage_assets.stack.services.base import StackError
@@ -71,7 +72,7 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
         retire,
     )
     from lineage_assets.lineage.emitter import emitter_for
-    from lineage_assets.lineage.marquez import MarquezApi, MarquezError
+    from lineage_assets.lineage.marquez import MarquezApi
 
     if args.subject and args.action not in ("impact", "trace"):
         print(f"lineage-assets: lineage {args.action} takes no subject, got {args.subject!r}", file=sys.stderr)
@@ -110,11 +111,7 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
     if args.action == "dead-letters":
         return _dead_letters(args, emitter)
     if args.action == "retire":
-        try:
-            hidden = retire(MarquezApi(settings.marquez_api_url), settings, log_design(emitter.log))
-        except MarquezError as error:
-            print(f"lineage-assets: {error}", file=sys.stderr)
-            return 2
+        hidden = retire(MarquezApi(settings.marquez_api_url), settings, log_design(emitter.log))
         print(
             f"hid in Marquez the jobs renamed or retired since: {', '.join(hidden)}"
             if hidden
@@ -131,22 +128,12 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
         from lineage_assets.lineage.queries import ask
 
         marquez = MarquezApi(settings.marquez_api_url) if args.source == "marquez" else None
-        try:
-            answer = ask(
-                args.action, args.subject, settings, events=None if marquez else emitter.events(), marquez=marquez
-            )
-        except MarquezError as error:
-            print(f"lineage-assets: {error}", file=sys.stderr)
-            return 2
+        answer = ask(args.action, args.subject, settings, events=None if marquez else emitter.events(), marquez=marquez)
         print(json.dumps(answer.as_dict(), indent=2) if args.json else answer.tree())
         return 0
     if args.source == "marquez":
         where = f"Marquez at {settings.marquez_api_url}"
-        try:
-            gaps, notes = check_marquez_with_design(MarquezApi(settings.marquez_api_url), settings, emitter.log)
-        except MarquezError as error:
-            print(f"lineage-assets: {error}", file=sys.stderr)
-            return 2
+        gaps, notes = check_marquez_with_design(MarquezApi(settings.marquez_api_url), settings, emitter.log)
     else:
         where = f"the lineage in {emitter.log_path}"
         gaps, notes = check_log(emitter.log, settings), not_yet_run_in_log(emitter.log)
@@ -432,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args, Settings.from_env().validated())
-    except (StackError, ValueError) as error:
+    except (StackError, MarquezError, ValueError) as error:
         for line in str(error).splitlines():
             print(f"lineage-assets: {line}", file=sys.stderr)
         return 2

@@ -33,7 +33,9 @@ class Backend:
 
     def transport(self):
         """openlineage-python's transport for this configuration; None when it resolves to nothing (its
-        fallback, the console, is not a lineage backend, and the durable transport would log to itself)."""
+        fallback, the console, is not a lineage backend, and the durable transport would log to itself).
+        Made by ``OpenLineageClient``, whose transport alone is used: it is what reads the standard
+        sources (``openlineage.yml``, ``OPENLINEAGE_URL``, ``OPENLINEAGE__…``) when no configuration is given."""
         client_log = logging.getLogger("openlineage.client.client")
         level = client_log.level
         client_log.setLevel(

@@ -274,3 +274,23 @@ def test_a_lineage_action_that_takes_no_subject_refuses_one_by_name(tmp_path, mo
     assert main(["lineage", "check", "orders"]) == 2
     assert "lineage check takes no subject, got 'orders'" in capsys.readouterr().err
     assert not (tmp_path / "lineage").exists()  # refused before anything was read or created
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["lineage", "check", "--source", "marquez"],
+        ["lineage", "impact", "orders", "--source", "marquez"],
+        ["lineage", "retire"],
+    ],
+)
+def test_a_marquez_that_does_not_answer_is_one_line_naming_its_url_and_exit_code_2(
+    tmp_path, monkeypatch, capsys, command
+):
+    from lineage_assets.cli import main
+
+    monkeypatch.setenv("LINEAGE_ASSETS_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("LINEAGE_ASSETS_MARQUEZ_PORT", "1")  # nothing listens there
+    assert main(command) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("lineage-assets: Marquez is not reachable at http://127.0.0.1:1/api/v1/")
