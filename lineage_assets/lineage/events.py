@@ -42,7 +42,7 @@ from openlineage.client.facet_v2 import (
     symlinks_dataset,
     tags_run,
 )
-from openlineage.client.generated.base import InputDatasetFacet, RunFacet
+from openlineage.client.generated.base import DatasetFacet, InputDatasetFacet, OutputDatasetFacet, RunFacet
 from openlineage.client.uuid import generate_static_uuid
 
 from lineage_assets.datasets import (
@@ -130,6 +130,31 @@ class SchemaVersionsInputDatasetFacet(InputDatasetFacet):
 
 
 @attr.define
+class KafkaOffsetsDatasetFacet(DatasetFacet):
+    """The records of a topic a run read (an input's facet) or wrote (an output's): per partition, its
+    first offset and the offset after its last. A topic has no version of its own; this range is the
+    part of it a run saw, which provenance follows back to the records."""
+
+    topic: str
+    partitions: list[dict]  # partition, start, end
+
+    @staticmethod
+    def _get_schema() -> str:
+        return f"urn:lineage_assets:schema:KafkaOffsetsDatasetFacet:{VERSION}"
+
+
+@attr.define
+class FilesWrittenOutputDatasetFacet(OutputDatasetFacet):
+    """The data files a run added to a dataset stored as files (the raw archive), with their sizes."""
+
+    files: list[dict]  # path (below the dataset's location), size
+
+    @staticmethod
+    def _get_schema() -> str:
+        return f"urn:lineage_assets:schema:FilesWrittenOutputDatasetFacet:{VERSION}"
+
+
+@attr.define
 class TableVersionDatasetFacet(dataset_version_dataset.DatasetVersionDatasetFacet):
     """``version``: a table's version (an Iceberg snapshot id, as openlineage-spark names it) with
     the id of its schema beside it (the facet's schema takes additional properties)."""
@@ -143,6 +168,38 @@ class DatasetVersion:
 
     version: str
     schema_id: int | None = None
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    """The records of one partition of a topic between two offsets: ``start`` is the first, ``end``
+    the one after the last (Kafka's and Spark's end offset)."""
+
+    partition: int
+    start: int
+    end: int
+
+
+def offset_ranges(topic: str, start: dict | None, end: dict | None) -> tuple[OffsetRange, ...]:
+    """The ranges of ``topic`` between two of Spark's offset maps (``{topic: {partition: offset}}``,
+    as a query's progress reports them); a partition with no record between them is left out."""
+    first, after = (start or {}).get(topic) or {}, (end or {}).get(topic) or {}
+    ranges = (
+        OffsetRange(int(partition), int(first.get(partition, 0)), int(offset)) for partition, offset in after.items()
+    )
+    return tuple(sorted((r for r in ranges if r.end > r.start), key=lambda r: r.partition))
+
+
+def offsets_facet(topic: str, ranges: tuple[OffsetRange, ...]) -> KafkaOffsetsDatasetFacet:
+    return KafkaOffsetsDatasetFacet(
+        topic=topic, partitions=[{"partition": r.partition, "start": r.start, "end": r.end} for r in ranges]
+    )
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    path: str  # below the dataset's location
+    size: int
 
 
 @dataclass(frozen=True)
@@ -162,13 +219,16 @@ class Assertion:
 
 @dataclass(frozen=True)
 class SourceRead:
-    """What a run read of one input dataset: the writer versions of its records (a Spark job's
-    ``schema_versions`` report entries) and the tests it made of them."""
+    """What a run read of one input dataset: which part of it (a topic's offset ranges, a table's
+    snapshot), the writer versions of its records (a Spark job's ``schema_versions`` report entries)
+    and the tests it made of them."""
 
     dataset: str  # a key of DATASETS
-    subject: str
-    versions: tuple[dict, ...]
+    subject: str | None = None  # the registry subject of a topic's values
+    versions: tuple[dict, ...] = ()
     assertions: tuple[Assertion, ...] = ()
+    offsets: tuple[OffsetRange, ...] | None = None  # a topic: the records read
+    snapshot: DatasetVersion | None = None  # a table: the snapshot the scan read
 
     def newest_readable(self) -> dict | None:
         readable = [v for v in self.versions if v["readable"]]
@@ -187,19 +247,27 @@ class RunFacts:
     quality: dict | None = None  # the job's ``quality`` report entry
     reads: tuple[SourceRead, ...] = ()
     column_lineage: dict[str, tuple[ColumnSource, ...]] | None = None  # as the job's plan says
+    offsets: tuple[OffsetRange, ...] | None = None  # a topic: the records written
+    files: tuple[WrittenFile, ...] | None = None  # a dataset of files: those added
 
 
 NO_FACTS = RunFacts()  # a run's START, before it has read or written anything
 
 
-def orders_read(settings: Settings, versions, assertions: tuple[Assertion, ...] = ()) -> SourceRead:
-    """What a run read of the orders topic: the writer versions of a Spark job's report or a
-    deployment's progress (``schema_versions`` entries), and its tests of them."""
+def orders_read(
+    settings: Settings,
+    versions,
+    assertions: tuple[Assertion, ...] = (),
+    offsets: tuple[OffsetRange, ...] | None = None,
+) -> SourceRead:
+    """What a run read of the orders topic: the offset ranges it consumed, the writer versions of a
+    Spark job's report or a deployment's progress (``schema_versions`` entries), and its tests of them."""
     return SourceRead(
         dataset=ORDERS.key,
         subject=value_subject(settings.orders_topic),
         versions=tuple(versions or ()),
         assertions=assertions,
+        offsets=offsets,
     )
 
 
@@ -342,10 +410,17 @@ def column_lineage_facet(
     return column_lineage_dataset.ColumnLineageDatasetFacet(fields=fields)
 
 
-def _read_facets(upstream: Dataset, read: SourceRead) -> tuple[dict, dict]:
-    """(dataset facets, input facets) of what a run read: the schema and version of the newest
-    readable writer version it read, every version it read, and its tests of the input."""
+def _read_facets(upstream: Dataset, read: SourceRead, settings: Settings) -> tuple[dict, dict]:
+    """(dataset facets, input facets) of what a run read: a topic's offset ranges, or a table's
+    snapshot; the schema and version of the newest readable writer version it read, every version it
+    read, and its tests of the input."""
     facets, input_facets = {}, {}
+    if read.offsets is not None:
+        facets["kafkaOffsets"] = offsets_facet(upstream.identity(settings).name, read.offsets)
+    if read.snapshot is not None:
+        facets["version"] = TableVersionDatasetFacet(
+            datasetVersion=read.snapshot.version, schemaId=read.snapshot.schema_id
+        )
     newest = read.newest_readable()
     if newest is not None:
         described = {c.name: c.description for c in upstream.columns}
@@ -412,7 +487,7 @@ def inputs(dataset: Dataset, settings: Settings, reads: tuple[SourceRead, ...] =
         facets, input_facets = dataset_facets(upstream, settings), {}
         for read in reads:
             if read.dataset == key:
-                read_facets, input_facets = _read_facets(upstream, read)
+                read_facets, input_facets = _read_facets(upstream, read, settings)
                 facets.update(read_facets)
         result.append(
             InputDataset(namespace=identity.namespace, name=identity.name, facets=facets, inputFacets=input_facets)
@@ -456,6 +531,8 @@ def output(dataset: Dataset, settings: Settings, facts: RunFacts) -> OutputDatas
         facets["dataQualityMetrics"] = quality_facet(facts.quality)
     if facts.column_lineage:
         facets["columnLineage"] = column_lineage_facet(facts.column_lineage, settings)
+    if facts.offsets is not None:
+        facets["kafkaOffsets"] = offsets_facet(identity.name, facts.offsets)
     if facts.lifecycle:
         facets["lifecycleStateChange"] = lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet(
             lifecycleStateChange=lifecycle_state_change_dataset.LifecycleStateChange[facts.lifecycle]
@@ -464,6 +541,10 @@ def output(dataset: Dataset, settings: Settings, facts: RunFacts) -> OutputDatas
     if facts.statistics:
         output_facets["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
             rowCount=facts.statistics.rows, size=facts.statistics.bytes, fileCount=facts.statistics.files
+        )
+    if facts.files is not None:
+        output_facets["filesWritten"] = FilesWrittenOutputDatasetFacet(
+            files=[{"path": f.path, "size": f.size} for f in facts.files]
         )
     return OutputDataset(namespace=identity.namespace, name=identity.name, facets=facets, outputFacets=output_facets)
 

@@ -21,6 +21,10 @@ QUALITY = {
     "files": 2,  # a job's `quality` report entry (spark/support/reports.py)
     "columns": {"order_id": {"nulls": 0}, "price": {"nulls": 1, "min": 1.5, "max": 99.99}, "item": {}},
 }
+# Partition 1's records 10..39 read; partition 0 had none.
+RANGES = events.offset_ranges("orders", {"orders": {"0": 7, "1": 10}}, {"orders": {"0": 7, "1": 40}})
+WRITTEN = (events.OffsetRange(0, 3, 5),)
+TABLE_READ = events.SourceRead(dataset=LAKEHOUSE_ORDERS.key, snapshot=events.DatasetVersion("8812", schema_id=0))
 RUN = events.DagsterRun(
     run_id="6a1f0c9e-1111-4222-8333-944455556666",
     job_name="__ephemeral_asset_job__",
@@ -36,6 +40,7 @@ def as_json(event) -> dict:
 READ = events.SourceRead(
     dataset="orders",
     subject="orders-value",
+    offsets=RANGES,
     versions=(
         {
             "version": 1,
@@ -100,8 +105,10 @@ def every_kind_of_event():
                 lifecycle="OVERWRITE",
                 quality=QUALITY,
                 version=events.DatasetVersion("4412", schema_id=1),
-                reads=(READ,),
+                reads=(READ, TABLE_READ),
                 column_lineage=dataset.expected_lineage,
+                offsets=WRITTEN,
+                files=(events.WrittenFile("part-00000-1.parquet", 2048),),
             ),
         )
         yield events.asset_event(RunState.FAIL, dataset, RUN, SETTINGS, error=failure)
@@ -372,3 +379,32 @@ def test_an_integrations_custom_facet_is_held_to_the_spec_definition_it_names():
     assert validate_event(body) == []
     del body["run"]["facets"]["spark_properties"]["_producer"]
     assert "run.spark_properties: '_producer' is a required property at []" in validate_event(body)
+
+
+def test_a_run_names_the_offsets_it_read_and_wrote_the_snapshot_it_read_and_the_files_it_added():
+    assert RANGES == (events.OffsetRange(1, 10, 40),)
+    facts = events.RunFacts(
+        reads=(READ, TABLE_READ), offsets=WRITTEN, files=(events.WrittenFile("day=1/part-0.parquet", 512),)
+    )
+    archive = as_json(events.asset_event(RunState.COMPLETE, DATASETS["orders_archive"], RUN, SETTINGS, facts))
+    (orders,) = archive["inputs"]
+    assert orders["facets"]["kafkaOffsets"]["partitions"] == [{"partition": 1, "start": 10, "end": 40}]
+    assert archive["outputs"][0]["outputFacets"]["filesWritten"]["files"] == [
+        {"path": "day=1/part-0.parquet", "size": 512}
+    ]
+    stats = as_json(events.asset_event(RunState.COMPLETE, SUPPLIER_STATS, RUN, SETTINGS, facts))
+    (table,) = stats["inputs"]
+    assert (table["facets"]["version"]["datasetVersion"], table["facets"]["version"]["schemaId"]) == ("8812", 0)
+    live = as_json(events.asset_event(RunState.COMPLETE, DATASETS["supplier_stats_live"], RUN, SETTINGS, facts))
+    assert live["outputs"][0]["facets"]["kafkaOffsets"] == {
+        **live["outputs"][0]["facets"]["kafkaOffsets"],
+        "topic": "supplier-stats",
+        "partitions": [{"partition": 0, "start": 3, "end": 5}],
+    }
+    for body in (archive, stats, live):
+        assert validate_event(body) == []
+    orders["facets"]["kafkaOffsets"]["partitions"][0].pop("end")
+    archive["outputs"][0]["outputFacets"]["filesWritten"]["files"][0]["size"] = -1
+    problems = validate_event(archive)
+    assert any("kafkaOffsets" in p and "'end' is a required property" in p for p in problems), problems
+    assert any("filesWritten" in p and "-1" in p for p in problems), problems
