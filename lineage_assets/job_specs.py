@@ -76,6 +76,7 @@ class ArchiveReport(StreamReport):
     bytes_written: int
     files_total: int
     quality: dict | None  # of the records this run archived
+    files_added: list[list] = field(default_factory=list)  # [path below the archive's location, bytes]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,6 +106,8 @@ class SupplierStatsReport(Report):
     rows_in: int
     rows_written: int
     table_created: bool
+    source_snapshot_id: int | None = None  # the snapshot of the source table the run read (None: it had none)
+    source_schema_id: int | None = None
     snapshot_id: int | None = None
     schema_id: int | None = None
     files_written: int = 0

@@ -27,7 +27,7 @@ def main() -> None:
     args = parser.parse_args()
     started = time.monotonic()
     spark = SparkSession.builder.getOrCreate()
-    files_before, bytes_before = tables.files_under(spark, args.path)
+    before = tables.files_under(spark, args.path)
 
     versions = kafka.SourceVersions(args)
     columns = quality.ColumnMetrics()
@@ -43,11 +43,11 @@ def main() -> None:
         .option("path", args.path)
         .option("checkpointLocation", args.checkpoint)
     )
-    query = queries.run_query(writer, args, spark, versions, columns)
+    _, summary = queries.run_query(writer, args, spark, versions, columns)
 
-    files_after, bytes_after = tables.files_under(spark, args.path)
-    summary = queries.progress_summary(query)
-    rows, files, size = summary["rows_in"], files_after - files_before, bytes_after - bytes_before
+    after = tables.files_under(spark, args.path)
+    added = sorted(set(after) - set(before))
+    rows, files, size = summary["rows_in"], len(added), sum(after[path] for path in added)
     reports.write_report(
         args.report,
         ArchiveReport,
@@ -56,7 +56,8 @@ def main() -> None:
         rows_written=rows,
         files_written=files,
         bytes_written=size,
-        files_total=files_after,
+        files_total=len(after),
+        files_added=[[path, after[path]] for path in added],
         schema_versions=versions.summary(),
         column_lineage=observed,
         # Of the records this run archived: the sink keeps no statistics of its files to read.

@@ -238,14 +238,14 @@ def main() -> None:
 
     source = kafka.kafka_source(spark, args, headers=True)
     writer = source.writeStream.foreachBatch(write_batch).option("checkpointLocation", args.checkpoint)
-    query = queries.run_query(writer, args, spark)
+    _, summary = queries.run_query(writer, args, spark)
     table = tables.table_state(spark, args.table)  # the whole table, from its manifests
     table_quality = table["quality"]
     reports.write_report(
         args.report,
         IngestionReport,
         started,
-        **queries.progress_summary(query),
+        **summary,
         rows_written=totals["rows_written"],
         dead_letters=totals["dead_letters"],
         dead_letter_reasons=dict(reasons),

@@ -45,9 +45,7 @@ def main() -> None:
         .option("topic", args.output_topic)
         .option("checkpointLocation", args.checkpoint)
     )
-    query = queries.run_query(writer, args, spark, versions)
-
-    summary = queries.progress_summary(query)
+    query, summary = queries.run_query(writer, args, spark, versions)
     sink_rows = sum(p.sink.numOutputRows for p in query.recentProgress if p.sink and p.sink.numOutputRows > 0)
     reports.write_report(
         args.report,

@@ -15,7 +15,7 @@ import argparse
 import datetime as dt
 import time
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lineage_assets.job_specs import PROGRESS_PREFIX, SupplierStatsReport
@@ -23,8 +23,8 @@ from spark import lineage, transforms
 from spark.support import reports, tables
 
 
-def latest_day(spark: SparkSession, source: str) -> dt.date | None:
-    return spark.table(source).select(F.max(F.to_date("bid_time")).alias("day")).collect()[0].day
+def latest_day(source: DataFrame) -> dt.date | None:
+    return source.select(F.max(F.to_date("bid_time")).alias("day")).collect()[0].day
 
 
 def main() -> None:
@@ -38,16 +38,27 @@ def main() -> None:
     started = time.monotonic()
     spark = SparkSession.builder.getOrCreate()
     created = tables.create_table(spark, args.target, args.columns, "bid_date, bid_hour")
-    day = args.day or latest_day(spark, args.source)
+    # One snapshot of the source, read and reported: the figures can be traced to the very data they come from.
+    read = {"source_snapshot_id": tables.latest_snapshot_id(spark, args.source)}
+    read["source_schema_id"] = tables.table_schema_id(spark, args.source) if read["source_snapshot_id"] else None
+    source = tables.table_as_of(spark, args.source, read["source_snapshot_id"])
+    day = args.day or latest_day(source)
     if day is None:
         reports.write_report(
-            args.report, SupplierStatsReport, started, day=None, rows_in=0, rows_written=0, table_created=created
+            args.report,
+            SupplierStatsReport,
+            started,
+            day=None,
+            rows_in=0,
+            rows_written=0,
+            table_created=created,
+            **read,
         )
         spark.stop()
         return
 
-    print(f"{PROGRESS_PREFIX}computing {day} from {args.source}", flush=True)
-    orders = transforms.orders_of_day(spark.table(args.source), day)
+    print(f"{PROGRESS_PREFIX}computing {day} from {args.source} at snapshot {read['source_snapshot_id']}", flush=True)
+    orders = transforms.orders_of_day(source, day)
     stats = transforms.hourly_supplier_stats(orders).persist()
     observed = lineage.observe(stats)
     stats.writeTo(args.target).overwrite(F.col("bid_date") == F.lit(day))
@@ -61,6 +72,7 @@ def main() -> None:
         SupplierStatsReport,
         started,
         day=day.isoformat(),
+        **read,
         column_lineage=observed,
         rows_in=sum(r.total_count for r in totals),  # every order of the day is in exactly one total
         rows_written=len(totals),

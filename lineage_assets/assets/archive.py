@@ -3,10 +3,17 @@
 import dagster as dg
 from dagster_pyspark import PySparkResource
 
-from lineage_assets.assets.common import Outcome, StreamingRun, asset_key, check_arguments, streaming_asset
+from lineage_assets.assets.common import (
+    Outcome,
+    StreamingRun,
+    asset_key,
+    check_arguments,
+    orders_read_by,
+    streaming_asset,
+)
 from lineage_assets.datasets import ARCHIVE, CHECKS
 from lineage_assets.job_specs import ArchiveReport, archive_job, archive_location
-from lineage_assets.lineage.events import Assertion, OutputStatistics, RunFacts, orders_read
+from lineage_assets.lineage.events import Assertion, OutputStatistics, RunFacts, WrittenFile
 from lineage_assets.resources.lineage import LineageResource
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings
@@ -22,7 +29,8 @@ def archived(run: StreamingRun[ArchiveReport]) -> Outcome:
             OutputStatistics(rows=report.rows_written, bytes=report.bytes_written, files=report.files_written),
             "CREATE" if report.files_total == report.files_written and report.files_written else None,
             quality=report.quality,
-            reads=(orders_read(run.settings, report.schema_versions),),
+            reads=(orders_read_by(run.settings, report),),
+            files=tuple(WrittenFile(path, size) for path, size in report.files_added),
         ),
         metadata={
             "files_written": report.files_written,

@@ -10,8 +10,8 @@ from typing import Generic
 import dagster as dg
 
 from lineage_assets.datasets import DATASETS, OWNERS, Check, Dataset
-from lineage_assets.job_specs import JobSpec, R, Report
-from lineage_assets.lineage.events import RunFacts
+from lineage_assets.job_specs import JobSpec, R, Report, StreamReport
+from lineage_assets.lineage.events import Assertion, RunFacts, SourceRead, orders_read
 from lineage_assets.lineage.observed import ColumnLineage, ObservationError, disagreements, from_facet, from_report
 from lineage_assets.lineage.queries import declared_impact
 from lineage_assets.lineage.spark_agent import AgentEvidence
@@ -112,7 +112,28 @@ def run_metadata(report: Report, facts: RunFacts) -> dict:
     }
     if facts.column_lineage:
         metadata["dagster/column_lineage"] = column_lineage(facts.column_lineage)
+    return {**metadata, **read_metadata(facts)}
+
+
+def read_metadata(facts: RunFacts) -> dict:
+    """Per input, the version the run read (a table's snapshot, a topic's offset ranges): on the
+    asset's page, what a partition was computed from."""
+    metadata = {}
+    for read in facts.reads:
+        if read.snapshot is not None:
+            metadata[f"read/{read.dataset}"] = dg.MetadataValue.json(
+                {"snapshot_id": read.snapshot.version, "schema_id": read.snapshot.schema_id}
+            )
+        elif read.offsets is not None:
+            metadata[f"read/{read.dataset}"] = dg.MetadataValue.json(
+                {"offsets": [{"partition": r.partition, "start": r.start, "end": r.end} for r in read.offsets]}
+            )
     return metadata
+
+
+def orders_read_by(settings: Settings, report: StreamReport, assertions: tuple[Assertion, ...] = ()) -> SourceRead:
+    """What a streaming job's catch-up run read of the orders topic, by its report."""
+    return orders_read(settings, report.schema_versions, assertions, report.start_offsets, report.end_offsets)
 
 
 @dataclass(frozen=True)
@@ -124,6 +145,7 @@ class StreamingRun(Generic[R]):
     kafka: KafkaResource
     report: R
     topics_created: list[str]
+    offsets_before: dict[str, dict[int, int]]  # per topic the job writes, its end offsets before it ran
 
 
 @dataclass(frozen=True)
@@ -167,8 +189,9 @@ def streaming_asset(
             require_services(settings)
             with lineage.asset_run(context, dataset) as run:
                 created = kafka.ensure_topics(*topics(settings))
+                before = {topic: kafka.end_offsets(topic) for topic in topics(settings)}
                 report = spark_jobs.run(job(settings), log=context.log)
-                result = outcome(StreamingRun(context, settings, kafka, report, created))
+                result = outcome(StreamingRun(context, settings, kafka, report, created, before))
                 facts = dataclasses.replace(
                     result.facts, column_lineage=observed_lineage(dataset, report, settings, context.log)
                 )

@@ -15,13 +15,14 @@ from lineage_assets.assets.common import (
     asset_spec_arguments,
     check_arguments,
     observed_lineage,
+    orders_read_by,
     run_metadata,
     streaming_asset,
 )
 from lineage_assets.datasets import CHECKS, LAKEHOUSE_ORDERS, SUPPLIER_STATS, iceberg_table_name
 from lineage_assets.dead_letters import TEACH_THEN_REPLAY
 from lineage_assets.job_specs import IngestionReport, ingestion_job, supplier_stats_job
-from lineage_assets.lineage.events import Assertion, DatasetVersion, OutputStatistics, RunFacts, orders_read
+from lineage_assets.lineage.events import Assertion, DatasetVersion, OutputStatistics, RunFacts, table_read
 from lineage_assets.preflight import require_services
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lineage import LineageResource
@@ -182,7 +183,7 @@ def ingested(run: StreamingRun[IngestionReport]) -> Outcome:
             "CREATE" if report.table_created else None,
             version=DatasetVersion(str(report.snapshot_id), report.schema_id),
             quality=report.quality,
-            reads=(orders_read(settings, report.schema_versions, (rebuild.assertion(),)),),
+            reads=(orders_read_by(settings, report, (rebuild.assertion(),)),),
         ),
         metadata={
             "dead_letters": report.dead_letters,
@@ -226,6 +227,7 @@ def supplier_stats_asset(settings: Settings) -> dg.AssetsDefinition:
                 "CREATE" if report.table_created else "OVERWRITE",
                 version=DatasetVersion(str(report.snapshot_id), report.schema_id),
                 quality=report.quality,
+                reads=(table_read(LAKEHOUSE_ORDERS, report.source_snapshot_id, report.source_schema_id),),
                 column_lineage=observed_lineage(SUPPLIER_STATS, report, environment.settings, context.log, agent),
             )
             run.complete(facts)

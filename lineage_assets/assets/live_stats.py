@@ -2,22 +2,24 @@
 
 import dagster as dg
 
-from lineage_assets.assets.common import Outcome, StreamingRun, streaming_asset
+from lineage_assets.assets.common import Outcome, StreamingRun, orders_read_by, streaming_asset
 from lineage_assets.job_specs import LiveStatsReport, live_stats_job
-from lineage_assets.lineage.events import OutputStatistics, RunFacts, orders_read
+from lineage_assets.lineage.events import OutputStatistics, RunFacts, offset_ranges
 from lineage_assets.settings import Settings
 
 
 def windows_published(run: StreamingRun[LiveStatsReport]) -> Outcome:
     """The windows the watermark closed during a catch-up run, published to the statistics topic."""
     topic = run.settings.supplier_stats_topic
+    after = run.kafka.end_offsets(topic)
     return Outcome(
         RunFacts(
             OutputStatistics(rows=run.report.windows_written),
             "CREATE" if topic in run.topics_created else None,
-            reads=(orders_read(run.settings, run.report.schema_versions),),
+            reads=(orders_read_by(run.settings, run.report),),
+            offsets=offset_ranges(topic, {topic: run.offsets_before.get(topic, {})}, {topic: after}),
         ),
-        metadata={"kafka/output_end_offsets": dg.MetadataValue.json(run.kafka.end_offsets(topic))},
+        metadata={"kafka/output_end_offsets": dg.MetadataValue.json(after)},
     )
 
 

@@ -258,17 +258,26 @@ def orders_read(
     settings: Settings,
     versions,
     assertions: tuple[Assertion, ...] = (),
-    offsets: tuple[OffsetRange, ...] | None = None,
+    start_offsets: dict | None = None,
+    end_offsets: dict | None = None,
 ) -> SourceRead:
-    """What a run read of the orders topic: the offset ranges it consumed, the writer versions of a
-    Spark job's report or a deployment's progress (``schema_versions`` entries), and its tests of them."""
+    """What a run read of the orders topic: the records between the offsets its first batch started
+    at and its last batch ended at (Spark's offset maps), the writer versions of a Spark job's report
+    or a deployment's progress (``schema_versions`` entries), and its tests of them."""
+    topic = settings.orders_topic
     return SourceRead(
         dataset=ORDERS.key,
-        subject=value_subject(settings.orders_topic),
+        subject=value_subject(topic),
         versions=tuple(versions or ()),
         assertions=assertions,
-        offsets=offsets,
+        offsets=None if end_offsets is None else offset_ranges(topic, start_offsets, end_offsets),
     )
+
+
+def table_read(table: Dataset, snapshot_id: int | None, schema_id: int | None = None) -> SourceRead:
+    """What a run read of a table: one snapshot of it (none while the table had none)."""
+    snapshot = None if snapshot_id is None else DatasetVersion(str(snapshot_id), schema_id)
+    return SourceRead(dataset=table.key, snapshot=snapshot)
 
 
 @functools.cache

@@ -155,13 +155,16 @@ class DeploymentFolder:
 
     def facts(self, settings: Settings, progress: events.StreamingProgressRunFacet) -> events.RunFacts:
         """What the deployment's run read and wrote so far (``progress``: its ``progress_facet``), as
-        its RUNNING events and its end report it."""
+        its RUNNING events and its end report it: the offsets from its first batch's start to its
+        latest batch's end, and its output as of its latest commit."""
         version, quality = self.output_written()
+        batches = [record for record in self.progress() if record.get("end_offsets")]
+        start, end = (batches[0].get("start_offsets"), batches[-1]["end_offsets"]) if batches else (None, None)
         return events.RunFacts(
             statistics=events.OutputStatistics(rows=progress.processedRows),
             version=version,
             quality=quality,
-            reads=(events.orders_read(settings, self.versions_read()),),
+            reads=(events.orders_read(settings, self.versions_read(), (), start, end),),
             column_lineage=self.column_lineage(settings),
         )
 

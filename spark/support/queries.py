@@ -37,6 +37,33 @@ class QueryListener(StreamingQueryListener):
         self.progress_file, self.versions, self.columns, self.every_s = progress_file, versions, columns, every_s
         self.last_printed = 0.0
         self.rows = 0
+        # batch id -> rows read and the source offsets it started and ended at (a replayed batch counts once)
+        self.batches: dict[int, dict] = {}
+
+    def record(self, progress) -> None:
+        """One batch's progress: counted by the observers, its rows and offsets kept (from this
+        listener, and again from the query's ``recentProgress`` once it ended, for reports it has not
+        had yet)."""
+        for observer in (self.versions, self.columns):
+            if observer is not None:
+                observer.count_observed(progress)
+        source = _source(progress)
+        self.batches[progress.batchId] = {
+            "rows": progress.numInputRows,
+            "start": _offsets(source.get("startOffset")),
+            "end": _offsets(source.get("endOffset")),
+        }
+
+    def summary(self) -> dict:
+        """The run's batches, rows read, and the source offsets it started and ended at: from its first
+        batch's start to its last batch's end, however many batches it took."""
+        read = [self.batches[batch] for batch in sorted(self.batches) if self.batches[batch]["end"] is not None]
+        return {
+            "batches": len(self.batches),
+            "rows_in": sum(batch["rows"] for batch in self.batches.values()),
+            "start_offsets": read[0]["start"] if read else None,
+            "end_offsets": read[-1]["end"] if read else None,
+        }
 
     def _append(self, record: dict) -> None:
         if self.progress_file:
@@ -48,9 +75,7 @@ class QueryListener(StreamingQueryListener):
 
     def onQueryProgress(self, event) -> None:
         progress = event.progress
-        for observer in (self.versions, self.columns):
-            if observer is not None:
-                observer.count_observed(progress)
+        self.record(progress)
         self.rows += progress.numInputRows
         if time.monotonic() - self.last_printed >= self.every_s:
             self.last_printed = time.monotonic()
@@ -59,7 +84,7 @@ class QueryListener(StreamingQueryListener):
                 f"{progress.processedRowsPerSecond or 0:.0f} rows/s",
                 flush=True,
             )
-        source = progress.sources[0] if progress.sources else None
+        source = _source(progress)
         self._append(
             {
                 "event": "progress",
@@ -71,8 +96,9 @@ class QueryListener(StreamingQueryListener):
                 "batch_duration_ms": progress.durationMs.get("triggerExecution"),
                 # where the batch's time went: planning, the sink, the commit log
                 "phases_ms": dict(progress.durationMs),
-                "end_offsets": _offsets(source.endOffset) if source else None,
-                "latest_offsets": _offsets(source.latestOffset) if source else None,
+                "start_offsets": _offsets(source.get("startOffset")),
+                "end_offsets": _offsets(source.get("endOffset")),
+                "latest_offsets": _offsets(source.get("latestOffset")),
                 **(
                     {"schema_versions": self.versions.summary(self.versions.observed_in(progress))}
                     if self.versions
@@ -99,8 +125,10 @@ def run_query(
     Continuous mode runs until the query fails, the process is stopped, or the drain file appears;
     a drain processes what is available, commits, and returns normally. ``versions`` counts the
     records per writer version that the query observes (``SourceVersions.observed``), ``columns``
-    the metrics of the records it writes (``ColumnMetrics.observed``)."""
-    spark.streams.addListener(QueryListener(args.progress_file, versions, columns))
+    the metrics of the records it writes (``ColumnMetrics.observed``). The query, and its
+    ``QueryListener.summary``."""
+    listener = QueryListener(args.progress_file, versions, columns)
+    spark.streams.addListener(listener)
     if args.mode == CATCH_UP:
         query = writer.trigger(availableNow=True).start()
         query.awaitTermination()
@@ -114,28 +142,18 @@ def run_query(
                 break
         if query.exception() is not None:
             raise RuntimeError(f"streaming query failed: {query.exception()}")
-    observers = [observer for observer in (versions, columns) if observer is not None]
-    for progress in query.recentProgress if observers else ():
-        for observer in observers:
-            observer.count_observed(progress)  # the listener may not have seen the last reports yet
-    return query
+    for progress in query.recentProgress:
+        listener.record(progress)  # the listener may not have had the last reports yet
+    return query, listener.summary()
 
 
-def progress_summary(query) -> dict:
-    """Rows read and the Kafka offsets covered, from the query's progress reports."""
-    progresses = query.recentProgress
-    summary = {
-        "batches": len(progresses),
-        "rows_in": sum(p.get("numInputRows", 0) for p in (json.loads(p.json) for p in progresses)),
-        "start_offsets": None,
-        "end_offsets": None,
-    }
-    with_sources = [json.loads(p.json) for p in progresses if p.sources]
-    if with_sources:
-        summary["start_offsets"] = _offsets(with_sources[0]["sources"][0].get("startOffset"))
-        summary["end_offsets"] = _offsets(with_sources[-1]["sources"][0].get("endOffset"))
-    return summary
+def _source(progress) -> dict:
+    """The progress report's (first) source as its JSON has it: PySpark's ``SourceProgress`` of a
+    query's ``recentProgress`` spells offsets as Python text, not JSON."""
+    sources = json.loads(progress.json).get("sources") or [{}]
+    return sources[0]
 
 
 def _offsets(value):
-    return json.loads(value) if isinstance(value, str) else value
+    """A source's offsets as progress reports them (JSON text; none before a source's first batch)."""
+    return (json.loads(value) if isinstance(value, str) else value) or None

@@ -16,12 +16,24 @@ def table_schema_id(spark: SparkSession, table: str) -> int | None:
     return rows[0].latest_schema_id if rows else None
 
 
-def table_state(spark: SparkSession, table: str) -> dict:
-    """The table as committed now (``REFRESH``: a streaming query's batches commit through another
-    session's catalog cache): its latest snapshot, schema id and ``quality``, from its metadata."""
+def latest_snapshot_id(spark: SparkSession, table: str) -> int | None:
+    """The table's latest snapshot as committed now (``REFRESH``: a streaming query's batches commit
+    through another session's catalog cache); None while it has none."""
     spark.sql(f"REFRESH TABLE {table}")
     latest = spark.sql(f"SELECT snapshot_id FROM {table}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()
-    snapshot_id = latest[0].snapshot_id if latest else None
+    return latest[0].snapshot_id if latest else None
+
+
+def table_as_of(spark: SparkSession, table: str, snapshot_id: int | None):
+    """The table's rows at one snapshot: what a job reads is then exactly the version it reports."""
+    return (
+        spark.table(table) if snapshot_id is None else spark.sql(f"SELECT * FROM {table} VERSION AS OF {snapshot_id}")
+    )
+
+
+def table_state(spark: SparkSession, table: str) -> dict:
+    """The table as committed now: its latest snapshot, schema id and ``quality``, from its metadata."""
+    snapshot_id = latest_snapshot_id(spark, table)
     return {
         "snapshot_id": snapshot_id,
         "schema_id": table_schema_id(spark, table),
@@ -79,18 +91,19 @@ def planned_batches(spark: SparkSession, checkpoint: str) -> bool:
     return bool(filesystem.exists(path) and filesystem.listStatus(path))
 
 
-def files_under(spark: SparkSession, location: str) -> tuple[int, int]:
-    """(data files, bytes) below a Hadoop path, leaving out Spark's own metadata folders."""
+def files_under(spark: SparkSession, location: str) -> dict[str, int]:
+    """The data files below a Hadoop path (relative to it) and their bytes, leaving out Spark's own
+    metadata folders."""
     path, filesystem = _hadoop_path(spark, location)
     if not filesystem.exists(path):
-        return 0, 0
-    files = size = 0
+        return {}
+    files = {}
     listing = filesystem.listFiles(path, True)
+    root = str(filesystem.makeQualified(path).toString()).rstrip("/") + "/"  # as the listing names files
     while listing.hasNext():
         status = listing.next()
-        relative = str(status.getPath().toString())[len(location) :]
+        relative = str(status.getPath().toString())[len(root) :]
         if "_spark_metadata" in relative or relative.rsplit("/", 1)[-1].startswith((".", "_")):
             continue
-        files += 1
-        size += status.getLen()
-    return files, size
+        files[relative] = status.getLen()
+    return files

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from lineage_assets.lineage import events
+from lineage_assets.settings import Settings
 from lineage_assets.streaming.folder import DeploymentFolder
 
 TABLE_QUALITY = {"rows": 42, "bytes": 9000, "files": 3, "columns": {"price": {"nulls": 0, "min": 1.0, "max": 99.5}}}
@@ -46,3 +47,27 @@ def test_an_archive_reports_the_columns_of_what_it_wrote_so_far(tmp_path):
 def test_a_job_that_reports_neither_has_no_output_metrics(tmp_path):
     assert folder_with(tmp_path, {"event": "progress", "batch": 0, "rows": 5}).output_written() == (None, None)
     assert DeploymentFolder(tmp_path / "never-ran").output_written() == (None, None)
+
+
+def test_a_deployment_reads_from_its_first_batchs_start_to_its_latest_batchs_end(tmp_path):
+    folder = folder_with(
+        tmp_path,
+        {"event": "progress", "batch": 0, "rows": 0},  # no source offsets yet
+        {
+            "event": "progress",
+            "batch": 1,
+            "rows": 5,
+            "start_offsets": {"orders": {"0": 10}},
+            "end_offsets": {"orders": {"0": 15}},
+        },
+        {
+            "event": "progress",
+            "batch": 2,
+            "rows": 3,
+            "start_offsets": {"orders": {"0": 15}},
+            "end_offsets": {"orders": {"0": 18}},
+        },
+    )
+    facts = folder.facts(Settings(), folder.progress_facet())
+    (read,) = facts.reads
+    assert read.offsets == (events.OffsetRange(0, 10, 18),) and facts.statistics.rows == 8

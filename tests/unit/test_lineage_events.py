@@ -24,7 +24,7 @@ QUALITY = {
 # Partition 1's records 10..39 read; partition 0 had none.
 RANGES = events.offset_ranges("orders", {"orders": {"0": 7, "1": 10}}, {"orders": {"0": 7, "1": 40}})
 WRITTEN = (events.OffsetRange(0, 3, 5),)
-TABLE_READ = events.SourceRead(dataset=LAKEHOUSE_ORDERS.key, snapshot=events.DatasetVersion("8812", schema_id=0))
+TABLE_READ = events.table_read(LAKEHOUSE_ORDERS, 8812, 0)
 RUN = events.DagsterRun(
     run_id="6a1f0c9e-1111-4222-8333-944455556666",
     job_name="__ephemeral_asset_job__",
