@@ -1,0 +1,93 @@
+"""What each run read and wrote, as versions: the offsets of `orders` every streaming job consumed,
+the snapshot of `lakehouse/orders` each `supplier_stats` run read, the offsets live windows wrote and
+the files the archive added, held against Kafka, Iceberg and S3 themselves."""
+
+from __future__ import annotations
+
+from lineage_assets.datasets import (
+    ARCHIVE,
+    LAKEHOUSE_ORDERS,
+    ORDERS,
+    SUPPLIER_STATS,
+    SUPPLIER_STATS_LIVE,
+    iceberg_table_name,
+)
+from lineage_assets.lineage.emitter import emitter_for
+from lineage_assets.lineage.events import PRODUCER
+from lineage_assets.resources.kafka import KafkaResource
+from lineage_assets.resources.settings import SettingsResource
+from lineage_assets.stack.services.storage import s3_client
+from tests.e2e.conftest import GENERATOR
+
+
+def completed(settings, dataset) -> list[dict]:
+    return [
+        event
+        for event in emitter_for(settings).events()
+        if event["job"]["name"] == dataset.job.lineage_name
+        and event["producer"] == PRODUCER
+        and event["eventType"] == "COMPLETE"
+    ]
+
+
+def read_of(event: dict, dataset, settings) -> dict:
+    (read,) = [i for i in event["inputs"] if (i["namespace"], i["name"]) == dataset.identity(settings).node]
+    return read
+
+
+def test_each_streaming_job_consumes_orders_once_each_run_starting_where_the_last_ended(runs, settings):
+    kafka = KafkaResource(environment=SettingsResource.of(settings))
+    end = {partition: offset for partition, offset in kafka.end_offsets(settings.orders_topic).items() if offset}
+    for dataset in (ARCHIVE, SUPPLIER_STATS_LIVE, LAKEHOUSE_ORDERS):
+        runs_of_job = completed(settings, dataset)
+        first = read_of(runs_of_job[0], ORDERS, settings)["facets"]["kafkaOffsets"]
+        assert first["topic"] == settings.orders_topic
+        assert sum(r["end"] - r["start"] for r in first["partitions"]) == GENERATOR.count, dataset.key
+        consumed: dict[int, int] = {}
+        for event in runs_of_job:
+            for offsets in read_of(event, ORDERS, settings)["facets"].get("kafkaOffsets", {}).get("partitions", []):
+                assert offsets["start"] == consumed.get(offsets["partition"], 0), (dataset.key, offsets)
+                consumed[offsets["partition"]] = offsets["end"]
+        assert consumed.items() <= end.items(), dataset.key  # never past what the topic holds
+
+
+def test_supplier_stats_reads_the_snapshot_the_ingestion_wrote_last_and_iceberg_has_it(runs, settings, spark):
+    snapshots = {
+        str(row.snapshot_id)
+        for row in spark.sql(f"SELECT snapshot_id FROM {iceberg_table_name(settings, 'orders')}.snapshots").collect()
+    }
+    written = None
+    checked = 0
+    for event in emitter_for(settings).events():
+        if event["producer"] != PRODUCER or event["eventType"] != "COMPLETE":
+            continue
+        if event["job"]["name"] == LAKEHOUSE_ORDERS.job.lineage_name:
+            written = event["outputs"][0]["facets"]["version"]["datasetVersion"]
+        elif event["job"]["name"] == SUPPLIER_STATS.job.lineage_name:
+            read = read_of(event, LAKEHOUSE_ORDERS, settings)["facets"]["version"]
+            assert read["datasetVersion"] == written and read["datasetVersion"] in snapshots
+            checked += 1
+    assert checked
+
+
+def test_live_windows_name_the_offsets_they_wrote_and_the_archive_the_files_it_added(runs, settings):
+    kafka = KafkaResource(environment=SettingsResource.of(settings))
+    (live, *_) = completed(settings, SUPPLIER_STATS_LIVE)
+    written = live["outputs"][0]["facets"]["kafkaOffsets"]
+    assert written["topic"] == settings.supplier_stats_topic
+    windows = live["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"]
+    assert sum(r["end"] - r["start"] for r in written["partitions"]) == windows > 0
+    assert {r["partition"]: r["end"] for r in written["partitions"]}.items() <= kafka.end_offsets(
+        settings.supplier_stats_topic
+    ).items()
+
+    (archived, *_) = completed(settings, ARCHIVE)
+    files = archived["outputs"][0]["outputFacets"]["filesWritten"]["files"]
+    assert len(files) == archived["outputs"][0]["outputFacets"]["outputStatistics"]["fileCount"] > 0
+    bucket, prefix = settings.archive_bucket, settings.archive_prefix
+    stored = {
+        item["Key"].removeprefix(f"{prefix}/"): item["Size"]
+        for page in s3_client(settings).get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        for item in page.get("Contents", [])
+    }
+    assert {f["path"]: f["size"] for f in files}.items() <= stored.items()
