@@ -184,6 +184,7 @@ def ingested(run: StreamingRun[IngestionReport]) -> Outcome:
             version=DatasetVersion(str(report.snapshot_id), report.schema_id),
             quality=report.quality,
             reads=(orders_read_by(settings, report, (rebuild.assertion(),)),),
+            partitions=tuple(report.days),
         ),
         metadata={
             "dead_letters": report.dead_letters,
@@ -228,6 +229,7 @@ def supplier_stats_asset(settings: Settings) -> dg.AssetsDefinition:
                 version=DatasetVersion(str(report.snapshot_id), report.schema_id),
                 quality=report.quality,
                 reads=(table_read(LAKEHOUSE_ORDERS, report.source_snapshot_id, report.source_schema_id),),
+                partitions=(report.day,) if report.day else (),
                 column_lineage=observed_lineage(SUPPLIER_STATS, report, environment.settings, context.log, agent),
             )
             run.complete(facts)

@@ -155,6 +155,17 @@ class FilesWrittenOutputDatasetFacet(OutputDatasetFacet):
 
 
 @attr.define
+class PartitionsWrittenOutputDatasetFacet(OutputDatasetFacet):
+    """The partitions (UTC days, the assets' daily partition keys) a run wrote rows into."""
+
+    partitions: list[str]
+
+    @staticmethod
+    def _get_schema() -> str:
+        return f"urn:lineage_assets:schema:PartitionsWrittenOutputDatasetFacet:{VERSION}"
+
+
+@attr.define
 class TableVersionDatasetFacet(dataset_version_dataset.DatasetVersionDatasetFacet):
     """``version``: a table's version (an Iceberg snapshot id, as openlineage-spark names it) with
     the id of its schema beside it (the facet's schema takes additional properties)."""
@@ -249,6 +260,7 @@ class RunFacts:
     column_lineage: dict[str, tuple[ColumnSource, ...]] | None = None  # as the job's plan says
     offsets: tuple[OffsetRange, ...] | None = None  # a topic: the records written
     files: tuple[WrittenFile, ...] | None = None  # a dataset of files: those added
+    partitions: tuple[str, ...] | None = None  # a partitioned table: the days it wrote rows into
 
 
 NO_FACTS = RunFacts()  # a run's START, before it has read or written anything
@@ -551,6 +563,8 @@ def output(dataset: Dataset, settings: Settings, facts: RunFacts) -> OutputDatas
         output_facets["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
             rowCount=facts.statistics.rows, size=facts.statistics.bytes, fileCount=facts.statistics.files
         )
+    if facts.partitions is not None:
+        output_facets["partitionsWritten"] = PartitionsWrittenOutputDatasetFacet(partitions=list(facts.partitions))
     if facts.files is not None:
         output_facets["filesWritten"] = FilesWrittenOutputDatasetFacet(
             files=[{"path": f.path, "size": f.size} for f in facts.files]

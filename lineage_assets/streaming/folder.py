@@ -165,6 +165,9 @@ class DeploymentFolder:
             version=version,
             quality=quality,
             reads=(events.orders_read(settings, self.versions_read(), (), start, end),),
+            # An ingestion reports the days of each commit (the other jobs write no partitioned table).
+            partitions=tuple(sorted({day for commit in self.progress("committed") for day in commit.get("days", ())}))
+            or None,
             column_lineage=self.column_lineage(settings),
         )
 

@@ -51,21 +51,26 @@ def test_each_streaming_job_consumes_orders_once_each_run_starting_where_the_las
         assert consumed.items() <= end.items(), dataset.key  # never past what the topic holds
 
 
-def test_supplier_stats_reads_the_snapshot_the_ingestion_wrote_last_and_iceberg_has_it(runs, settings, spark):
+def test_supplier_stats_reads_the_snapshot_the_ingestion_wrote_last_and_overwrites_a_day_it_wrote(
+    runs, settings, spark
+):
     snapshots = {
         str(row.snapshot_id)
         for row in spark.sql(f"SELECT snapshot_id FROM {iceberg_table_name(settings, 'orders')}.snapshots").collect()
     }
-    written = None
+    written, days = None, set()  # the last snapshot the ingestion wrote; the days it wrote rows into
     checked = 0
     for event in emitter_for(settings).events():
         if event["producer"] != PRODUCER or event["eventType"] != "COMPLETE":
             continue
         if event["job"]["name"] == LAKEHOUSE_ORDERS.job.lineage_name:
             written = event["outputs"][0]["facets"]["version"]["datasetVersion"]
+            days |= set(event["outputs"][0]["outputFacets"].get("partitionsWritten", {}).get("partitions", []))
         elif event["job"]["name"] == SUPPLIER_STATS.job.lineage_name:
             read = read_of(event, LAKEHOUSE_ORDERS, settings)["facets"]["version"]
             assert read["datasetVersion"] == written and read["datasetVersion"] in snapshots
+            (day,) = event["outputs"][0]["outputFacets"]["partitionsWritten"]["partitions"]  # the day it overwrote
+            assert day in days
             checked += 1
     assert checked
 

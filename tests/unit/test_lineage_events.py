@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 
@@ -109,6 +110,7 @@ def every_kind_of_event():
                 column_lineage=dataset.expected_lineage,
                 offsets=WRITTEN,
                 files=(events.WrittenFile("part-00000-1.parquet", 2048),),
+                partitions=("2026-11-20", "2026-11-21"),
             ),
         )
         yield events.asset_event(RunState.FAIL, dataset, RUN, SETTINGS, error=failure)
@@ -392,7 +394,12 @@ def test_a_run_names_the_offsets_it_read_and_wrote_the_snapshot_it_read_and_the_
     assert archive["outputs"][0]["outputFacets"]["filesWritten"]["files"] == [
         {"path": "day=1/part-0.parquet", "size": 512}
     ]
-    stats = as_json(events.asset_event(RunState.COMPLETE, SUPPLIER_STATS, RUN, SETTINGS, facts))
+    stats = as_json(
+        events.asset_event(
+            RunState.COMPLETE, SUPPLIER_STATS, RUN, SETTINGS, dataclasses.replace(facts, partitions=("2026-11-21",))
+        )
+    )
+    assert stats["outputs"][0]["outputFacets"]["partitionsWritten"]["partitions"] == ["2026-11-21"]
     (table,) = stats["inputs"]
     assert (table["facets"]["version"]["datasetVersion"], table["facets"]["version"]["schemaId"]) == ("8812", 0)
     live = as_json(events.asset_event(RunState.COMPLETE, DATASETS["supplier_stats_live"], RUN, SETTINGS, facts))
