@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime as dt
 import json
 import subprocess
 import sys
@@ -74,7 +75,7 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
     from lineage_assets.lineage.emitter import emitter_for
     from lineage_assets.lineage.marquez import MarquezApi
 
-    if args.subject and args.action not in ("impact", "trace"):
+    if args.subject and args.action not in ("impact", "trace", "provenance"):
         print(f"lineage-assets: lineage {args.action} takes no subject, got {args.subject!r}", file=sys.stderr)
         return 2
     emitter = emitter_for(settings)
@@ -124,6 +125,8 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
             print(
                 f"lineage {args.action}: {emitter.pending()} events still wait for Marquez; it reads what Marquez has"
             )
+    if args.action == "provenance":
+        return _provenance(args, settings, emitter)
     if args.action in ("impact", "trace"):
         from lineage_assets.lineage.queries import ask
 
@@ -139,6 +142,29 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
         gaps, notes = check_log(emitter.log, settings), not_yet_run_in_log(emitter.log)
     print(report(gaps, where, notes))
     return 1 if gaps else 0
+
+
+def _utc_time(text: str) -> dt.datetime:
+    try:
+        moment = dt.datetime.fromisoformat(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{text!r} is no ISO 8601 time (e.g. 2026-11-21T12:00:00)") from error
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+
+
+def _provenance(args: argparse.Namespace, settings: Settings, emitter) -> int:
+    from lineage_assets.lineage.provenance import as_json, provenance
+    from lineage_assets.lineage.queries import resolve
+
+    if args.source != "log":
+        print("lineage-assets: lineage provenance reads the event log only (--source log)", file=sys.stderr)
+        return 2
+    subject = resolve(args.subject, settings)
+    answer = provenance(
+        emitter.events(), subject.dataset, settings, partition=args.partition, version=args.version, at=args.at
+    )
+    print(as_json(answer) if args.json else answer.tree())
+    return 0
 
 
 def _delivery_status(emitter) -> int:
@@ -345,7 +371,19 @@ def build_parser() -> argparse.ArgumentParser:
     lineage = commands.add_parser("lineage", help="check, export or deliver the OpenLineage events")
     lineage.add_argument(
         "action",
-        choices=["check", "publish", "export", "flush", "status", "dead-letters", "show", "impact", "trace", "retire"],
+        choices=[
+            "check",
+            "publish",
+            "export",
+            "flush",
+            "status",
+            "dead-letters",
+            "show",
+            "impact",
+            "trace",
+            "provenance",
+            "retire",
+        ],
         help="check: compare with the asset graph; publish: send the designed graph (a static event per "
         "dataset and job) where it changed since the last publish; export: write every event as JSON lines; "
         "flush: deliver waiting events to the configured backend; "
@@ -353,16 +391,24 @@ def build_parser() -> argparse.ArgumentParser:
         "dead-letters: list the events delivery set aside (unreadable, or refused by the backend); "
         "show: draw the graph as a self-contained HTML page (and PNG); "
         "impact: everything downstream of SUBJECT; trace: everything upstream of SUBJECT; "
+        "provenance: the runs and versions that made one version of the dataset SUBJECT, down to the "
+        "offsets of the source topic; "
         "retire: hide in Marquez the jobs renamed or no longer defined (their runs stay)",
     )
     lineage.add_argument(
         "subject",
         nargs="?",
         default="",
-        help="impact: DATASET[.COLUMN]; trace: DATASET.COLUMN (a dataset by its asset key, "
+        help="impact: DATASET[.COLUMN]; trace: DATASET.COLUMN; provenance: DATASET (a dataset by its asset key, "
         "e.g. lakehouse/supplier_stats, or its OpenLineage namespace:name)",
     )
-    lineage.add_argument("--json", action="store_true", help="impact, trace: the answer as JSON")
+    lineage.add_argument("--json", action="store_true", help="impact, trace, provenance: the answer as JSON")
+    version = lineage.add_mutually_exclusive_group()
+    version.add_argument("--partition", help="provenance: the version of this partition (a day, YYYY-MM-DD)")
+    version.add_argument("--version", help="provenance: this version (e.g. a table's snapshot id)")
+    version.add_argument(
+        "--at", type=_utc_time, help="provenance: the version as of this time (ISO 8601, UTC unless it says)"
+    )
     lineage.add_argument(
         "--out",
         help="export: the output file (default lineage-events.jsonl); show: the HTML page (default lineage.html)",

@@ -112,6 +112,8 @@ class ProduceReport:
     by_kind: dict[str, int]
     first_sent_at: str | None
     last_sent_at: str | None
+    # partition -> (first offset, the offset after the last) of the records sent, as the broker acknowledged them
+    offsets: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
 def produce_orders(
@@ -137,10 +139,14 @@ def produce_orders(
     serializer = AvroSerializer(registry, value_schema or orders_avro_schema_json())
     producer = Producer({"bootstrap.servers": bootstrap_servers, "enable.idempotence": True, "linger.ms": 20})
     failures: list[str] = []
+    offsets: dict[int, tuple[int, int]] = {}
 
     def delivered(error, message):
         if error is not None:
             failures.append(f"{message.key()!r}: {error}")
+            return
+        first, after = offsets.get(message.partition(), (message.offset(), message.offset() + 1))
+        offsets[message.partition()] = (min(first, message.offset()), max(after, message.offset() + 1))
 
     context = SerializationContext(topic, MessageField.VALUE)
     last_progress = time.monotonic()
@@ -165,4 +171,5 @@ def produce_orders(
         by_kind=dict(Counter(order.kind for order in orders)),
         first_sent_at=orders[0].sent_at.isoformat() if orders else None,
         last_sent_at=orders[-1].sent_at.isoformat() if orders else None,
+        offsets=dict(sorted(offsets.items())),
     )

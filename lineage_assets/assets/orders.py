@@ -8,7 +8,7 @@ import dagster as dg
 from lineage_assets.assets.common import asset_spec_arguments
 from lineage_assets.datasets import ORDERS, orders_avro_schema_json
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
-from lineage_assets.lineage.events import DatasetVersion, OutputStatistics, RunFacts
+from lineage_assets.lineage.events import DatasetVersion, OffsetRange, OutputStatistics, RunFacts
 from lineage_assets.preflight import require_services
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lineage import LineageResource
@@ -67,6 +67,7 @@ def orders_definitions(settings: Settings) -> dg.Definitions:
                     OutputStatistics(rows=report.produced),
                     "CREATE" if settings.orders_topic in created else None,
                     version=DatasetVersion(f"{schema.subject}:{schema.version}"),
+                    offsets=tuple(OffsetRange(p, first, after) for p, (first, after) in report.offsets.items()),
                 )
             )
         context.log.info(f"produced {report.produced} orders to {settings.orders_topic}: {report.by_kind}")

@@ -1,0 +1,245 @@
+"""Provenance: from one version of a dataset (a day's partition, a snapshot, a time) to the runs and
+versions that made it, down to the offset ranges of the `orders` topic and the archive files that
+hold those records.
+
+Each run's events say which version of each input it read (a table's snapshot, a topic's offset
+ranges) and what it wrote (a snapshot, offset ranges, files, the days it wrote rows into); see
+``lineage/events.py``. A version of an Iceberg table is made by every run that appended to it up to
+that snapshot, so the writers of a snapshot that matter for one day are those that wrote rows of
+that day up to it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+
+from lineage_assets.datasets import DATASETS, Dataset
+from lineage_assets.lineage.events import OffsetRange
+from lineage_assets.lineage.graph import Node, job_key
+from lineage_assets.settings import Settings
+
+
+class ProvenanceError(ValueError):
+    """No run wrote the version asked for; the message says which versions there are."""
+
+
+@dataclass(frozen=True)
+class Version:
+    """What a run read or wrote of one dataset."""
+
+    node: Node
+    version: str | None = None  # a table's snapshot, a subject's schema version
+    offsets: tuple[OffsetRange, ...] = ()  # a topic's records
+    partitions: tuple[str, ...] = ()  # the days it wrote rows into
+    files: tuple[str, ...] = ()  # the files it added
+
+    def as_dict(self, names: dict[Node, str]) -> dict:
+        found = {"dataset": names.get(self.node, f"{self.node[0]}:{self.node[1]}")}
+        if self.version is not None:
+            found["version"] = self.version
+        if self.offsets:
+            found["offsets"] = [{"partition": r.partition, "start": r.start, "end": r.end} for r in self.offsets]
+        if self.partitions:
+            found["partitions"] = list(self.partitions)
+        if self.files:
+            found["files"] = list(self.files)
+        return found
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run as its last event with inputs and outputs tells it."""
+
+    run_id: str
+    job: str  # "namespace/name"
+    state: str
+    time: str  # when its last event was sent
+    order: int  # its last event's place in the log
+    reads: tuple[Version, ...]
+    writes: tuple[Version, ...]
+
+    def wrote(self, node: Node) -> Version | None:
+        return next((w for w in self.writes if w.node == node), None)
+
+    def read(self, node: Node) -> Version | None:
+        return next((r for r in self.reads if r.node == node), None)
+
+
+def _ranges(facets: dict) -> tuple[OffsetRange, ...]:
+    partitions = (facets.get("kafkaOffsets") or {}).get("partitions") or []
+    return tuple(OffsetRange(p["partition"], p["start"], p["end"]) for p in partitions)
+
+
+def _version(dataset: dict, output: bool) -> Version:
+    facets, output_facets = dataset.get("facets") or {}, dataset.get("outputFacets") or {}
+    return Version(
+        node=(dataset["namespace"], dataset["name"]),
+        version=(facets.get("version") or {}).get("datasetVersion"),
+        offsets=_ranges(facets),
+        partitions=tuple((output_facets.get("partitionsWritten") or {}).get("partitions") or ()) if output else (),
+        files=tuple(f["path"] for f in (output_facets.get("filesWritten") or {}).get("files") or ()) if output else (),
+    )
+
+
+def runs_of(run_events: list[dict]) -> list[RunRecord]:
+    """Every run that read or wrote a dataset, in the order of its last such event (a streaming
+    deployment's latest RUNNING event tells what it had read and written so far)."""
+    latest: dict[str, tuple[int, dict]] = {}
+    for order, event in enumerate(run_events):
+        if event.get("inputs") or event.get("outputs"):
+            latest[event["run"]["runId"]] = (order, event)
+    records = [
+        RunRecord(
+            run_id=run_id,
+            job=job_key(event["job"]["namespace"], event["job"]["name"]),
+            state=event.get("eventType", "OTHER"),
+            time=event["eventTime"],
+            order=order,
+            reads=tuple(_version(d, output=False) for d in event.get("inputs") or []),
+            writes=tuple(_version(d, output=True) for d in event.get("outputs") or []),
+        )
+        for run_id, (order, event) in latest.items()
+    ]
+    return sorted(records, key=lambda record: record.order)
+
+
+@dataclass
+class Step:
+    """A run in a provenance chain: what it wrote that matters here, what it read, and the runs that
+    made what it read."""
+
+    run: RunRecord
+    wrote: Version
+    read: list[tuple[Version, list[Step]]] = field(default_factory=list)
+    archived: list[tuple[RunRecord, Version]] = field(default_factory=list)  # where its topic records are kept
+
+
+@dataclass(frozen=True)
+class Provenance:
+    dataset: str  # asset key
+    partition: str | None
+    steps: list[Step]
+    names: dict[Node, str]
+
+    def as_dict(self) -> dict:
+        return {"dataset": self.dataset, "partition": self.partition, "made_by": [self._step(s) for s in self.steps]}
+
+    def _step(self, step: Step) -> dict:
+        found = {
+            "run": step.run.run_id,
+            "job": step.run.job,
+            "state": step.run.state,
+            "time": step.run.time,
+            "wrote": step.wrote.as_dict(self.names),
+            "read": [
+                {**version.as_dict(self.names), "made_by": [self._step(s) for s in made]} for version, made in step.read
+            ],
+        }
+        if step.archived:
+            found["archived_by"] = [{"run": run.run_id, **files.as_dict(self.names)} for run, files in step.archived]
+        return found
+
+    def tree(self) -> str:
+        lines = [f"{self.dataset}" + (f" partition {self.partition}" if self.partition else "")]
+        for step in self.steps:
+            self._lines(step, lines, "  ")
+        return "\n".join(lines)
+
+    def _lines(self, step: Step, lines: list[str], indent: str) -> None:
+        wrote = step.wrote
+        made = f"snapshot {wrote.version}" if wrote.version else "its output"
+        lines.append(
+            f"{indent}{made} written by {step.run.job} run {step.run.run_id} ({step.run.state} {step.run.time})"
+        )
+        for version, runs in step.read:
+            name = self.names.get(version.node, f"{version.node[0]}:{version.node[1]}")
+            if version.offsets:
+                ranges = ", ".join(f"partition {r.partition} offsets {r.start}..{r.end - 1}" for r in version.offsets)
+                lines.append(f"{indent}  read {name}: {ranges}")
+            else:
+                lines.append(f"{indent}  read {name}" + (f" at snapshot {version.version}" if version.version else ""))
+            for run in runs:
+                self._lines(run, lines, indent + "    ")
+        for run, files in step.archived:
+            lines.append(f"{indent}  those records archived by {run.job} run {run.run_id} in {len(files.files)} files:")
+            lines += [f"{indent}    {path}" for path in files.files]
+
+
+def _overlaps(a: tuple[OffsetRange, ...], b: tuple[OffsetRange, ...]) -> bool:
+    return any(x.partition == y.partition and x.start < y.end and y.start < x.end for x in a for y in b)
+
+
+def provenance(
+    run_events: list[dict],
+    dataset: Dataset,
+    settings: Settings,
+    partition: str | None = None,
+    version: str | None = None,
+    at: dt.datetime | None = None,
+) -> Provenance:
+    """The chain of runs and versions that made one version of ``dataset``: the latest written (of
+    ``partition``, ``version``, or as of ``at``), back to the offsets of the topic its data came from."""
+    runs = runs_of(run_events)
+    names = {d.identity(settings).node: d.key for d in DATASETS.values()}
+    node = dataset.identity(settings).node
+    candidates = [
+        run
+        for run in runs
+        if (wrote := run.wrote(node)) is not None
+        and run.state in ("COMPLETE", "RUNNING")
+        and (partition is None or partition in wrote.partitions)
+        and (version is None or wrote.version == version)
+        and (at is None or dt.datetime.fromisoformat(run.time) <= at)
+    ]
+    if not candidates:
+        written = sorted({w.version for run in runs if (w := run.wrote(node)) and w.version})
+        days = sorted({day for run in runs if (w := run.wrote(node)) for day in w.partitions})
+        raise ProvenanceError(
+            f"no run wrote {dataset.key}"
+            + (f" partition {partition}" if partition else "")
+            + (f" version {version}" if version else "")
+            + (f" by {at.isoformat()}" if at else "")
+            + (f"; partitions written: {', '.join(days)}" if days else "")
+            + (f"; versions written: {', '.join(written)}" if written else "")
+        )
+    return Provenance(dataset.key, partition, [_step(runs, candidates[-1], node, partition)], names)
+
+
+def _step(runs: list[RunRecord], run: RunRecord, node: Node, partition: str | None) -> Step:
+    step = Step(run=run, wrote=run.wrote(node))
+    for read in run.reads:
+        step.read.append((read, _writers(runs, run, read, partition)))
+        if read.offsets:
+            step.archived = [
+                (other, written)
+                for other in runs
+                if other is not run
+                and (other_read := other.read(read.node)) is not None
+                and _overlaps(other_read.offsets, read.offsets)
+                for written in other.writes
+                if written.files
+            ]
+    return step
+
+
+def _writers(runs: list[RunRecord], reader: RunRecord, read: Version, partition: str | None) -> list[Step]:
+    """The runs that made what ``reader`` read: of a topic, those that wrote records in the ranges it
+    read; of a table, its writers up to the snapshot it read (those that wrote rows of ``partition``,
+    when one is asked for)."""
+    earlier = [run for run in runs if run.order < reader.order and run.wrote(read.node) is not None]
+    if read.offsets:
+        chain = [run for run in earlier if _overlaps(run.wrote(read.node).offsets, read.offsets)]
+        return [_step(runs, run, read.node, None) for run in chain]
+    if read.version is None:
+        return []
+    made = next((i for i in reversed(range(len(earlier))) if earlier[i].wrote(read.node).version == read.version), None)
+    if made is None:
+        return []
+    chain = [run for run in earlier[: made + 1] if partition is None or partition in run.wrote(read.node).partitions]
+    return [_step(runs, run, read.node, partition) for run in chain]
+
+
+def as_json(answer: Provenance) -> str:
+    return json.dumps(answer.as_dict(), indent=2)

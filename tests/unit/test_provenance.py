@@ -1,0 +1,119 @@
+"""Provenance over a log of runs built with the project's own event builders: from a version of
+`supplier_stats` back through the ingestion runs that wrote its day to the offsets of `orders` and
+the archive files that hold them."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+from openlineage.client.event_v2 import RunState
+
+from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS
+from lineage_assets.lineage import events
+from lineage_assets.lineage.events import OffsetRange, RunFacts, WrittenFile
+from lineage_assets.lineage.provenance import ProvenanceError, provenance
+from lineage_assets.lineage.transport import event_line
+from lineage_assets.settings import Settings
+
+SETTINGS = Settings()
+T0 = dt.datetime(2026, 11, 21, 12, 0, tzinfo=dt.UTC)
+
+
+def run(n: int, dataset, facts: RunFacts) -> list[dict]:
+    dagster_run = events.DagsterRun(run_id=f"00000000-0000-4000-8000-00000000000{n}", job_name="j", started_at=T0)
+    at = T0 + dt.timedelta(minutes=n)
+    return [
+        json.loads(event_line(events.asset_event(state, dataset, dagster_run, SETTINGS, facts, event_time=at)))
+        for state, facts in ((RunState.START, events.NO_FACTS), (RunState.COMPLETE, facts))
+    ]
+
+
+def orders_read(start: int, end: int) -> events.SourceRead:
+    return events.orders_read(SETTINGS, (), (), {"orders": {"0": start}}, {"orders": {"0": end}})
+
+
+LOG = [
+    *run(1, ORDERS, RunFacts(offsets=(OffsetRange(0, 0, 10),))),
+    *run(
+        2,
+        ARCHIVE,
+        RunFacts(reads=(orders_read(0, 10),), files=(WrittenFile("a/1.json", 10), WrittenFile("a/2.json", 9))),
+    ),
+    *run(
+        3,
+        LAKEHOUSE_ORDERS,
+        RunFacts(
+            reads=(orders_read(0, 10),), version=events.DatasetVersion("100"), partitions=("2026-11-20", "2026-11-21")
+        ),
+    ),
+    *run(4, ORDERS, RunFacts(offsets=(OffsetRange(0, 10, 15),))),
+    *run(
+        5,
+        LAKEHOUSE_ORDERS,
+        RunFacts(reads=(orders_read(10, 15),), version=events.DatasetVersion("101"), partitions=("2026-11-21",)),
+    ),
+    *run(
+        6,
+        SUPPLIER_STATS,
+        RunFacts(
+            reads=(events.table_read(LAKEHOUSE_ORDERS, 101),),
+            version=events.DatasetVersion("200"),
+            partitions=("2026-11-20",),
+        ),
+    ),
+    *run(
+        7,
+        SUPPLIER_STATS,
+        RunFacts(
+            reads=(events.table_read(LAKEHOUSE_ORDERS, 101),),
+            version=events.DatasetVersion("201"),
+            partitions=("2026-11-21",),
+        ),
+    ),
+]
+
+
+def chain(answer) -> list[tuple[str, str | None]]:
+    """(job, version written) of every run in the answer, depth first."""
+    found = []
+
+    def walk(step):
+        found.append((step["job"].split("/")[1], step["wrote"].get("version") or str(step["wrote"].get("offsets"))))
+        for read in step["read"]:
+            for made in read["made_by"]:
+                walk(made)
+
+    for step in answer.as_dict()["made_by"]:
+        walk(step)
+    return found
+
+
+def test_a_day_is_traced_to_the_ingestion_runs_that_wrote_it_and_the_offsets_they_read():
+    answer = provenance(LOG, SUPPLIER_STATS, SETTINGS, partition="2026-11-20")
+    assert chain(answer) == [
+        (SUPPLIER_STATS.job.lineage_name, "200"),
+        (LAKEHOUSE_ORDERS.job.lineage_name, "100"),  # the run of 2026-11-21 alone is not in it
+        (ORDERS.job.lineage_name, "[{'partition': 0, 'start': 0, 'end': 10}]"),
+    ]
+    (ingestion,) = answer.as_dict()["made_by"][0]["read"][0]["made_by"]
+    assert ingestion["read"][0]["offsets"] == [{"partition": 0, "start": 0, "end": 10}]
+    assert ingestion["archived_by"] == [
+        {"run": ingestion["archived_by"][0]["run"], "dataset": ARCHIVE.key, "files": ["a/1.json", "a/2.json"]}
+    ]
+    assert "partition 0 offsets 0..9" in answer.tree() and "a/2.json" in answer.tree()
+
+
+def test_a_day_two_ingestion_runs_wrote_has_both_and_a_version_or_a_time_picks_the_run():
+    assert [job for job, _ in chain(provenance(LOG, SUPPLIER_STATS, SETTINGS, partition="2026-11-21"))].count(
+        LAKEHOUSE_ORDERS.job.lineage_name
+    ) == 2
+    assert chain(provenance(LOG, SUPPLIER_STATS, SETTINGS, version="200"))[0][1] == "200"
+    assert chain(provenance(LOG, SUPPLIER_STATS, SETTINGS, at=T0 + dt.timedelta(minutes=6, seconds=30)))[0][1] == "200"
+    assert chain(provenance(LOG, SUPPLIER_STATS, SETTINGS))[0][1] == "201"  # the latest
+
+
+def test_a_version_no_run_wrote_names_those_there_are():
+    with pytest.raises(ProvenanceError, match=r"partition 2026-11-19; partitions written: 2026-11-20, 2026-11-21"):
+        provenance(LOG, SUPPLIER_STATS, SETTINGS, partition="2026-11-19")
