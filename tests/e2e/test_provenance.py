@@ -4,6 +4,9 @@ the files the archive added, held against Kafka, Iceberg and S3 themselves."""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+
 from lineage_assets.datasets import (
     ARCHIVE,
     LAKEHOUSE_ORDERS,
@@ -11,12 +14,16 @@ from lineage_assets.datasets import (
     SUPPLIER_STATS,
     SUPPLIER_STATS_LIVE,
     iceberg_table_name,
+    orders_reader_schema_json,
 )
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.events import PRODUCER
+from lineage_assets.lineage.provenance import provenance
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.settings import SettingsResource
+from lineage_assets.source_schemas import registered_versions, value_subject
 from lineage_assets.stack.services.storage import s3_client
+from spark import transforms
 from tests.e2e.conftest import GENERATOR
 
 
@@ -96,3 +103,45 @@ def test_live_windows_name_the_offsets_they_wrote_and_the_archive_the_files_it_a
         for item in page.get("Contents", [])
     }
     assert {f["path"]: f["size"] for f in files}.items() <= stored.items()
+
+
+def test_a_days_provenance_leads_to_offsets_whose_records_recompute_its_totals(runs, settings, spark):
+    """The provenance of the day `supplier_stats` computed last names the ingestion runs that wrote
+    that day up to the snapshot it read and the offsets of `orders` they read; those records, read
+    again from Kafka and put through the jobs' own transforms, give that day's totals to the cent."""
+    (last, *_) = reversed(completed(settings, SUPPLIER_STATS))
+    (day,) = last["outputs"][0]["outputFacets"]["partitionsWritten"]["partitions"]
+    answer = provenance(emitter_for(settings).events(), SUPPLIER_STATS, settings, partition=day).as_dict()
+    (stats,) = answer["made_by"]
+    (table,) = stats["read"]
+    ingestions = table["made_by"]
+    assert ingestions and {step["job"].split("/")[1] for step in ingestions} == {LAKEHOUSE_ORDERS.job.lineage_name}
+    assert table["version"] == ingestions[-1]["wrote"]["version"] and all(
+        day in step["wrote"]["partitions"] for step in ingestions
+    )
+
+    topic = settings.orders_topic
+    ranges = [r for step in ingestions for read in step["read"] for r in read.get("offsets", [])]
+    assert ranges
+    raw = None
+    for r in ranges:
+        part = (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", settings.kafka_servers)
+            .option("subscribe", topic)
+            .option("startingOffsets", json.dumps({topic: {str(r["partition"]): r["start"]}}))
+            .option("endingOffsets", json.dumps({topic: {str(r["partition"]): r["end"]}}))
+            .load()
+        )
+        raw = part if raw is None else raw.unionByName(part)
+    reader = orders_reader_schema_json()
+    versions = registered_versions(settings.schema_registry_url, value_subject(topic), reader)
+    valid = transforms.valid_orders(transforms.decode_orders(raw, reader, versions))
+    recomputed = transforms.hourly_supplier_stats(
+        transforms.orders_of_day(transforms.iceberg_orders(valid), dt.date.fromisoformat(day))
+    )
+    written = spark.sql(
+        f"SELECT * FROM {iceberg_table_name(settings, 'supplier_stats')} VERSION AS OF {stats['wrote']['version']}"
+    ).where(f"bid_date = DATE'{day}'")
+    columns = ["supplier", "bid_hour", "total_price", "total_count"]
+    assert sorted(recomputed.select(columns).collect()) == sorted(written.select(columns).collect())
