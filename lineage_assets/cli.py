@@ -75,7 +75,7 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
     from lineage_assets.lineage.emitter import emitter_for
     from lineage_assets.lineage.marquez import MarquezApi
 
-    if args.subject and args.action not in ("impact", "trace", "provenance"):
+    if args.subject and args.action not in ("impact", "trace", "provenance", "reached"):
         print(f"lineage-assets: lineage {args.action} takes no subject, got {args.subject!r}", file=sys.stderr)
         return 2
     emitter = emitter_for(settings)
@@ -125,7 +125,7 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
             print(
                 f"lineage {args.action}: {emitter.pending()} events still wait for Marquez; it reads what Marquez has"
             )
-    if args.action == "provenance":
+    if args.action in ("provenance", "reached"):
         return _provenance(args, settings, emitter)
     if args.action in ("impact", "trace"):
         from lineage_assets.lineage.queries import ask
@@ -153,17 +153,25 @@ def _utc_time(text: str) -> dt.datetime:
 
 
 def _provenance(args: argparse.Namespace, settings: Settings, emitter) -> int:
-    from lineage_assets.lineage.provenance import as_json, provenance
+    """``provenance`` of a dataset's version, or what a run ``reached``, from the event log."""
+    from lineage_assets.lineage.provenance import provenance, reached
     from lineage_assets.lineage.queries import resolve
 
     if args.source != "log":
-        print("lineage-assets: lineage provenance reads the event log only (--source log)", file=sys.stderr)
+        print(f"lineage-assets: lineage {args.action} reads the event log only (--source log)", file=sys.stderr)
         return 2
-    subject = resolve(args.subject, settings)
-    answer = provenance(
-        emitter.events(), subject.dataset, settings, partition=args.partition, version=args.version, at=args.at
-    )
-    print(as_json(answer) if args.json else answer.tree())
+    if args.action == "reached":
+        answer = reached(emitter.events(), args.subject, settings)
+    else:
+        answer = provenance(
+            emitter.events(),
+            resolve(args.subject, settings).dataset,
+            settings,
+            partition=args.partition,
+            version=args.version,
+            at=args.at,
+        )
+    print(json.dumps(answer.as_dict(), indent=2) if args.json else answer.tree())
     return 0
 
 
@@ -382,6 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
             "impact",
             "trace",
             "provenance",
+            "reached",
             "retire",
         ],
         help="check: compare with the asset graph; publish: send the designed graph (a static event per "
@@ -392,17 +401,17 @@ def build_parser() -> argparse.ArgumentParser:
         "show: draw the graph as a self-contained HTML page (and PNG); "
         "impact: everything downstream of SUBJECT; trace: everything upstream of SUBJECT; "
         "provenance: the runs and versions that made one version of the dataset SUBJECT, down to the "
-        "offsets of the source topic; "
+        "offsets of the source topic; reached: every run, version and partition downstream of the run SUBJECT; "
         "retire: hide in Marquez the jobs renamed or no longer defined (their runs stay)",
     )
     lineage.add_argument(
         "subject",
         nargs="?",
         default="",
-        help="impact: DATASET[.COLUMN]; trace: DATASET.COLUMN; provenance: DATASET (a dataset by its asset key, "
-        "e.g. lakehouse/supplier_stats, or its OpenLineage namespace:name)",
+        help="impact: DATASET[.COLUMN]; trace: DATASET.COLUMN; provenance: DATASET; reached: RUN_ID "
+        "(a dataset by its asset key, e.g. lakehouse/supplier_stats, or its OpenLineage namespace:name)",
     )
-    lineage.add_argument("--json", action="store_true", help="impact, trace, provenance: the answer as JSON")
+    lineage.add_argument("--json", action="store_true", help="impact, trace, provenance, reached: the answer as JSON")
     version = lineage.add_mutually_exclusive_group()
     version.add_argument("--partition", help="provenance: the version of this partition (a day, YYYY-MM-DD)")
     version.add_argument("--version", help="provenance: this version (e.g. a table's snapshot id)")

@@ -12,7 +12,6 @@ that day up to it.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from dataclasses import dataclass, field
 
 from lineage_assets.datasets import DATASETS, Dataset
@@ -241,5 +240,78 @@ def _writers(runs: list[RunRecord], reader: RunRecord, read: Version, partition:
     return [_step(runs, run, read.node, partition) for run in chain]
 
 
-def as_json(answer: Provenance) -> str:
-    return json.dumps(answer.as_dict(), indent=2)
+@dataclass(frozen=True)
+class Reached:
+    """What one run's output reached downstream: every run that read it (transitively), the
+    versions they wrote and the Dagster partitions those are."""
+
+    run: RunRecord
+    downstream: list[tuple[RunRecord, Version]]  # each reached run, with what it wrote
+    names: dict[Node, str]
+
+    def partitions(self) -> dict[str, list[str]]:
+        """Asset key -> the partitions (days) the reached runs wrote."""
+        found: dict[str, set[str]] = {}
+        for _, wrote in self.downstream:
+            if wrote.node in self.names and wrote.partitions:
+                found.setdefault(self.names[wrote.node], set()).update(wrote.partitions)
+        return {key: sorted(days) for key, days in sorted(found.items())}
+
+    def as_dict(self) -> dict:
+        return {
+            "run": self.run.run_id,
+            "job": self.run.job,
+            "reached": [
+                {"run": run.run_id, "job": run.job, "state": run.state, "wrote": wrote.as_dict(self.names)}
+                for run, wrote in self.downstream
+            ],
+            "partitions": self.partitions(),
+        }
+
+    def tree(self) -> str:
+        lines = [f"{self.run.job} run {self.run.run_id} reached:"]
+        for run, wrote in self.downstream:
+            name = self.names.get(wrote.node, f"{wrote.node[0]}:{wrote.node[1]}")
+            what = f" version {wrote.version}" if wrote.version else ""
+            days = f" partitions {', '.join(wrote.partitions)}" if wrote.partitions else ""
+            lines.append(f"  {name}{what}{days}: {run.job} run {run.run_id} ({run.state})")
+        if not self.downstream:
+            lines.append("  nothing downstream read what it wrote")
+        return "\n".join(lines)
+
+
+def _reads_what_was_written(runs: list[RunRecord], writer: RunRecord, wrote: Version, reader: RunRecord) -> bool:
+    """Whether ``reader`` read records ``writer`` wrote: topic offsets that overlap, or a snapshot of
+    the table at or after the writer's (of a day the writer wrote rows of)."""
+    read = reader.read(wrote.node)
+    if read is None or reader.order <= writer.order:
+        return False
+    if wrote.offsets or read.offsets:
+        return _overlaps(wrote.offsets, read.offsets)
+    snapshots = [run.wrote(wrote.node).version for run in runs if run.wrote(wrote.node) is not None]
+    later = snapshots[snapshots.index(wrote.version) :] if wrote.version in snapshots else []
+    if read.version not in later:
+        return False
+    days = {day for written in reader.writes for day in written.partitions}
+    return not wrote.partitions or not days or bool(days & set(wrote.partitions))
+
+
+def reached(run_events: list[dict], run_id: str, settings: Settings) -> Reached:
+    """Every run downstream of ``run_id`` that read what it wrote, transitively, in log order."""
+    runs = runs_of(run_events)
+    names = {d.identity(settings).node: d.key for d in DATASETS.values()}
+    start = next((run for run in runs if run.run_id == run_id), None)
+    if start is None:
+        raise ProvenanceError(f"no run {run_id!r} read or wrote a dataset in the lineage")
+    found: dict[str, tuple[RunRecord, Version]] = {}
+    frontier = [start]
+    while frontier:
+        writer = frontier.pop()
+        for wrote in writer.writes:
+            for reader in runs:
+                if reader.run_id not in found and _reads_what_was_written(runs, writer, wrote, reader):
+                    for output in reader.writes:
+                        found.setdefault(reader.run_id, (reader, output))
+                    frontier.append(reader)
+    downstream = sorted(found.values(), key=lambda item: item[0].order)
+    return Reached(start, downstream, names)

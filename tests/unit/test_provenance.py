@@ -13,7 +13,7 @@ from openlineage.client.event_v2 import RunState
 from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS
 from lineage_assets.lineage import events
 from lineage_assets.lineage.events import OffsetRange, RunFacts, WrittenFile
-from lineage_assets.lineage.provenance import ProvenanceError, provenance
+from lineage_assets.lineage.provenance import ProvenanceError, provenance, reached
 from lineage_assets.lineage.transport import event_line
 from lineage_assets.settings import Settings
 
@@ -117,3 +117,29 @@ def test_a_day_two_ingestion_runs_wrote_has_both_and_a_version_or_a_time_picks_t
 def test_a_version_no_run_wrote_names_those_there_are():
     with pytest.raises(ProvenanceError, match=r"partition 2026-11-19; partitions written: 2026-11-20, 2026-11-21"):
         provenance(LOG, SUPPLIER_STATS, SETTINGS, partition="2026-11-19")
+
+
+def run_id(n: int, dataset) -> str:
+    dagster_run = events.DagsterRun(run_id=f"00000000-0000-4000-8000-00000000000{n}", job_name="j", started_at=T0)
+    return dagster_run.asset_run_id(dataset)
+
+
+def test_an_ingestion_run_reaches_the_days_it_wrote_and_no_other():
+    first = reached(LOG, run_id(3, LAKEHOUSE_ORDERS), SETTINGS)
+    assert first.partitions() == {SUPPLIER_STATS.key: ["2026-11-20", "2026-11-21"]}
+    second = reached(LOG, run_id(5, LAKEHOUSE_ORDERS), SETTINGS)
+    assert [run.run_id for run, _ in second.downstream] == [run_id(7, SUPPLIER_STATS)]
+    assert second.partitions() == {SUPPLIER_STATS.key: ["2026-11-21"]}
+
+
+def test_a_producer_run_reaches_the_archive_the_table_and_the_days_through_it():
+    answer = reached(LOG, run_id(4, ORDERS), SETTINGS)  # offsets 10..14 only
+    assert [run.run_id for run, _ in answer.downstream] == [run_id(5, LAKEHOUSE_ORDERS), run_id(7, SUPPLIER_STATS)]
+    everything = reached(LOG, run_id(1, ORDERS), SETTINGS)
+    assert {run.run_id for run, _ in everything.downstream} == {
+        run_id(2, ARCHIVE),
+        run_id(3, LAKEHOUSE_ORDERS),
+        run_id(6, SUPPLIER_STATS),
+        run_id(7, SUPPLIER_STATS),
+    }
+    assert "nothing downstream" in reached(LOG, run_id(7, SUPPLIER_STATS), SETTINGS).tree()
