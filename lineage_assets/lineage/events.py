@@ -42,7 +42,7 @@ from openlineage.client.facet_v2 import (
     symlinks_dataset,
     tags_run,
 )
-from openlineage.client.generated.base import DatasetFacet, InputDatasetFacet, OutputDatasetFacet, RunFacet
+from openlineage.client.generated.base import InputDatasetFacet, OutputDatasetFacet, RunFacet
 from openlineage.client.uuid import generate_static_uuid
 
 from lineage_assets.datasets import (
@@ -129,18 +129,46 @@ class SchemaVersionsInputDatasetFacet(InputDatasetFacet):
         return f"urn:lineage_assets:schema:SchemaVersionsInputDatasetFacet:{VERSION}"
 
 
+VERSION_FACETS = f"urn:lineage_assets:schema:VersionFacets:{VERSION}"
+
+
 @attr.define
-class KafkaOffsetsDatasetFacet(DatasetFacet):
-    """The records of a topic a run read (an input's facet) or wrote (an output's): per partition, its
-    first offset and the offset after its last. A topic has no version of its own; this range is the
-    part of it a run saw, which provenance follows back to the records."""
+class KafkaOffsetsInputDatasetFacet(InputDatasetFacet):
+    """The records of a topic a run read: per partition, its first offset and the offset after its
+    last. A topic has no version of its own; this range is the part of it the run saw."""
 
     topic: str
     partitions: list[dict]  # partition, start, end
 
     @staticmethod
     def _get_schema() -> str:
-        return f"urn:lineage_assets:schema:KafkaOffsetsDatasetFacet:{VERSION}"
+        return f"{VERSION_FACETS}#/$defs/KafkaOffsetsInputDatasetFacet"
+
+
+@attr.define
+class KafkaOffsetsOutputDatasetFacet(OutputDatasetFacet):
+    """The records a run wrote to a topic, as ``KafkaOffsetsInputDatasetFacet`` spells a read."""
+
+    topic: str
+    partitions: list[dict]
+
+    @staticmethod
+    def _get_schema() -> str:
+        return f"{VERSION_FACETS}#/$defs/KafkaOffsetsOutputDatasetFacet"
+
+
+@attr.define
+class IcebergSnapshotInputDatasetFacet(InputDatasetFacet):
+    """The snapshot of an Iceberg table a run's scan read. An input facet, kept with the run (the
+    input's ``version`` facet says it too, but Marquez keeps a read's dataset facets with the
+    table's latest version, not with the run)."""
+
+    snapshotId: int  # noqa: N815
+    schemaId: int | None = attr.field(default=None)  # noqa: N815
+
+    @staticmethod
+    def _get_schema() -> str:
+        return f"{VERSION_FACETS}#/$defs/IcebergSnapshotInputDatasetFacet"
 
 
 @attr.define
@@ -201,10 +229,9 @@ def offset_ranges(topic: str, start: dict | None, end: dict | None) -> tuple[Off
     return tuple(sorted((r for r in ranges if r.end > r.start), key=lambda r: r.partition))
 
 
-def offsets_facet(topic: str, ranges: tuple[OffsetRange, ...]) -> KafkaOffsetsDatasetFacet:
-    return KafkaOffsetsDatasetFacet(
-        topic=topic, partitions=[{"partition": r.partition, "start": r.start, "end": r.end} for r in ranges]
-    )
+def offsets_facet(kind: type, topic: str, ranges: tuple[OffsetRange, ...]):
+    """``ranges`` of ``topic`` as a ``KafkaOffsetsInputDatasetFacet`` or ``KafkaOffsetsOutputDatasetFacet``."""
+    return kind(topic=topic, partitions=[{"partition": r.partition, "start": r.start, "end": r.end} for r in ranges])
 
 
 @dataclass(frozen=True)
@@ -437,10 +464,15 @@ def _read_facets(upstream: Dataset, read: SourceRead, settings: Settings) -> tup
     read, and its tests of the input."""
     facets, input_facets = {}, {}
     if read.offsets is not None:
-        facets["kafkaOffsets"] = offsets_facet(upstream.identity(settings).name, read.offsets)
+        input_facets["kafkaOffsets"] = offsets_facet(
+            KafkaOffsetsInputDatasetFacet, upstream.identity(settings).name, read.offsets
+        )
     if read.snapshot is not None:
         facets["version"] = TableVersionDatasetFacet(
             datasetVersion=read.snapshot.version, schemaId=read.snapshot.schema_id
+        )
+        input_facets["icebergSnapshot"] = IcebergSnapshotInputDatasetFacet(
+            snapshotId=int(read.snapshot.version), schemaId=read.snapshot.schema_id
         )
     newest = read.newest_readable()
     if newest is not None:
@@ -552,8 +584,6 @@ def output(dataset: Dataset, settings: Settings, facts: RunFacts) -> OutputDatas
         facets["dataQualityMetrics"] = quality_facet(facts.quality)
     if facts.column_lineage:
         facets["columnLineage"] = column_lineage_facet(facts.column_lineage, settings)
-    if facts.offsets is not None:
-        facets["kafkaOffsets"] = offsets_facet(identity.name, facts.offsets)
     if facts.lifecycle:
         facets["lifecycleStateChange"] = lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet(
             lifecycleStateChange=lifecycle_state_change_dataset.LifecycleStateChange[facts.lifecycle]
@@ -563,6 +593,8 @@ def output(dataset: Dataset, settings: Settings, facts: RunFacts) -> OutputDatas
         output_facets["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
             rowCount=facts.statistics.rows, size=facts.statistics.bytes, fileCount=facts.statistics.files
         )
+    if facts.offsets is not None:
+        output_facets["kafkaOffsets"] = offsets_facet(KafkaOffsetsOutputDatasetFacet, identity.name, facts.offsets)
     if facts.partitions is not None:
         output_facets["partitionsWritten"] = PartitionsWrittenOutputDatasetFacet(partitions=list(facts.partitions))
     if facts.files is not None:

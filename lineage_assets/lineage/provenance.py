@@ -66,19 +66,22 @@ class RunRecord:
         return next((r for r in self.reads if r.node == node), None)
 
 
-def _ranges(facets: dict) -> tuple[OffsetRange, ...]:
-    partitions = (facets.get("kafkaOffsets") or {}).get("partitions") or []
-    return tuple(OffsetRange(p["partition"], p["start"], p["end"]) for p in partitions)
+def _ranges(facet: dict | None) -> tuple[OffsetRange, ...]:
+    return tuple(OffsetRange(p["partition"], p["start"], p["end"]) for p in (facet or {}).get("partitions") or [])
 
 
 def _version(dataset: dict, output: bool) -> Version:
-    facets, output_facets = dataset.get("facets") or {}, dataset.get("outputFacets") or {}
+    """What a run read of an input (its input facets) or wrote of an output (its output facets, and
+    the version its dataset facets name)."""
+    facets = dataset.get("facets") or {}
+    run_facets = (dataset.get("outputFacets") if output else dataset.get("inputFacets")) or {}
+    snapshot = (run_facets.get("icebergSnapshot") or {}).get("snapshotId")
     return Version(
         node=(dataset["namespace"], dataset["name"]),
-        version=(facets.get("version") or {}).get("datasetVersion"),
-        offsets=_ranges(facets),
-        partitions=tuple((output_facets.get("partitionsWritten") or {}).get("partitions") or ()) if output else (),
-        files=tuple(f["path"] for f in (output_facets.get("filesWritten") or {}).get("files") or ()) if output else (),
+        version=str(snapshot) if snapshot is not None else (facets.get("version") or {}).get("datasetVersion"),
+        offsets=_ranges(run_facets.get("kafkaOffsets")),
+        partitions=tuple((run_facets.get("partitionsWritten") or {}).get("partitions") or ()),
+        files=tuple(f["path"] for f in (run_facets.get("filesWritten") or {}).get("files") or ()),
     )
 
 

@@ -47,12 +47,14 @@ def test_each_streaming_job_consumes_orders_once_each_run_starting_where_the_las
     end = {partition: offset for partition, offset in kafka.end_offsets(settings.orders_topic).items() if offset}
     for dataset in (ARCHIVE, SUPPLIER_STATS_LIVE, LAKEHOUSE_ORDERS):
         runs_of_job = completed(settings, dataset)
-        first = read_of(runs_of_job[0], ORDERS, settings)["facets"]["kafkaOffsets"]
+        first = read_of(runs_of_job[0], ORDERS, settings)["inputFacets"]["kafkaOffsets"]
         assert first["topic"] == settings.orders_topic
         assert sum(r["end"] - r["start"] for r in first["partitions"]) == GENERATOR.count, dataset.key
         consumed: dict[int, int] = {}
         for event in runs_of_job:
-            for offsets in read_of(event, ORDERS, settings)["facets"].get("kafkaOffsets", {}).get("partitions", []):
+            for offsets in (
+                read_of(event, ORDERS, settings)["inputFacets"].get("kafkaOffsets", {}).get("partitions", [])
+            ):
                 assert offsets["start"] == consumed.get(offsets["partition"], 0), (dataset.key, offsets)
                 consumed[offsets["partition"]] = offsets["end"]
         assert consumed.items() <= end.items(), dataset.key  # never past what the topic holds
@@ -74,8 +76,9 @@ def test_supplier_stats_reads_the_snapshot_the_ingestion_wrote_last_and_overwrit
             written = event["outputs"][0]["facets"]["version"]["datasetVersion"]
             days |= set(event["outputs"][0]["outputFacets"].get("partitionsWritten", {}).get("partitions", []))
         elif event["job"]["name"] == SUPPLIER_STATS.job.lineage_name:
-            read = read_of(event, LAKEHOUSE_ORDERS, settings)["facets"]["version"]
-            assert read["datasetVersion"] == written and read["datasetVersion"] in snapshots
+            read = read_of(event, LAKEHOUSE_ORDERS, settings)
+            assert read["facets"]["version"]["datasetVersion"] == written and written in snapshots
+            assert str(read["inputFacets"]["icebergSnapshot"]["snapshotId"]) == written
             (day,) = event["outputs"][0]["outputFacets"]["partitionsWritten"]["partitions"]  # the day it overwrote
             assert day in days
             checked += 1
@@ -85,7 +88,7 @@ def test_supplier_stats_reads_the_snapshot_the_ingestion_wrote_last_and_overwrit
 def test_live_windows_name_the_offsets_they_wrote_and_the_archive_the_files_it_added(runs, settings):
     kafka = KafkaResource(environment=SettingsResource.of(settings))
     (live, *_) = completed(settings, SUPPLIER_STATS_LIVE)
-    written = live["outputs"][0]["facets"]["kafkaOffsets"]
+    written = live["outputs"][0]["outputFacets"]["kafkaOffsets"]
     assert written["topic"] == settings.supplier_stats_topic
     windows = live["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"]
     assert sum(r["end"] - r["start"] for r in written["partitions"]) == windows > 0

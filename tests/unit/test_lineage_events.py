@@ -390,7 +390,7 @@ def test_a_run_names_the_offsets_it_read_and_wrote_the_snapshot_it_read_and_the_
     )
     archive = as_json(events.asset_event(RunState.COMPLETE, DATASETS["orders_archive"], RUN, SETTINGS, facts))
     (orders,) = archive["inputs"]
-    assert orders["facets"]["kafkaOffsets"]["partitions"] == [{"partition": 1, "start": 10, "end": 40}]
+    assert orders["inputFacets"]["kafkaOffsets"]["partitions"] == [{"partition": 1, "start": 10, "end": 40}]
     assert archive["outputs"][0]["outputFacets"]["filesWritten"]["files"] == [
         {"path": "day=1/part-0.parquet", "size": 512}
     ]
@@ -402,15 +402,16 @@ def test_a_run_names_the_offsets_it_read_and_wrote_the_snapshot_it_read_and_the_
     assert stats["outputs"][0]["outputFacets"]["partitionsWritten"]["partitions"] == ["2026-11-21"]
     (table,) = stats["inputs"]
     assert (table["facets"]["version"]["datasetVersion"], table["facets"]["version"]["schemaId"]) == ("8812", 0)
+    assert table["inputFacets"]["icebergSnapshot"] == {**table["inputFacets"]["icebergSnapshot"], "snapshotId": 8812}
     live = as_json(events.asset_event(RunState.COMPLETE, DATASETS["supplier_stats_live"], RUN, SETTINGS, facts))
-    assert live["outputs"][0]["facets"]["kafkaOffsets"] == {
-        **live["outputs"][0]["facets"]["kafkaOffsets"],
+    assert live["outputs"][0]["outputFacets"]["kafkaOffsets"] == {
+        **live["outputs"][0]["outputFacets"]["kafkaOffsets"],
         "topic": "supplier-stats",
         "partitions": [{"partition": 0, "start": 3, "end": 5}],
     }
     for body in (archive, stats, live):
         assert validate_event(body) == []
-    orders["facets"]["kafkaOffsets"]["partitions"][0].pop("end")
+    orders["inputFacets"]["kafkaOffsets"]["partitions"][0].pop("end")
     archive["outputs"][0]["outputFacets"]["filesWritten"]["files"][0]["size"] = -1
     problems = validate_event(archive)
     assert any("kafkaOffsets" in p and "'end' is a required property" in p for p in problems), problems
