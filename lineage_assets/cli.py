@@ -153,24 +153,20 @@ def _utc_time(text: str) -> dt.datetime:
 
 
 def _provenance(args: argparse.Namespace, settings: Settings, emitter) -> int:
-    """``provenance`` of a dataset's version, or what a run ``reached``, from the event log."""
-    from lineage_assets.lineage.provenance import provenance, reached
+    """``provenance`` of a dataset's version, or what a run ``reached``, from the event log or Marquez."""
+    from lineage_assets.lineage.marquez import MarquezApi
+    from lineage_assets.lineage.provenance import marquez_runs, provenance, reached, runs_of
     from lineage_assets.lineage.queries import resolve
 
-    if args.source != "log":
-        print(f"lineage-assets: lineage {args.action} reads the event log only (--source log)", file=sys.stderr)
-        return 2
-    if args.action == "reached":
-        answer = reached(emitter.events(), args.subject, settings)
+    if args.source == "marquez":
+        runs = marquez_runs(MarquezApi(settings.marquez_api_url), settings)
     else:
-        answer = provenance(
-            emitter.events(),
-            resolve(args.subject, settings).dataset,
-            settings,
-            partition=args.partition,
-            version=args.version,
-            at=args.at,
-        )
+        runs = runs_of(emitter.events())
+    if args.action == "reached":
+        answer = reached(runs, args.subject, settings)
+    else:
+        dataset = resolve(args.subject, settings).dataset
+        answer = provenance(runs, dataset, settings, partition=args.partition, version=args.version, at=args.at)
     print(json.dumps(answer.as_dict(), indent=2) if args.json else answer.tree())
     return 0
 
@@ -433,7 +429,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--source",
         choices=["log", "marquez"],
         default="log",
-        help="check, impact, trace: the project's event log (default) or what Marquez's API shows",
+        help="check, impact, trace, provenance, reached: the project's event log (default) or what Marquez's API shows",
     )
     lineage.set_defaults(handler=_lineage)
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from lineage_assets.datasets import DATASETS, Dataset
 from lineage_assets.lineage.events import OffsetRange
 from lineage_assets.lineage.graph import Node, job_key
+from lineage_assets.lineage.marquez import RUN_STATE_EVENTS, MarquezApi
 from lineage_assets.settings import Settings
 
 
@@ -107,6 +108,53 @@ def runs_of(run_events: list[dict]) -> list[RunRecord]:
     return sorted(records, key=lambda record: record.order)
 
 
+def marquez_runs(api: MarquezApi, settings: Settings) -> list[RunRecord]:
+    """Every run of the project's jobs as Marquez keeps it: the input and output facets it keeps with
+    each run, and the version each output's dataset facets name (from its datasets' versions), in
+    the order the runs last changed."""
+    written: dict[str, dict[Node, dict]] = {}  # run id -> output -> the dataset facets of its version
+    for dataset in DATASETS.values():
+        node = dataset.identity(settings).node
+        for version in api.dataset_versions(*node):
+            if run := version.get("createdByRun"):
+                written.setdefault(run["id"], {})[node] = version.get("facets") or {}
+    found = []
+    for job in api.jobs(settings.lineage_namespace):
+        for run in api.runs(job["namespace"], job["name"]):
+            ins, outs = run.get("inputDatasetVersions") or [], run.get("outputDatasetVersions") or []
+            if not ins and not outs:
+                continue
+            found.append(
+                (
+                    run.get("updatedAt") or run.get("endedAt") or run["createdAt"],
+                    run["id"],
+                    job_key(job["namespace"], job["name"]),
+                    RUN_STATE_EVENTS.get(run["state"], run["state"]),
+                    [_marquez_version(i, {}, output=False) for i in ins],
+                    [_marquez_version(o, written.get(run["id"], {}), output=True) for o in outs],
+                )
+            )
+    found.sort(key=lambda item: item[0])
+    return [
+        RunRecord(run_id, job, state, time, order, tuple(reads), tuple(writes))
+        for order, (time, run_id, job, state, reads, writes) in enumerate(found)
+    ]
+
+
+def _marquez_version(entry: dict, written: dict[Node, dict], output: bool) -> Version:
+    ident = entry["datasetVersionId"]
+    node = (ident["namespace"], ident["name"])
+    return _version(
+        {
+            "namespace": node[0],
+            "name": node[1],
+            "facets": written.get(node, {}),
+            ("outputFacets" if output else "inputFacets"): entry.get("facets") or {},
+        },
+        output,
+    )
+
+
 @dataclass
 class Step:
     """A run in a provenance chain: what it wrote that matters here, what it read, and the runs that
@@ -174,7 +222,7 @@ def _overlaps(a: tuple[OffsetRange, ...], b: tuple[OffsetRange, ...]) -> bool:
 
 
 def provenance(
-    run_events: list[dict],
+    runs: list[RunRecord],
     dataset: Dataset,
     settings: Settings,
     partition: str | None = None,
@@ -182,8 +230,8 @@ def provenance(
     at: dt.datetime | None = None,
 ) -> Provenance:
     """The chain of runs and versions that made one version of ``dataset``: the latest written (of
-    ``partition``, ``version``, or as of ``at``), back to the offsets of the topic its data came from."""
-    runs = runs_of(run_events)
+    ``partition``, ``version``, or as of ``at``), back to the offsets of the topic its data came from;
+    ``runs`` from the event log (``runs_of``) or from Marquez (``marquez_runs``)."""
     names = {d.identity(settings).node: d.key for d in DATASETS.values()}
     node = dataset.identity(settings).node
     candidates = [
@@ -299,9 +347,8 @@ def _reads_what_was_written(runs: list[RunRecord], writer: RunRecord, wrote: Ver
     return not wrote.partitions or not days or bool(days & set(wrote.partitions))
 
 
-def reached(run_events: list[dict], run_id: str, settings: Settings) -> Reached:
-    """Every run downstream of ``run_id`` that read what it wrote, transitively, in log order."""
-    runs = runs_of(run_events)
+def reached(runs: list[RunRecord], run_id: str, settings: Settings) -> Reached:
+    """Every run downstream of ``run_id`` that read what it wrote, transitively, in order."""
     names = {d.identity(settings).node: d.key for d in DATASETS.values()}
     start = next((run for run in runs if run.run_id == run_id), None)
     if start is None:

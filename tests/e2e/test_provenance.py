@@ -18,7 +18,7 @@ from lineage_assets.datasets import (
 )
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.events import PRODUCER
-from lineage_assets.lineage.provenance import provenance
+from lineage_assets.lineage.provenance import marquez_runs, provenance, reached, runs_of
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.source_schemas import registered_versions, value_subject
@@ -114,7 +114,7 @@ def test_a_days_provenance_leads_to_offsets_whose_records_recompute_its_totals(r
     again from Kafka and put through the jobs' own transforms, give that day's totals to the cent."""
     (last, *_) = reversed(completed(settings, SUPPLIER_STATS))
     (day,) = last["outputs"][0]["outputFacets"]["partitionsWritten"]["partitions"]
-    answer = provenance(emitter_for(settings).events(), SUPPLIER_STATS, settings, partition=day).as_dict()
+    answer = provenance(runs_of(emitter_for(settings).events()), SUPPLIER_STATS, settings, partition=day).as_dict()
     (stats,) = answer["made_by"]
     (table,) = stats["read"]
     ingestions = table["made_by"]
@@ -148,3 +148,29 @@ def test_a_days_provenance_leads_to_offsets_whose_records_recompute_its_totals(r
     ).where(f"bid_date = DATE'{day}'")
     columns = ["supplier", "bid_hour", "total_price", "total_count"]
     assert sorted(recomputed.select(columns).collect()) == sorted(written.select(columns).collect())
+
+
+def without_times(answer: dict) -> dict:
+    return {
+        key: [without_times(item) if isinstance(item, dict) else item for item in value]
+        if isinstance(value, list)
+        else without_times(value)
+        if isinstance(value, dict)
+        else value
+        for key, value in answer.items()
+        if key != "time"
+    }
+
+
+def test_marquez_gives_the_provenance_and_the_reach_the_log_gives(marquez, settings):
+    log, shown = runs_of(emitter_for(settings).events()), marquez_runs(marquez, settings)
+    (last, *_) = reversed(completed(settings, SUPPLIER_STATS))
+    (day,) = last["outputs"][0]["outputFacets"]["partitionsWritten"]["partitions"]
+    from_log = provenance(log, SUPPLIER_STATS, settings, partition=day).as_dict()
+    assert without_times(provenance(shown, SUPPLIER_STATS, settings, partition=day).as_dict()) == without_times(
+        from_log
+    )
+    (first_ingestion, *_) = completed(settings, LAKEHOUSE_ORDERS)
+    run_id = first_ingestion["run"]["runId"]
+    assert reached(shown, run_id, settings).as_dict() == reached(log, run_id, settings).as_dict()
+    assert reached(log, run_id, settings).partitions()[SUPPLIER_STATS.key]

@@ -13,7 +13,7 @@ from openlineage.client.event_v2 import RunState
 from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS
 from lineage_assets.lineage import events
 from lineage_assets.lineage.events import OffsetRange, RunFacts, WrittenFile
-from lineage_assets.lineage.provenance import ProvenanceError, provenance, reached
+from lineage_assets.lineage.provenance import ProvenanceError, provenance, reached, runs_of
 from lineage_assets.lineage.transport import event_line
 from lineage_assets.settings import Settings
 
@@ -91,7 +91,7 @@ def chain(answer) -> list[tuple[str, str | None]]:
 
 
 def test_a_day_is_traced_to_the_ingestion_runs_that_wrote_it_and_the_offsets_they_read():
-    answer = provenance(LOG, SUPPLIER_STATS, SETTINGS, partition="2026-11-20")
+    answer = provenance(runs_of(LOG), SUPPLIER_STATS, SETTINGS, partition="2026-11-20")
     assert chain(answer) == [
         (SUPPLIER_STATS.job.lineage_name, "200"),
         (LAKEHOUSE_ORDERS.job.lineage_name, "100"),  # the run of 2026-11-21 alone is not in it
@@ -106,17 +106,20 @@ def test_a_day_is_traced_to_the_ingestion_runs_that_wrote_it_and_the_offsets_the
 
 
 def test_a_day_two_ingestion_runs_wrote_has_both_and_a_version_or_a_time_picks_the_run():
-    assert [job for job, _ in chain(provenance(LOG, SUPPLIER_STATS, SETTINGS, partition="2026-11-21"))].count(
+    assert [job for job, _ in chain(provenance(runs_of(LOG), SUPPLIER_STATS, SETTINGS, partition="2026-11-21"))].count(
         LAKEHOUSE_ORDERS.job.lineage_name
     ) == 2
-    assert chain(provenance(LOG, SUPPLIER_STATS, SETTINGS, version="200"))[0][1] == "200"
-    assert chain(provenance(LOG, SUPPLIER_STATS, SETTINGS, at=T0 + dt.timedelta(minutes=6, seconds=30)))[0][1] == "200"
-    assert chain(provenance(LOG, SUPPLIER_STATS, SETTINGS))[0][1] == "201"  # the latest
+    assert chain(provenance(runs_of(LOG), SUPPLIER_STATS, SETTINGS, version="200"))[0][1] == "200"
+    assert (
+        chain(provenance(runs_of(LOG), SUPPLIER_STATS, SETTINGS, at=T0 + dt.timedelta(minutes=6, seconds=30)))[0][1]
+        == "200"
+    )
+    assert chain(provenance(runs_of(LOG), SUPPLIER_STATS, SETTINGS))[0][1] == "201"  # the latest
 
 
 def test_a_version_no_run_wrote_names_those_there_are():
     with pytest.raises(ProvenanceError, match=r"partition 2026-11-19; partitions written: 2026-11-20, 2026-11-21"):
-        provenance(LOG, SUPPLIER_STATS, SETTINGS, partition="2026-11-19")
+        provenance(runs_of(LOG), SUPPLIER_STATS, SETTINGS, partition="2026-11-19")
 
 
 def run_id(n: int, dataset) -> str:
@@ -125,21 +128,21 @@ def run_id(n: int, dataset) -> str:
 
 
 def test_an_ingestion_run_reaches_the_days_it_wrote_and_no_other():
-    first = reached(LOG, run_id(3, LAKEHOUSE_ORDERS), SETTINGS)
+    first = reached(runs_of(LOG), run_id(3, LAKEHOUSE_ORDERS), SETTINGS)
     assert first.partitions() == {SUPPLIER_STATS.key: ["2026-11-20", "2026-11-21"]}
-    second = reached(LOG, run_id(5, LAKEHOUSE_ORDERS), SETTINGS)
+    second = reached(runs_of(LOG), run_id(5, LAKEHOUSE_ORDERS), SETTINGS)
     assert [run.run_id for run, _ in second.downstream] == [run_id(7, SUPPLIER_STATS)]
     assert second.partitions() == {SUPPLIER_STATS.key: ["2026-11-21"]}
 
 
 def test_a_producer_run_reaches_the_archive_the_table_and_the_days_through_it():
-    answer = reached(LOG, run_id(4, ORDERS), SETTINGS)  # offsets 10..14 only
+    answer = reached(runs_of(LOG), run_id(4, ORDERS), SETTINGS)  # offsets 10..14 only
     assert [run.run_id for run, _ in answer.downstream] == [run_id(5, LAKEHOUSE_ORDERS), run_id(7, SUPPLIER_STATS)]
-    everything = reached(LOG, run_id(1, ORDERS), SETTINGS)
+    everything = reached(runs_of(LOG), run_id(1, ORDERS), SETTINGS)
     assert {run.run_id for run, _ in everything.downstream} == {
         run_id(2, ARCHIVE),
         run_id(3, LAKEHOUSE_ORDERS),
         run_id(6, SUPPLIER_STATS),
         run_id(7, SUPPLIER_STATS),
     }
-    assert "nothing downstream" in reached(LOG, run_id(7, SUPPLIER_STATS), SETTINGS).tree()
+    assert "nothing downstream" in reached(runs_of(LOG), run_id(7, SUPPLIER_STATS), SETTINGS).tree()
