@@ -116,8 +116,8 @@ def marquez_runs(api: MarquezApi, settings: Settings) -> list[RunRecord]:
     for dataset in DATASETS.values():
         node = dataset.identity(settings).node
         for version in api.dataset_versions(*node):
-            if run := version.get("createdByRun"):
-                written.setdefault(run["id"], {})[node] = version.get("facets") or {}
+            if run := version.get("createdByRun"):  # newest first: a run's last version of it
+                written.setdefault(run["id"], {}).setdefault(node, version.get("facets") or {})
     found = []
     for job in api.jobs(settings.lineage_namespace):
         for run in api.runs(job["namespace"], job["name"]):
@@ -130,8 +130,11 @@ def marquez_runs(api: MarquezApi, settings: Settings) -> list[RunRecord]:
                     run["id"],
                     job_key(job["namespace"], job["name"]),
                     RUN_STATE_EVENTS.get(run["state"], run["state"]),
-                    [_marquez_version(i, {}, output=False) for i in ins],
-                    [_marquez_version(o, written.get(run["id"], {}), output=True) for o in outs],
+                    [_marquez_version(node, facets, {}, output=False) for node, facets in _by_dataset(ins).items()],
+                    [
+                        _marquez_version(node, facets, written.get(run["id"], {}), output=True)
+                        for node, facets in _by_dataset(outs).items()
+                    ],
                 )
             )
     found.sort(key=lambda item: item[0])
@@ -141,15 +144,23 @@ def marquez_runs(api: MarquezApi, settings: Settings) -> list[RunRecord]:
     ]
 
 
-def _marquez_version(entry: dict, written: dict[Node, dict], output: bool) -> Version:
-    ident = entry["datasetVersionId"]
-    node = (ident["namespace"], ident["name"])
+def _by_dataset(entries: list[dict]) -> dict[Node, dict]:
+    """A run's input or output dataset versions as Marquez lists them, one per dataset with the
+    facets of all (a run that reports a change from its START has a version for each event)."""
+    merged: dict[Node, dict] = {}
+    for entry in entries:
+        ident = entry["datasetVersionId"]
+        merged.setdefault((ident["namespace"], ident["name"]), {}).update(entry.get("facets") or {})
+    return merged
+
+
+def _marquez_version(node: Node, run_facets: dict, written: dict[Node, dict], output: bool) -> Version:
     return _version(
         {
             "namespace": node[0],
             "name": node[1],
             "facets": written.get(node, {}),
-            ("outputFacets" if output else "inputFacets"): entry.get("facets") or {},
+            ("outputFacets" if output else "inputFacets"): run_facets,
         },
         output,
     )
@@ -199,22 +210,29 @@ class Provenance:
 
     def _lines(self, step: Step, lines: list[str], indent: str) -> None:
         wrote = step.wrote
-        made = f"snapshot {wrote.version}" if wrote.version else "its output"
+        if wrote.offsets:
+            made = _ranges_text(wrote.offsets)
+        else:
+            made = f"snapshot {wrote.version}" if wrote.version else "its output"
         lines.append(
             f"{indent}{made} written by {step.run.job} run {step.run.run_id} ({step.run.state} {step.run.time})"
         )
         for version, runs in step.read:
             name = self.names.get(version.node, f"{version.node[0]}:{version.node[1]}")
             if version.offsets:
-                ranges = ", ".join(f"partition {r.partition} offsets {r.start}..{r.end - 1}" for r in version.offsets)
-                lines.append(f"{indent}  read {name}: {ranges}")
+                lines.append(f"{indent}  read {name}: {_ranges_text(version.offsets)}")
             else:
                 lines.append(f"{indent}  read {name}" + (f" at snapshot {version.version}" if version.version else ""))
             for run in runs:
                 self._lines(run, lines, indent + "    ")
         for run, files in step.archived:
-            lines.append(f"{indent}  those records archived by {run.job} run {run.run_id} in {len(files.files)} files:")
+            count = f"{len(files.files)} file" + ("s" if len(files.files) != 1 else "")
+            lines.append(f"{indent}  those records archived by {run.job} run {run.run_id} in {count}:")
             lines += [f"{indent}    {path}" for path in files.files]
+
+
+def _ranges_text(ranges: tuple[OffsetRange, ...]) -> str:
+    return ", ".join(f"partition {r.partition} offsets {r.start}..{r.end - 1}" for r in ranges)
 
 
 def _overlaps(a: tuple[OffsetRange, ...], b: tuple[OffsetRange, ...]) -> bool:
