@@ -146,3 +146,22 @@ def test_a_producer_run_reaches_the_archive_the_table_and_the_days_through_it():
         run_id(7, SUPPLIER_STATS),
     }
     assert "nothing downstream" in reached(runs_of(LOG), run_id(7, SUPPLIER_STATS), SETTINGS).tree()
+
+
+def test_the_command_line_answers_from_the_log_and_names_a_version_no_run_wrote(tmp_path, monkeypatch, capsys):
+    from lineage_assets.cli import main
+    from lineage_assets.lineage.emitter import LineageEmitter
+
+    monkeypatch.setenv("LINEAGE_ASSETS_STATE_DIR", str(tmp_path))
+    log = LineageEmitter(Settings.from_env().lineage_dir, None)
+    for event in LOG:
+        log.emit(json.dumps(event))
+    assert main(["lineage", "provenance", "lakehouse/supplier_stats", "--partition", "2026-11-20", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["made_by"][0]["wrote"]["version"] == "200"
+    assert main(["lineage", "reached", run_id(5, LAKEHOUSE_ORDERS)]) == 0
+    assert "partitions 2026-11-21" in capsys.readouterr().out
+    assert main(["lineage", "provenance", "lakehouse/supplier_stats", "--version", "999"]) == 2
+    assert "no run wrote lakehouse/supplier_stats version 999" in capsys.readouterr().err
+    assert main(["lineage", "reached", "not-a-run"]) == 2
+    assert "no run 'not-a-run'" in capsys.readouterr().err
