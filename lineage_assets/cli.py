@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+from lineage_assets.backfills import BackfillError
 from lineage_assets.lineage.marquez import MarquezError
 from lineage_assets.settings import Settings
 from lineage_assets.source_schemas import SCHEMA_INCOMPATIBLE
@@ -164,6 +165,15 @@ def _provenance(args: argparse.Namespace, settings: Settings, emitter) -> int:
         runs = runs_of(emitter.events())
     if args.action == "reached":
         answer = reached(runs, args.subject, settings)
+        if args.rematerialize:
+            from lineage_assets.backfills import launch_backfills
+
+            print(answer.tree())
+            title = f"rebuild what run {args.subject} reached"
+            for key, backfill in launch_backfills(settings.dagster_url, answer.partitions(), title).items():
+                days = ", ".join(answer.partitions()[key])
+                print(f"backfill {backfill}: {key} {days} ({settings.dagster_url}/runs/b/{backfill})")
+            return 0
     else:
         dataset = resolve(args.subject, settings).dataset
         answer = provenance(runs, dataset, settings, partition=args.partition, version=args.version, at=args.at)
@@ -422,6 +432,11 @@ def build_parser() -> argparse.ArgumentParser:
     lineage.add_argument("--events", help="show: read an exported JSON-lines file instead of the event log")
     lineage.add_argument("--timeout", type=float, default=30.0, help="flush: how long to keep trying")
     lineage.add_argument("--force", action="store_true", help="publish: send every event of the design, changed or not")
+    lineage.add_argument(
+        "--rematerialize",
+        action="store_true",
+        help="reached: launch a Dagster backfill of exactly the partitions reached, through the webserver (make dev)",
+    )
     dead = lineage.add_mutually_exclusive_group()
     dead.add_argument("--retry", action="store_true", help="dead-letters: send them again (those refused again stay)")
     dead.add_argument("--discard", action="store_true", help="dead-letters: drop them (after reading them)")
@@ -470,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args, Settings.from_env().validated())
-    except (StackError, MarquezError, ValueError) as error:
+    except (StackError, MarquezError, BackfillError, ValueError) as error:
         for line in str(error).splitlines():
             print(f"lineage-assets: {line}", file=sys.stderr)
         return 2

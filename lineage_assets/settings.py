@@ -56,6 +56,9 @@ class Settings:
     marquez_port: int = _setting(15000, "Marquez API")
     marquez_admin_port: int = _setting(15001, "Marquez admin (health checks, metrics)")
     marquez_web_port: int = _setting(13001, "Marquez web UI (3000 is Dagster's)")
+    dagster_port: int = _setting(
+        3000, "Dagster webserver (`make dev`), where `lineage reached --rematerialize` launches its backfills"
+    )
     spark_cluster_port: int = _setting(17077, "master of the local Spark standalone cluster (opt-in: see spark_master)")
     spark_cluster_web_port: int = _setting(
         17080, "the local Spark master's web UI; worker n listens on this + 2n - 1 and serves its UI on this + 2n"
@@ -278,6 +281,10 @@ class Settings:
     @property
     def marquez_web_url(self) -> str:
         return f"http://{self.host}:{self.marquez_web_port}"
+
+    @property
+    def dagster_url(self) -> str:
+        return f"http://{self.host}:{self.dagster_port}"
 
     @property
     def catalog_jdbc_url(self) -> str:
