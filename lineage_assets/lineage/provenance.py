@@ -111,7 +111,7 @@ def runs_of(run_events: list[dict]) -> list[RunRecord]:
 def marquez_runs(api: MarquezApi, settings: Settings) -> list[RunRecord]:
     """Every run of the project's jobs as Marquez keeps it: the input and output facets it keeps with
     each run, and the version each output's dataset facets name (from its datasets' versions), in
-    the order the runs last changed."""
+    the order the runs ended (or last changed, while they run)."""
     written: dict[str, dict[Node, dict]] = {}  # run id -> output -> the dataset facets of its version
     for dataset in DATASETS.values():
         node = dataset.identity(settings).node
@@ -126,7 +126,7 @@ def marquez_runs(api: MarquezApi, settings: Settings) -> list[RunRecord]:
                 continue
             found.append(
                 (
-                    run.get("updatedAt") or run.get("endedAt") or run["createdAt"],
+                    run.get("endedAt") or run.get("updatedAt") or run["createdAt"],
                     run["id"],
                     job_key(job["namespace"], job["name"]),
                     RUN_STATE_EVENTS.get(run["state"], run["state"]),
