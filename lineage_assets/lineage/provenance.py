@@ -74,12 +74,15 @@ def _ranges(facet: dict | None) -> tuple[OffsetRange, ...]:
 def _version(dataset: dict, output: bool) -> Version:
     """What a run read of an input (its input facets) or wrote of an output (its output facets, and
     the version its dataset facets name)."""
-    facets = dataset.get("facets") or {}
     run_facets = (dataset.get("outputFacets") if output else dataset.get("inputFacets")) or {}
-    snapshot = (run_facets.get("icebergSnapshot") or {}).get("snapshotId")
+    if output:  # the version a run wrote is its output dataset's own, which Marquez keeps per run
+        version = ((dataset.get("facets") or {}).get("version") or {}).get("datasetVersion")
+    else:  # a read's version is in its input facets only (Marquez keeps no dataset facet of a read per run)
+        snapshot = (run_facets.get("icebergSnapshot") or {}).get("snapshotId")
+        version = None if snapshot is None else str(snapshot)
     return Version(
         node=(dataset["namespace"], dataset["name"]),
-        version=str(snapshot) if snapshot is not None else (facets.get("version") or {}).get("datasetVersion"),
+        version=version,
         offsets=_ranges(run_facets.get("kafkaOffsets")),
         partitions=tuple((run_facets.get("partitionsWritten") or {}).get("partitions") or ()),
         files=tuple(f["path"] for f in (run_facets.get("filesWritten") or {}).get("files") or ()),
