@@ -34,16 +34,19 @@ def test_the_catalog_and_s3_come_from_the_settings(settings):
     assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "true"
 
 
-def test_a_local_master_takes_the_jars_on_its_class_path_and_a_cluster_as_spark_jars(settings):
+def test_a_local_master_and_the_stacks_cluster_take_the_jars_on_their_class_path_and_others_as_spark_jars(settings):
     local = spark_conf.spark_conf(settings)
     assert local["spark.driver.extraClassPath"].endswith("iceberg.jar") and "spark.jars" not in local
     # Spark's slf4j API before the connectors' (the AWS SDK bundle has an unshaded 1.x API).
     assert local["spark.driver.extraClassPath"].split(":")[0].rsplit("/", 1)[-1].startswith("slf4j-api-2.")
-    cluster = spark_conf.spark_conf(dataclasses.replace(settings, spark_master="spark://127.0.0.1:7077"))
+    # The stack's own workers share this machine's jars: no executor copies them into its folder.
+    own = spark_conf.spark_conf(dataclasses.replace(settings, spark_master=settings.local_spark_cluster_url))
+    assert own["spark.executor.extraClassPath"] == own["spark.driver.extraClassPath"] and "spark.jars" not in own
+    cluster = spark_conf.spark_conf(dataclasses.replace(settings, spark_master="spark://spark.example:7077"))
     assert cluster["spark.jars"].endswith("iceberg.jar") and "spark.driver.extraClassPath" not in cluster
     # The driver's class-sharing archive records its class path: each way has its own.
     assert spark_conf.driver_class_archive(settings) != spark_conf.driver_class_archive(
-        dataclasses.replace(settings, spark_master="spark://127.0.0.1:7077")
+        dataclasses.replace(settings, spark_master="spark://spark.example:7077")
     )
 
 
