@@ -82,6 +82,9 @@ class ArchiveReport(StreamReport):
 @dataclass(frozen=True, kw_only=True)
 class LiveStatsReport(StreamReport):
     windows_written: int
+    # The output topic's end offsets when the run began and when it ended (Spark's offset maps).
+    output_start_offsets: dict
+    output_end_offsets: dict
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,6 +98,7 @@ class IngestionReport(StreamReport):
     days: list[str]
     table_created: bool
     snapshot_id: int | None
+    parent_snapshot_id: int | None  # the table's snapshot when the run began, which its first commit built on
     schema_id: int | None
     table_rows: int
     quality: dict | None  # the whole table after the run, from its manifests
@@ -109,6 +113,7 @@ class SupplierStatsReport(Report):
     source_snapshot_id: int | None = None  # the snapshot of the source table the run read (None: it had none)
     source_schema_id: int | None = None
     snapshot_id: int | None = None
+    parent_snapshot_id: int | None = None  # the snapshot the run's commit replaced its day in
     schema_id: int | None = None
     files_written: int = 0
     bytes_written: int = 0

@@ -43,7 +43,17 @@ def main() -> None:
         .option("path", args.path)
         .option("checkpointLocation", args.checkpoint)
     )
-    _, summary = queries.run_query(writer, args, spark, versions, columns)
+    reported = set(before)
+
+    def files_added(batch_id: int) -> dict:
+        """The files a batch added, for a deployment's lineage as it runs."""
+        added = {
+            path: size for path, size in tables.sink_files(spark, args.path, batch_id).items() if path not in reported
+        }
+        reported.update(added)
+        return {"files_added": sorted([path, size] for path, size in added.items())}
+
+    _, summary = queries.run_query(writer, args, spark, versions, columns, written=files_added)
 
     after = tables.files_under(spark, args.path)
     added = sorted(set(after) - set(before))

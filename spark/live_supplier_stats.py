@@ -15,6 +15,7 @@ import time
 
 from pyspark.sql import SparkSession
 
+from lineage_assets import topics
 from lineage_assets.job_specs import LiveStatsReport
 from spark import lineage, transforms
 from spark.support import arguments, kafka, queries, reports
@@ -45,7 +46,14 @@ def main() -> None:
         .option("topic", args.output_topic)
         .option("checkpointLocation", args.checkpoint)
     )
-    query, summary = queries.run_query(writer, args, spark, versions)
+    # What the run wrote to its topic, the only writer of it: from the end it found to the end it left.
+    output_start = {args.output_topic: topics.end_offsets(args.bootstrap_servers, args.output_topic)}
+
+    def offsets_written() -> dict:
+        end = {args.output_topic: topics.end_offsets(args.bootstrap_servers, args.output_topic)}
+        return {"output_start_offsets": output_start, "output_end_offsets": end}
+
+    query, summary = queries.run_query(writer, args, spark, versions, written=lambda batch_id: offsets_written())
     sink_rows = sum(p.sink.numOutputRows for p in query.recentProgress if p.sink and p.sink.numOutputRows > 0)
     reports.write_report(
         args.report,
@@ -53,6 +61,7 @@ def main() -> None:
         started,
         **summary,
         windows_written=sink_rows,
+        **offsets_written(),
         schema_versions=versions.summary(),
         column_lineage=observed,
     )

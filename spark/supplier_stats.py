@@ -39,7 +39,7 @@ def main() -> None:
     spark = SparkSession.builder.getOrCreate()
     created = tables.create_table(spark, args.target, args.columns, "bid_date, bid_hour")
     # One snapshot of the source, read and reported: the figures can be traced to the very data they come from.
-    read = {"source_snapshot_id": tables.latest_snapshot_id(spark, args.source)}
+    read = {"source_snapshot_id": tables.current_snapshot_id(spark, args.source)}
     read["source_schema_id"] = tables.table_schema_id(spark, args.source) if read["source_snapshot_id"] else None
     source = tables.table_as_of(spark, args.source, read["source_snapshot_id"])
     day = args.day or latest_day(source)
@@ -64,7 +64,8 @@ def main() -> None:
     stats.writeTo(args.target).overwrite(F.col("bid_date") == F.lit(day))
     print(f"{PROGRESS_PREFIX}replaced {day} in {args.target} after {time.monotonic() - started:.0f} s", flush=True)
     snapshot = spark.sql(
-        f"SELECT snapshot_id, summary FROM {args.target}.snapshots ORDER BY committed_at DESC LIMIT 1"
+        f"SELECT snapshot_id, parent_id, summary FROM {args.target}.snapshots "
+        f"WHERE snapshot_id = {tables.current_snapshot_id(spark, args.target)}"
     ).collect()[0]
     totals = stats.orderBy("supplier", "bid_hour").collect()
     reports.write_report(
@@ -78,6 +79,7 @@ def main() -> None:
         rows_written=len(totals),
         table_created=created,
         snapshot_id=snapshot.snapshot_id,
+        parent_snapshot_id=snapshot.parent_id,
         schema_id=tables.table_schema_id(spark, args.target),
         files_written=int(snapshot.summary.get("added-data-files", 0)),
         bytes_written=int(snapshot.summary.get("added-files-size", 0)),

@@ -32,6 +32,23 @@ def isolated_settings(name: str, offset: int = TEST_PORT_OFFSET, **overrides) ->
     )
 
 
+def pipeline_of_its_own(settings: Settings, name: str) -> Settings:
+    """``settings`` for a pipeline of its own on the same stack: topics, archive prefix, Iceberg and
+    lineage namespaces and a state folder (checkpoints, event log, deployments) named after ``name``,
+    so that no other test's data or lineage is in it."""
+    snake = name.replace("-", "_")
+    return dataclasses.replace(
+        settings,
+        state_dir=settings.state_dir / name,
+        orders_topic=f"{name}-orders",
+        supplier_stats_topic=f"{name}-supplier-stats",
+        dead_letter_topic=f"{name}-orders-dlq",
+        archive_prefix=f"{name}-orders",
+        iceberg_namespace=snake,
+        lineage_namespace=f"lineage_assets_{snake}",
+    )
+
+
 def wait_for(condition, timeout: float, what: str, poll: float = 1.0):
     """The first true value of ``condition()``, asked every ``poll`` seconds for up to ``timeout``."""
     deadline = time.monotonic() + timeout

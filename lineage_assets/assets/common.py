@@ -142,10 +142,8 @@ class StreamingRun(Generic[R]):
 
     context: dg.AssetExecutionContext
     settings: Settings
-    kafka: KafkaResource
     report: R
     topics_created: list[str]
-    offsets_before: dict[str, dict[int, int]]  # per topic the job writes, its end offsets before it ran
 
 
 @dataclass(frozen=True)
@@ -189,9 +187,8 @@ def streaming_asset(
             require_services(settings)
             with lineage.asset_run(context, dataset) as run:
                 created = kafka.ensure_topics(*topics(settings))
-                before = {topic: kafka.end_offsets(topic) for topic in topics(settings)}
                 report = spark_jobs.run(job(settings), log=context.log)
-                result = outcome(StreamingRun(context, settings, kafka, report, created, before))
+                result = outcome(StreamingRun(context, settings, report, created))
                 facts = dataclasses.replace(
                     result.facts, column_lineage=observed_lineage(dataset, report, settings, context.log)
                 )

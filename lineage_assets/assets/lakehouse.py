@@ -22,7 +22,7 @@ from lineage_assets.assets.common import (
 from lineage_assets.datasets import CHECKS, LAKEHOUSE_ORDERS, SUPPLIER_STATS, iceberg_table_name
 from lineage_assets.dead_letters import TEACH_THEN_REPLAY
 from lineage_assets.job_specs import IngestionReport, ingestion_job, supplier_stats_job
-from lineage_assets.lineage.events import Assertion, DatasetVersion, OutputStatistics, RunFacts, table_read
+from lineage_assets.lineage.events import Assertion, OutputStatistics, RunFacts, snapshot_written, table_read
 from lineage_assets.preflight import require_services
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lineage import LineageResource
@@ -147,6 +147,28 @@ def _materializations(instance: dg.DagsterInstance, records: dg.AssetRecordsFilt
         cursor = page.cursor
 
 
+def snapshot_written_by(instance: dg.DagsterInstance, snapshot_id: int | None, settings: Settings) -> dict:
+    """A link, in Dagster's UI, to the `lakehouse/orders` materialization that made ``snapshot_id``
+    (the first of its recent ones to report it: a run that committed nothing names the table's
+    snapshot again): on a `supplier_stats` partition's page, the ingestion it was computed from."""
+    if snapshot_id is None:
+        return {}
+    newest = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key(LAKEHOUSE_ORDERS)), limit=100, ascending=False
+    ).records
+    made = [
+        r for r in newest if (s := r.asset_materialization.metadata.get("snapshot_id")) and s.value == str(snapshot_id)
+    ]
+    if not made:
+        return {}
+    record = made[-1]
+    if record.run_id:
+        url = f"{settings.dagster_url}/runs/{record.run_id}"
+    else:  # a deployment's commit, reported without a run: the asset's event at that time
+        url = f"{settings.dagster_url}/assets/{LAKEHOUSE_ORDERS.key}?view=events&time={int(record.timestamp * 1000)}"
+    return {f"read/{LAKEHOUSE_ORDERS.key}/written_by": dg.MetadataValue.url(url)}
+
+
 def table_metadata(snapshot_id: int | None, schema_id: int | None, quality: dict | None) -> dict:
     """An Iceberg table as a commit left it: its snapshot, schema id and ``quality`` (the whole table,
     from its manifests)."""
@@ -181,7 +203,7 @@ def ingested(run: StreamingRun[IngestionReport]) -> Outcome:
         RunFacts(
             OutputStatistics(rows=report.rows_written),
             "CREATE" if report.table_created else None,
-            version=DatasetVersion(str(report.snapshot_id), report.schema_id),
+            version=snapshot_written(report.snapshot_id, report.schema_id, report.parent_snapshot_id),
             quality=report.quality,
             reads=(orders_read_by(settings, report, (rebuild.assertion(),)),),
             partitions=tuple(report.days),
@@ -226,7 +248,7 @@ def supplier_stats_asset(settings: Settings) -> dg.AssetsDefinition:
             facts = RunFacts(
                 OutputStatistics(rows=report.rows_written, bytes=report.bytes_written, files=report.files_written),
                 "CREATE" if report.table_created else "OVERWRITE",
-                version=DatasetVersion(str(report.snapshot_id), report.schema_id),
+                version=snapshot_written(report.snapshot_id, report.schema_id, report.parent_snapshot_id),
                 quality=report.quality,
                 reads=(table_read(LAKEHOUSE_ORDERS, report.source_snapshot_id, report.source_schema_id),),
                 partitions=(report.day,) if report.day else (),
@@ -236,6 +258,7 @@ def supplier_stats_asset(settings: Settings) -> dg.AssetsDefinition:
         return dg.MaterializeResult(
             metadata={
                 **run_metadata(report, facts),
+                **snapshot_written_by(context.instance, report.source_snapshot_id, environment.settings),
                 "day": report.day,
                 "files_written": report.files_written,
                 "bytes_written": report.bytes_written,

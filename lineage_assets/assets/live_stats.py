@@ -11,15 +11,15 @@ from lineage_assets.settings import Settings
 def windows_published(run: StreamingRun[LiveStatsReport]) -> Outcome:
     """The windows the watermark closed during a catch-up run, published to the statistics topic."""
     topic = run.settings.supplier_stats_topic
-    after = run.kafka.end_offsets(topic)
+    report = run.report
     return Outcome(
         RunFacts(
-            OutputStatistics(rows=run.report.windows_written),
+            OutputStatistics(rows=report.windows_written),
             "CREATE" if topic in run.topics_created else None,
-            reads=(orders_read_by(run.settings, run.report),),
-            offsets=offset_ranges(topic, {topic: run.offsets_before.get(topic, {})}, {topic: after}),
+            reads=(orders_read_by(run.settings, report),),
+            offsets=offset_ranges(topic, report.output_start_offsets, report.output_end_offsets),
         ),
-        metadata={"kafka/output_end_offsets": dg.MetadataValue.json(after)},
+        metadata={"kafka/output_end_offsets": dg.MetadataValue.json(report.output_end_offsets.get(topic, {}))},
     )
 
 

@@ -53,6 +53,7 @@ from lineage_assets.datasets import (
     Check,
     ColumnSource,
     Dataset,
+    Kind,
     Transformation,
 )
 from lineage_assets.settings import PROJECT_ROOT, Settings
@@ -172,6 +173,20 @@ class IcebergSnapshotInputDatasetFacet(InputDatasetFacet):
 
 
 @attr.define
+class IcebergSnapshotOutputDatasetFacet(OutputDatasetFacet):
+    """The snapshot of an Iceberg table a run's last commit made, and the one its first commit built
+    on: which versions hold what the run wrote follows from these, also after a table is rolled back
+    or rebuilt (a later snapshot holds the run's rows only if the run's snapshot is its ancestor)."""
+
+    snapshotId: int  # noqa: N815
+    parentSnapshotId: int | None = attr.field(default=None)  # noqa: N815  none: the run began the table
+
+    @staticmethod
+    def _get_schema() -> str:
+        return f"{VERSION_FACETS}#/$defs/IcebergSnapshotOutputDatasetFacet"
+
+
+@attr.define
 class FilesWrittenOutputDatasetFacet(OutputDatasetFacet):
     """The data files a run added to a dataset stored as files (the raw archive), with their sizes."""
 
@@ -203,10 +218,22 @@ class TableVersionDatasetFacet(dataset_version_dataset.DatasetVersionDatasetFace
 
 @dataclass(frozen=True)
 class DatasetVersion:
-    """What a run wrote: a registry version (``orders-value:2``), an Iceberg snapshot and schema id."""
+    """What a run wrote: a registry version (``orders-value:2``), an Iceberg snapshot and schema id,
+    and of a snapshot its ``parent``: the table's snapshot the run's first commit built on (None:
+    the table had none)."""
 
     version: str
     schema_id: int | None = None
+    parent: str | None = None
+
+
+def snapshot_written(
+    snapshot_id: int | None, schema_id: int | None, parent_snapshot_id: int | None
+) -> DatasetVersion | None:
+    """The version of an Iceberg table a run left (None: the table has no snapshot yet)."""
+    if snapshot_id is None:
+        return None
+    return DatasetVersion(str(snapshot_id), schema_id, None if parent_snapshot_id is None else str(parent_snapshot_id))
 
 
 @dataclass(frozen=True)
@@ -592,6 +619,11 @@ def output(dataset: Dataset, settings: Settings, facts: RunFacts) -> OutputDatas
     if facts.statistics:
         output_facets["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
             rowCount=facts.statistics.rows, size=facts.statistics.bytes, fileCount=facts.statistics.files
+        )
+    if facts.version is not None and dataset.kind is Kind.ICEBERG:
+        output_facets["icebergSnapshot"] = IcebergSnapshotOutputDatasetFacet(
+            snapshotId=int(facts.version.version),
+            parentSnapshotId=None if facts.version.parent is None else int(facts.version.parent),
         )
     if facts.offsets is not None:
         output_facets["kafkaOffsets"] = offsets_facet(KafkaOffsetsOutputDatasetFacet, identity.name, facts.offsets)

@@ -4,9 +4,9 @@ hold those records.
 
 Each run's events say which version of each input it read (a table's snapshot, a topic's offset
 ranges) and what it wrote (a snapshot, offset ranges, files, the days it wrote rows into); see
-``lineage/events.py``. A version of an Iceberg table is made by every run that appended to it up to
-that snapshot, so the writers of a snapshot that matter for one day are those that wrote rows of
-that day up to it.
+``lineage/events.py``. A version of an Iceberg table holds what every run whose snapshot is among
+its ancestors wrote (each run records the snapshot its first commit built on), so the writers of a
+snapshot that matter for one day are those of its ancestors that wrote rows of that day.
 """
 
 from __future__ import annotations
@@ -34,6 +34,10 @@ class Version:
     offsets: tuple[OffsetRange, ...] = ()  # a topic's records
     partitions: tuple[str, ...] = ()  # the days it wrote rows into
     files: tuple[str, ...] = ()  # the files it added
+    # A table's snapshot written: the one its first commit built on (None: it began the table), when
+    # the run recorded it (``parent_recorded``; older events did not).
+    parent: str | None = None
+    parent_recorded: bool = False
 
     def as_dict(self, names: dict[Node, str]) -> dict:
         found = {"dataset": names.get(self.node, f"{self.node[0]}:{self.node[1]}")}
@@ -80,12 +84,16 @@ def _version(dataset: dict, output: bool) -> Version:
     else:  # a read's version is in its input facets only (Marquez keeps no dataset facet of a read per run)
         snapshot = (run_facets.get("icebergSnapshot") or {}).get("snapshotId")
         version = None if snapshot is None else str(snapshot)
+    snapshot = run_facets.get("icebergSnapshot") if output else None
+    parent = None if snapshot is None else snapshot.get("parentSnapshotId")
     return Version(
         node=(dataset["namespace"], dataset["name"]),
         version=version,
         offsets=_ranges(run_facets.get("kafkaOffsets")),
         partitions=tuple((run_facets.get("partitionsWritten") or {}).get("partitions") or ()),
         files=tuple(f["path"] for f in (run_facets.get("filesWritten") or {}).get("files") or ()),
+        parent=None if parent is None else str(parent),
+        parent_recorded=snapshot is not None,
     )
 
 
@@ -295,6 +303,34 @@ def _step(runs: list[RunRecord], run: RunRecord, node: Node, partition: str | No
     return step
 
 
+def _ancestry(runs: list[RunRecord], node: Node, version: str) -> set[str]:
+    """The versions of a table whose rows ``version`` holds: itself and its ancestors. Each run
+    records the snapshot its first commit built on; a run that did not is taken to have built on the
+    version written before it. A rolled-back or rebuilt table's new versions are then no descendants
+    of what it held before."""
+    parents: dict[str, str | None] = {}
+    previous = None
+    for run in runs:
+        wrote = run.wrote(node)
+        if wrote is None or wrote.version is None:
+            continue
+        if wrote.version not in parents and wrote.version != previous:
+            parents[wrote.version] = wrote.parent if wrote.parent_recorded else previous
+        previous = wrote.version
+    held: set[str] = set()
+    current: str | None = version
+    while current is not None and current not in held:
+        held.add(current)
+        current = parents.get(current)
+    return held
+
+
+def _committed(wrote: Version) -> bool:
+    """Whether a run's write made a version (a catch-up run with nothing to read names the table's
+    current snapshot as its own parent)."""
+    return not (wrote.parent_recorded and wrote.parent == wrote.version)
+
+
 def _writers(runs: list[RunRecord], reader: RunRecord, read: Version, partition: str | None) -> list[Step]:
     """The runs that made what ``reader`` read: of a topic, those that wrote records in the ranges it
     read; of a table, its writers up to the snapshot it read (those that wrote rows of ``partition``,
@@ -305,10 +341,14 @@ def _writers(runs: list[RunRecord], reader: RunRecord, read: Version, partition:
         return [_step(runs, run, read.node, None) for run in chain]
     if read.version is None:
         return []
-    made = next((i for i in reversed(range(len(earlier))) if earlier[i].wrote(read.node).version == read.version), None)
-    if made is None:
-        return []
-    chain = [run for run in earlier[: made + 1] if partition is None or partition in run.wrote(read.node).partitions]
+    held = _ancestry(runs, read.node, read.version)
+    chain = [
+        run
+        for run in earlier
+        if (wrote := run.wrote(read.node)).version in held
+        and _committed(wrote)
+        and (partition is None or partition in wrote.partitions)
+    ]
     return [_step(runs, run, read.node, partition) for run in chain]
 
 
@@ -354,15 +394,15 @@ class Reached:
 
 def _reads_what_was_written(runs: list[RunRecord], writer: RunRecord, wrote: Version, reader: RunRecord) -> bool:
     """Whether ``reader`` read records ``writer`` wrote: topic offsets that overlap, or a snapshot of
-    the table at or after the writer's (of a day the writer wrote rows of)."""
+    the table descended from the writer's (of a day the writer wrote rows of)."""
     read = reader.read(wrote.node)
     if read is None or reader.order <= writer.order:
         return False
     if wrote.offsets or read.offsets:
         return _overlaps(wrote.offsets, read.offsets)
-    snapshots = [run.wrote(wrote.node).version for run in runs if run.wrote(wrote.node) is not None]
-    later = snapshots[snapshots.index(wrote.version) :] if wrote.version in snapshots else []
-    if read.version not in later:
+    if wrote.version is None or read.version is None or not _committed(wrote):
+        return False
+    if wrote.version not in _ancestry(runs, wrote.node, read.version):
         return False
     days = {day for written in reader.writes for day in written.partitions}
     return not wrote.partitions or not days or bool(days & set(wrote.partitions))

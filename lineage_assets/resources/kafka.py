@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import dagster as dg
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import RegisteredSchema, Schema, SchemaRegistryClient
 
+from lineage_assets import topics
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.source_schemas import value_subject
 
@@ -43,21 +43,8 @@ class KafkaResource(dg.ConfigurableResource):
         return missing
 
     def end_offsets(self, topic: str) -> dict[int, int]:
-        """Partition -> next offset to be written (records in the partition, for a topic never truncated)."""
-        consumer = Consumer(
-            {
-                "bootstrap.servers": self.environment.settings.kafka_servers,
-                "group.id": "lineage-assets-offsets",
-                "enable.auto.commit": False,
-            }
-        )
-        try:
-            metadata = consumer.list_topics(topic, timeout=10).topics[topic]
-            return {
-                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in metadata.partitions
-            }
-        finally:
-            consumer.close()
+        """Partition -> next offset to be written (``topics.end_offsets``)."""
+        return topics.end_offsets(self.environment.settings.kafka_servers, topic)
 
     def registry(self) -> SchemaRegistryClient:
         return SchemaRegistryClient({"url": self.environment.settings.schema_registry_url})

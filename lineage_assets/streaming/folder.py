@@ -134,7 +134,10 @@ class DeploymentFolder:
         tables = [commit for commit in self.progress("committed") if commit.get("snapshot_id") is not None]
         if tables:
             table = tables[-1]
-            return events.DatasetVersion(str(table["snapshot_id"]), table["schema_id"]), table["quality"]
+            written = events.snapshot_written(
+                table["snapshot_id"], table["schema_id"], tables[0].get("parent_snapshot_id")
+            )
+            return written, table["quality"]
         progress = self.progress()
         if progress and "columns" in progress[-1]:
             rows = sum(record.get("rows", 0) for record in progress)
@@ -156,10 +159,20 @@ class DeploymentFolder:
     def facts(self, settings: Settings, progress: events.StreamingProgressRunFacet) -> events.RunFacts:
         """What the deployment's run read and wrote so far (``progress``: its ``progress_facet``), as
         its RUNNING events and its end report it: the offsets from its first batch's start to its
-        latest batch's end, and its output as of its latest commit."""
+        latest batch's end, its output as of its latest commit, the offsets it wrote to a topic and
+        the files it added."""
         version, quality = self.output_written()
-        batches = [record for record in self.progress() if record.get("end_offsets")]
+        progress_records = self.progress()
+        batches = [record for record in progress_records if record.get("end_offsets")]
         start, end = (batches[0].get("start_offsets"), batches[-1]["end_offsets"]) if batches else (None, None)
+        # A job writing a topic reports its end offsets with each batch; the archive the files each batch added.
+        outputs = [record for record in progress_records if record.get("output_end_offsets")]
+        offsets = None
+        if outputs:
+            (topic,) = outputs[-1]["output_end_offsets"]
+            offsets = events.offset_ranges(topic, outputs[0]["output_start_offsets"], outputs[-1]["output_end_offsets"])
+        added = [record["files_added"] for record in progress_records if "files_added" in record]
+        files = tuple(events.WrittenFile(path, size) for batch in added for path, size in batch) if added else None
         return events.RunFacts(
             statistics=events.OutputStatistics(rows=progress.processedRows),
             version=version,
@@ -169,6 +182,8 @@ class DeploymentFolder:
             partitions=tuple(sorted({day for commit in self.progress("committed") for day in commit.get("days", ())}))
             or None,
             column_lineage=self.column_lineage(settings),
+            offsets=offsets,
+            files=files,
         )
 
     def clear_run(self) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -32,9 +33,11 @@ class QueryListener(StreamingQueryListener):
         progress_file: str | None,
         versions: SourceVersions | None = None,
         columns: ColumnMetrics | None = None,
+        written: Callable[[int], dict] | None = None,
         every_s: float = PROGRESS_EVERY_S,
     ):
         self.progress_file, self.versions, self.columns, self.every_s = progress_file, versions, columns, every_s
+        self.written = written
         self.last_printed = 0.0
         self.rows = 0
         # batch id -> rows read and the source offsets it started and ended at (a replayed batch counts once)
@@ -105,6 +108,7 @@ class QueryListener(StreamingQueryListener):
                     else {}
                 ),
                 **({"columns": self.columns.summary()} if self.columns else {}),
+                **(self.written(progress.batchId) if self.written and self.progress_file else {}),
             }
         )
 
@@ -119,15 +123,17 @@ def run_query(
     spark: SparkSession,
     versions: SourceVersions | None = None,
     columns: ColumnMetrics | None = None,
+    written: Callable[[int], dict] | None = None,
 ):
     """Start a configured DataStreamWriter in the arguments' mode and wait for it to end.
 
     Continuous mode runs until the query fails, the process is stopped, or the drain file appears;
     a drain processes what is available, commits, and returns normally. ``versions`` counts the
     records per writer version that the query observes (``SourceVersions.observed``), ``columns``
-    the metrics of the records it writes (``ColumnMetrics.observed``). The query, and its
+    the metrics of the records it writes (``ColumnMetrics.observed``); ``written`` gives what a batch
+    wrote (by its id), for the progress record a deployment reports from. The query, and its
     ``QueryListener.summary``."""
-    listener = QueryListener(args.progress_file, versions, columns)
+    listener = QueryListener(args.progress_file, versions, columns, written)
     spark.streams.addListener(listener)
     if args.mode == CATCH_UP:
         query = writer.trigger(availableNow=True).start()

@@ -3,6 +3,9 @@ quality, a query's checkpoint, the files below a path."""
 
 from __future__ import annotations
 
+import json
+from urllib.parse import urlparse
+
 from pyspark.sql import SparkSession
 
 from spark.support.quality import files_totals, table_quality_entry
@@ -16,12 +19,13 @@ def table_schema_id(spark: SparkSession, table: str) -> int | None:
     return rows[0].latest_schema_id if rows else None
 
 
-def latest_snapshot_id(spark: SparkSession, table: str) -> int | None:
-    """The table's latest snapshot as committed now (``REFRESH``: a streaming query's batches commit
+def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
+    """The table's current snapshot as committed now, the head of its ``main`` branch: after a
+    rollback an older one than the last committed (``REFRESH``: a streaming query's batches commit
     through another session's catalog cache); None while it has none."""
     spark.sql(f"REFRESH TABLE {table}")
-    latest = spark.sql(f"SELECT snapshot_id FROM {table}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()
-    return latest[0].snapshot_id if latest else None
+    main = spark.sql(f"SELECT snapshot_id FROM {table}.refs WHERE name = 'main'").collect()
+    return main[0].snapshot_id if main else None
 
 
 def table_as_of(spark: SparkSession, table: str, snapshot_id: int | None):
@@ -33,7 +37,7 @@ def table_as_of(spark: SparkSession, table: str, snapshot_id: int | None):
 
 def table_state(spark: SparkSession, table: str) -> dict:
     """The table as committed now: its latest snapshot, schema id and ``quality``, from its metadata."""
-    snapshot_id = latest_snapshot_id(spark, table)
+    snapshot_id = current_snapshot_id(spark, table)
     return {
         "snapshot_id": snapshot_id,
         "schema_id": table_schema_id(spark, table),
@@ -107,3 +111,30 @@ def files_under(spark: SparkSession, location: str) -> dict[str, int]:
             continue
         files[relative] = status.getLen()
     return files
+
+
+def sink_files(spark: SparkSession, location: str, batch_id: int) -> dict[str, int]:
+    """The files a file sink's log lists for one batch (relative to ``location``) and their bytes:
+    the batch's own, or with a compacted batch every file the log holds up to it."""
+    log = f"{location.rstrip('/')}/_spark_metadata/{batch_id}"
+    root, filesystem = _hadoop_path(spark, location)
+    for name in (log, f"{log}.compact"):
+        path, _ = _hadoop_path(spark, name)
+        if filesystem.exists(path):
+            break
+    else:
+        return {}
+    jvm = spark.sparkContext._jvm
+    stream = filesystem.open(path)
+    try:
+        text = jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+    finally:
+        stream.close()
+    # By their URIs' paths: the log spells a local file file:///x, Hadoop's qualified path file:/x.
+    prefix = urlparse(str(filesystem.makeQualified(root).toString())).path.rstrip("/") + "/"
+    entries = [json.loads(line) for line in text.splitlines()[1:] if line.strip()]  # after the log's version line
+    return {
+        urlparse(entry["path"]).path[len(prefix) :]: entry["size"]
+        for entry in entries
+        if entry.get("action", "add") == "add" and urlparse(entry["path"]).path.startswith(prefix)
+    }

@@ -4,9 +4,8 @@ the files the archive added, held against Kafka, Iceberg and S3 themselves."""
 
 from __future__ import annotations
 
-import datetime as dt
-import json
-
+from lineage_assets.assets.common import asset_key
+from lineage_assets.assets.run_lineage import dagster_run_of
 from lineage_assets.datasets import (
     ARCHIVE,
     LAKEHOUSE_ORDERS,
@@ -14,27 +13,15 @@ from lineage_assets.datasets import (
     SUPPLIER_STATS,
     SUPPLIER_STATS_LIVE,
     iceberg_table_name,
-    orders_reader_schema_json,
 )
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.events import PRODUCER
 from lineage_assets.lineage.provenance import marquez_runs, provenance, reached, runs_of
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.settings import SettingsResource
-from lineage_assets.source_schemas import registered_versions, value_subject
 from lineage_assets.stack.services.storage import s3_client
-from spark import transforms
 from tests.e2e.conftest import GENERATOR
-
-
-def completed(settings, dataset) -> list[dict]:
-    return [
-        event
-        for event in emitter_for(settings).events()
-        if event["job"]["name"] == dataset.job.lineage_name
-        and event["producer"] == PRODUCER
-        and event["eventType"] == "COMPLETE"
-    ]
+from tests.provenance_checks import completed, offsets_behind, recomputed_day, written_day
 
 
 def read_of(event: dict, dataset, settings) -> dict:
@@ -85,6 +72,26 @@ def test_supplier_stats_reads_the_snapshot_the_ingestion_wrote_last_and_overwrit
     assert checked
 
 
+def test_a_supplier_stats_partition_links_in_dagster_the_ingestion_run_that_made_the_snapshot_it_read(
+    runs, settings, instance
+):
+    """On the asset's page, a partition names the snapshot it read and links the ingestion run whose
+    lineage says it wrote that snapshot (the second pass's ingestion wrote nothing and is not it)."""
+    stats = instance.get_latest_materialization_event(asset_key(SUPPLIER_STATS)).asset_materialization.metadata
+    read = stats[f"read/{LAKEHOUSE_ORDERS.key}"].value["snapshot_id"]
+    made = [
+        event["run"]["facets"]["parent"]["run"]["runId"]
+        for event in completed(settings, LAKEHOUSE_ORDERS)
+        if event["outputs"][0]["outputFacets"]["icebergSnapshot"]["snapshotId"] == int(read)
+        and event["outputs"][0]["outputFacets"]["icebergSnapshot"].get("parentSnapshotId") != int(read)
+    ]
+    (lineage_parent,) = made
+    dagster_run = next(
+        r for r in instance.get_runs() if dagster_run_of(instance, r.run_id).lineage_run_id == lineage_parent
+    )
+    assert stats[f"read/{LAKEHOUSE_ORDERS.key}/written_by"].value == f"{settings.dagster_url}/runs/{dagster_run.run_id}"
+
+
 def test_live_windows_name_the_offsets_they_wrote_and_the_archive_the_files_it_added(runs, settings):
     kafka = KafkaResource(environment=SettingsResource.of(settings))
     (live, *_) = completed(settings, SUPPLIER_STATS_LIVE)
@@ -122,31 +129,9 @@ def test_a_days_provenance_leads_to_offsets_whose_records_recompute_its_totals(r
         day in step["wrote"]["partitions"] for step in ingestions
     )
 
-    topic = settings.orders_topic
-    ranges = [r for step in ingestions for read in step["read"] for r in read.get("offsets", [])]
+    ranges = offsets_behind(answer)
     assert ranges
-    raw = None
-    for r in ranges:
-        part = (
-            spark.read.format("kafka")
-            .option("kafka.bootstrap.servers", settings.kafka_servers)
-            .option("subscribe", topic)
-            .option("startingOffsets", json.dumps({topic: {str(r["partition"]): r["start"]}}))
-            .option("endingOffsets", json.dumps({topic: {str(r["partition"]): r["end"]}}))
-            .load()
-        )
-        raw = part if raw is None else raw.unionByName(part)
-    reader = orders_reader_schema_json()
-    versions = registered_versions(settings.schema_registry_url, value_subject(topic), reader)
-    valid = transforms.valid_orders(transforms.decode_orders(raw, reader, versions))
-    recomputed = transforms.hourly_supplier_stats(
-        transforms.orders_of_day(transforms.iceberg_orders(valid), dt.date.fromisoformat(day))
-    )
-    written = spark.sql(
-        f"SELECT * FROM {iceberg_table_name(settings, 'supplier_stats')} VERSION AS OF {stats['wrote']['version']}"
-    ).where(f"bid_date = DATE'{day}'")
-    columns = ["supplier", "bid_hour", "total_price", "total_count"]
-    assert sorted(recomputed.select(columns).collect()) == sorted(written.select(columns).collect())
+    assert recomputed_day(spark, settings, ranges, day) == written_day(spark, settings, stats["wrote"]["version"], day)
 
 
 def without_times(answer: dict) -> dict:

@@ -38,6 +38,7 @@ from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.spark_conf import committed_table
+from tests.conftest import pipeline_of_its_own
 from tests.e2e.test_pipeline import consume_all
 from tests.openlineage_schemas import validate_event
 
@@ -97,16 +98,7 @@ class Incident:
 
 @pytest.fixture(scope="module")
 def drift_settings(settings):
-    return dataclasses.replace(
-        settings,
-        state_dir=settings.state_dir / "drift",
-        orders_topic="drift-orders",
-        supplier_stats_topic="drift-supplier-stats",
-        dead_letter_topic="drift-orders-dlq",
-        archive_prefix="drift-orders",
-        iceberg_namespace="drift",
-        lineage_namespace="lineage_assets_drift",
-    )
+    return pipeline_of_its_own(settings, "drift")
 
 
 def day_stats(spark, settings) -> dict:

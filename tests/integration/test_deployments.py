@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from lineage_assets.datasets import LAKEHOUSE_ORDERS, ORDERS_AVRO_SCHEMA, iceberg_table_name, orders_avro_schema_json
+from lineage_assets.datasets import (
+    ARCHIVE,
+    LAKEHOUSE_ORDERS,
+    ORDERS_AVRO_SCHEMA,
+    SUPPLIER_STATS_LIVE,
+    iceberg_table_name,
+    orders_avro_schema_json,
+)
 from lineage_assets.definitions import build_definitions
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.job_specs import STREAMING_JOBS
@@ -20,9 +27,10 @@ from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.spark_conf import committed_table
+from lineage_assets.stack.services.storage import s3_client
 from lineage_assets.streaming.deployments import LocalDeployments
 from lineage_assets.streaming.folder import read_json
-from tests.conftest import wait_for
+from tests.conftest import pipeline_of_its_own, wait_for
 from tests.openlineage_schemas import validate_event
 
 NAME = LAKEHOUSE_ORDERS.key
@@ -110,6 +118,7 @@ def test_continuous_ingestion_lifecycle(environment, settings, spark):
         orders[:1], settings.kafka_servers, settings.schema_registry_url, settings.orders_topic
     )  # schema and topic exist
 
+    found = current_snapshot(spark, table)
     assert deployments.deploy(NAME) == "started"
     assert deployments.deploy(NAME) == "unchanged"
     folder = deployments.folder(NAME)
@@ -165,6 +174,8 @@ def test_continuous_ingestion_lifecycle(environment, settings, spark):
     )
     for event in [e for e in run_events(settings, first.run_id) if e["outputs"][0]["facets"].get("version")]:
         assert_metrics_match_the_snapshot(spark, table, event["outputs"][0]["facets"])
+        # ... and the snapshot the run's first commit built on: the table as the deployment found it.
+        assert event["outputs"][0]["outputFacets"]["icebergSnapshot"].get("parentSnapshotId") == found
     assert marquez_state(settings, first.run_id) == "RUNNING"
     stored = marquez_events(settings, first.run_id)
     assert stored[0]["eventType"] == "START"
@@ -245,6 +256,62 @@ def assert_metrics_match_the_snapshot(spark, table: str, facets: dict) -> None:
         "min": float(row.low),
         "max": float(row.high),
     }
+
+
+def current_snapshot(spark, table: str) -> int | None:
+    """The head of the table's main branch as committed now (None: no table, or no snapshot yet)."""
+    if not spark.catalog.tableExists(table.replace("`", "")):
+        return None
+    spark.sql(f"REFRESH TABLE {table}")
+    main = spark.sql(f"SELECT snapshot_id FROM {table}.refs WHERE name = 'main'").collect()
+    return main[0].snapshot_id if main else None
+
+
+def test_archive_and_live_deployments_name_the_files_and_offsets_they_wrote_as_they_run(stack, settings):
+    """Each RUNNING event of a deployed archive names the files it added so far, each of them in the
+    bucket with that size; each of a deployed live job the offsets it wrote to its topic so far."""
+    own = pipeline_of_its_own(settings, "written")
+    environment = orders_topic_ready(own)
+    kafka = KafkaResource(environment=environment)
+    kafka.ensure_topics(own.supplier_stats_topic)
+    deployments = LocalDeployments(own, running_interval=3, trigger_seconds=2)
+    runs = {}
+    try:
+        for dataset in (ARCHIVE, SUPPLIER_STATS_LIVE):
+            assert deployments.deploy(dataset.key) == "started"
+            runs[dataset.key] = deployments.status(dataset.key).run_id
+        start = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=60)
+        orders = list(generate_orders(GeneratorConfig(count=60, seed=77, start=start, late_fraction=0, bad_fraction=0)))
+        produce_orders(orders, own.kafka_servers, own.schema_registry_url, own.orders_topic)
+
+        def latest_output(dataset, facet: str) -> dict | None:
+            running = [e for e in run_events(own, runs[dataset.key]) if e["eventType"] == "RUNNING"]
+            found = [e for e in running if e["outputs"][0].get("outputFacets", {}).get(facet)]
+            return found[-1] if found else None
+
+        archived = wait_for(lambda: latest_output(ARCHIVE, "filesWritten"), 120, "an archive RUNNING event with files")
+        published = wait_for(
+            lambda: latest_output(SUPPLIER_STATS_LIVE, "kafkaOffsets"), 120, "a live RUNNING event with offsets"
+        )
+    finally:
+        for dataset in (ARCHIVE, SUPPLIER_STATS_LIVE):
+            deployments.stop(dataset.key)
+    for event in (archived, published):
+        assert validate_event(event) == []
+    files = archived["outputs"][0]["outputFacets"]["filesWritten"]["files"]
+    bucket, prefix = own.archive_bucket, own.archive_prefix
+    stored = {
+        item["Key"][len(prefix) + 1 :]: item["Size"]
+        for page in s3_client(own).get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/")
+        for item in page.get("Contents", [])
+    }
+    assert files and {f["path"]: f["size"] for f in files}.items() <= stored.items()
+    offsets = published["outputs"][0]["outputFacets"]["kafkaOffsets"]
+    end = kafka.end_offsets(own.supplier_stats_topic)
+    assert offsets["topic"] == own.supplier_stats_topic
+    assert offsets["partitions"] and all(
+        0 == r["start"] < r["end"] <= end[r["partition"]] for r in offsets["partitions"]
+    )
 
 
 def evaluate_supervisor(environment, instance, cursor=None):
@@ -368,14 +435,7 @@ def test_a_version_registered_while_the_ingestion_runs_is_read_by_its_next_batch
     """Another team's producer adds an optional field mid-stream and registers it on first use: the
     running deployment reads those records into the table (it asks the registry at each micro-batch),
     dead-letters none and needs no restart. On topics of its own, so the shared subject keeps one version."""
-    own = dataclasses.replace(
-        settings,
-        state_dir=settings.state_dir / "new-version",
-        orders_topic="new-version-orders",
-        dead_letter_topic="new-version-orders-dlq",
-        iceberg_namespace="new_version",
-        lineage_namespace="lineage_assets_new_version",
-    )
+    own = pipeline_of_its_own(settings, "new-version")
     environment = orders_topic_ready(own)
     deployments = LocalDeployments(own, running_interval=3, trigger_seconds=2)
     table = iceberg_table_name(own, "orders")

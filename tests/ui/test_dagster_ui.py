@@ -9,10 +9,6 @@ Screenshots go to artifacts/screenshots/.
 from __future__ import annotations
 
 import datetime as dt
-import os
-import signal
-import socket
-import subprocess
 import time
 import urllib.parse
 import urllib.request
@@ -32,8 +28,8 @@ from lineage_assets.lineage.spark_agent import SparkApplication
 from lineage_assets.processes import pids_naming
 from lineage_assets.settings import PROJECT_ROOT
 from tests.conftest import wait_for
-
-RUN_TIMEOUT_S = 900
+from tests.ui.dagster_dev import RUN_TIMEOUT_S, new_dagster_home, rematerialize_reached
+from tests.ui.dagster_dev import dagster_dev as running_dagster_dev
 
 
 def _run_and_ancestors(event: dict) -> set[str]:
@@ -45,54 +41,12 @@ def _run_and_ancestors(event: dict) -> set[str]:
     }
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def dagster_dev(stack, settings, tmp_path_factory):
     """`dagster dev` (webserver and daemon) on the project's workspace, configured for the test stack."""
-    home = tmp_path_factory.mktemp("dagster-home")
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    port = free_port()
-    log = (settings.state_dir / "logs" / "dagster-dev.log").open("w")
-    process = subprocess.Popen(
-        [
-            str(PROJECT_ROOT / ".venv" / "bin" / "dagster"),
-            "dev",
-            "-w",
-            "workspace.yaml",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            str(port),
-        ],
-        cwd=PROJECT_ROOT,
-        env={**os.environ, **settings.as_environment(), "DAGSTER_HOME": str(home)},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 240
-    while True:
-        assert process.poll() is None, f"dagster dev exited with {process.returncode}; see {log.name}"
-        try:
-            with urllib.request.urlopen(f"{url}/server_info", timeout=5):
-                break
-        except OSError:
-            assert time.monotonic() < deadline, f"dagster dev did not answer on {url} within 240 s; see {log.name}"
-            time.sleep(2)
-    yield url, home
-    os.killpg(process.pid, signal.SIGINT)  # dagster dev stops its webserver, daemon and code servers on SIGINT
-    try:
-        process.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    log.close()
+    home = new_dagster_home(tmp_path_factory.mktemp("dagster-home"))
+    with running_dagster_dev(settings, home) as url:
+        yield url, home
 
 
 @pytest.fixture
@@ -210,15 +164,6 @@ def test_materialize_all_from_the_asset_graph(page, dagster_dev, settings, scree
     page.screenshot(path=screenshots / "orders-materialized.png", full_page=True)
 
 
-def backfill_status(url: str, backfill: str) -> str:
-    from gql import Client, GraphQLRequest
-    from gql.transport.requests import RequestsHTTPTransport
-
-    query = "query($id: String!) { partitionBackfillOrError(backfillId: $id) { ... on PartitionBackfill { status } } }"
-    client = Client(transport=RequestsHTTPTransport(url=f"{url}/graphql", timeout=30))
-    return client.execute(GraphQLRequest(query, variable_values={"id": backfill}))["partitionBackfillOrError"]["status"]
-
-
 def test_reached_rematerializes_exactly_the_days_an_ingestion_run_wrote_through_a_dagster_backfill(
     dagster_dev, settings
 ):
@@ -237,31 +182,8 @@ def test_reached_rematerializes_exactly_the_days_an_ingestion_run_wrote_through_
     ingestion = ingestions[-1]
     days = ingestion["outputs"][0]["outputFacets"]["partitionsWritten"]["partitions"]
     replaced = {day: provenance(runs_of(emitter.events()), SUPPLIER_STATS, settings, partition=day) for day in days}
-    environment = {**os.environ, **settings.as_environment(), "LINEAGE_ASSETS_DAGSTER_PORT": url.rsplit(":", 1)[1]}
-    launched = subprocess.run(
-        [
-            str(PROJECT_ROOT / ".venv" / "bin" / "lineage-assets"),
-            "lineage",
-            "reached",
-            ingestion["run"]["runId"],
-            "--rematerialize",
-        ],
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert launched.returncode == 0, launched.stderr
-    (line,) = [line for line in launched.stdout.splitlines() if line.startswith("backfill ")]
-    backfill = line.split()[1].rstrip(":")
+    _, line = rematerialize_reached(url, settings, ingestion["run"]["runId"])
     assert line.split(": ", 1)[1].startswith(f"{SUPPLIER_STATS.key} {', '.join(sorted(days))} ")
-    status = wait_for(
-        lambda: (s := backfill_status(url, backfill)) not in ("REQUESTED", "IN_PROGRESS") and s,
-        timeout=RUN_TIMEOUT_S,
-        what=f"backfill {backfill}",
-        poll=5,
-    )
-    assert status == "COMPLETED_SUCCESS"
     # Each day is now the backfill's run's version, computed from the table as it is now.
     for day, before in replaced.items():
         after = provenance(runs_of(emitter.events()), SUPPLIER_STATS, settings, partition=day).as_dict()["made_by"][0]

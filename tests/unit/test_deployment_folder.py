@@ -12,6 +12,7 @@ TABLE_QUALITY = {"rows": 42, "bytes": 9000, "files": 3, "columns": {"price": {"n
 
 
 def folder_with(tmp_path, *records: dict) -> DeploymentFolder:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "progress.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
     return DeploymentFolder(tmp_path)
 
@@ -24,14 +25,24 @@ def test_an_ingestion_reports_the_table_at_its_latest_commit_that_wrote_rows(tmp
             "batch": 0,
             "rows": 40,
             "snapshot_id": 11,
+            "parent_snapshot_id": 10,  # the table's snapshot when the run began
             "schema_id": 0,
             "quality": {**TABLE_QUALITY, "rows": 40},
         },
         {"event": "progress", "batch": 0, "rows": 40},
-        {"event": "committed", "batch": 1, "rows": 2, "snapshot_id": 12, "schema_id": 1, "quality": TABLE_QUALITY},
+        {
+            "event": "committed",
+            "batch": 1,
+            "rows": 2,
+            "snapshot_id": 12,
+            "parent_snapshot_id": 10,
+            "schema_id": 1,
+            "quality": TABLE_QUALITY,
+        },
         {"event": "committed", "batch": 2, "rows": 0, "dead_letters": 3},  # dead letters only: the table is unchanged
     )
-    assert folder.output_written() == (events.DatasetVersion("12", 1), TABLE_QUALITY)
+    # Its version: the latest commit's snapshot, built on the table as the run found it.
+    assert folder.output_written() == (events.DatasetVersion("12", 1, parent="10"), TABLE_QUALITY)
 
 
 def test_an_archive_reports_the_columns_of_what_it_wrote_so_far(tmp_path):
@@ -71,3 +82,32 @@ def test_a_deployment_reads_from_its_first_batchs_start_to_its_latest_batchs_end
     facts = folder.facts(Settings(), folder.progress_facet())
     (read,) = facts.reads
     assert read.offsets == (events.OffsetRange(0, 10, 18),) and facts.statistics.rows == 8
+
+
+def test_a_deployment_names_the_offsets_it_wrote_to_a_topic_and_the_files_it_added(tmp_path):
+    start = {"supplier-stats": {"0": 7}}
+    live = folder_with(
+        tmp_path / "live",
+        {"event": "progress", "batch": 0, "rows": 4, "output_start_offsets": start, "output_end_offsets": start},
+        {
+            "event": "progress",
+            "batch": 1,
+            "rows": 6,
+            "output_start_offsets": start,
+            "output_end_offsets": {"supplier-stats": {"0": 12}},
+        },
+    )
+    facts = live.facts(Settings(), live.progress_facet())
+    assert facts.offsets == (events.OffsetRange(0, 7, 12),) and facts.files is None
+    archive = folder_with(
+        tmp_path / "archive",
+        {"event": "progress", "batch": 0, "rows": 4, "files_added": [["date=2026-11-21/hour=10/part-0.json", 90]]},
+        {"event": "progress", "batch": 1, "rows": 0, "files_added": []},
+        {"event": "progress", "batch": 2, "rows": 2, "files_added": [["date=2026-11-21/hour=11/part-0.json", 40]]},
+    )
+    facts = archive.facts(Settings(), archive.progress_facet())
+    assert facts.files == (
+        events.WrittenFile("date=2026-11-21/hour=10/part-0.json", 90),
+        events.WrittenFile("date=2026-11-21/hour=11/part-0.json", 40),
+    )
+    assert facts.offsets is None

@@ -416,3 +416,24 @@ def test_a_run_names_the_offsets_it_read_and_wrote_the_snapshot_it_read_and_the_
     problems = validate_event(archive)
     assert any("kafkaOffsets" in p and "'end' is a required property" in p for p in problems), problems
     assert any("filesWritten" in p and "-1" in p for p in problems), problems
+
+
+def test_a_table_written_names_its_snapshot_and_the_one_the_run_built_on():
+    def written(version: events.DatasetVersion) -> dict:
+        body = as_json(
+            events.asset_event(RunState.COMPLETE, SUPPLIER_STATS, RUN, SETTINGS, events.RunFacts(version=version))
+        )
+        assert validate_event(body) == []
+        return body
+
+    body = written(events.snapshot_written(9001, 2, 9000))
+    assert body["outputs"][0]["outputFacets"]["icebergSnapshot"] == {
+        **body["outputs"][0]["outputFacets"]["icebergSnapshot"],
+        "snapshotId": 9001,
+        "parentSnapshotId": 9000,
+    }
+    began = written(events.snapshot_written(9001, 2, None))["outputs"][0]["outputFacets"]["icebergSnapshot"]
+    assert began.get("parentSnapshotId") is None and began["snapshotId"] == 9001
+    assert events.snapshot_written(None, None, None) is None  # a table with no snapshot yet
+    body["outputs"][0]["outputFacets"]["icebergSnapshot"]["parentSnapshotId"] = "9000"
+    assert any("icebergSnapshot" in p and "'9000'" in p for p in validate_event(body))

@@ -45,14 +45,18 @@ LOG = [
         3,
         LAKEHOUSE_ORDERS,
         RunFacts(
-            reads=(orders_read(0, 10),), version=events.DatasetVersion("100"), partitions=("2026-11-20", "2026-11-21")
+            reads=(orders_read(0, 10),),
+            version=events.DatasetVersion("100"),  # it began the table
+            partitions=("2026-11-20", "2026-11-21"),
         ),
     ),
     *run(4, ORDERS, RunFacts(offsets=(OffsetRange(0, 10, 15),))),
     *run(
         5,
         LAKEHOUSE_ORDERS,
-        RunFacts(reads=(orders_read(10, 15),), version=events.DatasetVersion("101"), partitions=("2026-11-21",)),
+        RunFacts(
+            reads=(orders_read(10, 15),), version=events.DatasetVersion("101", parent="100"), partitions=("2026-11-21",)
+        ),
     ),
     *run(
         6,
@@ -68,7 +72,7 @@ LOG = [
         SUPPLIER_STATS,
         RunFacts(
             reads=(events.table_read(LAKEHOUSE_ORDERS, 101),),
-            version=events.DatasetVersion("201"),
+            version=events.DatasetVersion("201", parent="200"),
             partitions=("2026-11-21",),
         ),
     ),
@@ -146,6 +150,55 @@ def test_a_producer_run_reaches_the_archive_the_table_and_the_days_through_it():
         run_id(7, SUPPLIER_STATS),
     }
     assert "nothing downstream" in reached(runs_of(LOG), run_id(7, SUPPLIER_STATS), SETTINGS).tree()
+
+
+def repaired(parent: str | None) -> list[dict]:
+    """LOG, then the table repaired after the run of 101 (rolled back to ``parent``, or rebuilt when
+    None) and ingested again as 102, and 2026-11-21 computed from it."""
+    return [
+        *LOG,
+        *run(
+            8,
+            LAKEHOUSE_ORDERS,
+            RunFacts(
+                reads=(orders_read(0, 15) if parent is None else orders_read(10, 15),),
+                version=events.DatasetVersion("102", parent=parent),
+                partitions=("2026-11-20", "2026-11-21") if parent is None else ("2026-11-21",),
+            ),
+        ),
+        *run(
+            9,
+            SUPPLIER_STATS,
+            RunFacts(
+                reads=(events.table_read(LAKEHOUSE_ORDERS, 102),),
+                version=events.DatasetVersion("202", parent="201"),
+                partitions=("2026-11-21",),
+            ),
+        ),
+    ]
+
+
+@pytest.mark.parametrize("parent", ["100", None], ids=["rolled-back", "rebuilt"])
+def test_after_a_table_is_repaired_the_bad_run_reaches_nothing_computed_from_the_repair(parent):
+    runs = runs_of(repaired(parent))
+    bad = reached(runs, run_id(5, LAKEHOUSE_ORDERS), SETTINGS)
+    assert [run.run_id for run, _ in bad.downstream] == [run_id(7, SUPPLIER_STATS)]  # not the run of 9
+    day = provenance(runs, SUPPLIER_STATS, SETTINGS, partition="2026-11-21").as_dict()["made_by"][0]
+    writers = [made["run"] for made in day["read"][0]["made_by"]]
+    assert run_id(5, LAKEHOUSE_ORDERS) not in writers and writers[-1] == run_id(8, LAKEHOUSE_ORDERS)
+    assert (run_id(3, LAKEHOUSE_ORDERS) in writers) == (parent == "100")  # a rebuilt table holds the repair alone
+
+
+def test_runs_that_did_not_record_their_parent_snapshot_are_taken_to_build_on_the_one_before():
+    def unrecorded(event: dict) -> dict:
+        for output in event.get("outputs") or []:
+            output.get("outputFacets", {}).pop("icebergSnapshot", None)
+        return event
+
+    runs = runs_of([unrecorded(event) for event in repaired("100")])
+    assert run_id(9, SUPPLIER_STATS) in [
+        run.run_id for run, _ in reached(runs, run_id(5, LAKEHOUSE_ORDERS), SETTINGS).downstream
+    ]
 
 
 def test_the_command_line_answers_from_the_log_and_names_a_version_no_run_wrote(tmp_path, monkeypatch, capsys):

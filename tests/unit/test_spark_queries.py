@@ -8,6 +8,7 @@ import json
 
 from spark.support import queries, tables
 from spark.support.arguments import CATCH_UP
+from tests.conftest import wait_for
 
 
 def test_a_catch_up_run_reports_every_batch_its_offsets_and_the_files_it_added(spark, tmp_path):
@@ -30,3 +31,32 @@ def test_a_catch_up_run_reports_every_batch_its_offsets_and_the_files_it_added(s
     added = set(tables.files_under(spark, str(sink))) - set(before)
     assert len(added) == 3 and all(path.endswith(".json") and "/" not in path for path in added)
     assert sum(len((sink / path).read_text().splitlines()) for path in added) == 12
+
+
+def test_each_batch_names_the_files_it_added_from_the_sinks_log(spark, tmp_path):
+    """What a deployment's progress reports batch by batch: the files each batch's entry in the file
+    sink's log lists, together those the sink holds."""
+    source, sink, progress = tmp_path / "in", tmp_path / "out", tmp_path / "progress.jsonl"
+    source.mkdir()
+    for number in range(3):
+        (source / f"{number}.json").write_text(json.dumps({"n": number}) + "\n")
+    records = spark.readStream.schema("n INT").option("maxFilesPerTrigger", 1).json(str(source))
+    writer = (
+        records.writeStream.format("json").option("path", str(sink)).option("checkpointLocation", str(tmp_path / "cp"))
+    )
+    args = argparse.Namespace(mode=CATCH_UP, progress_file=str(progress), drain_file=None)
+
+    def files_added(batch: int) -> dict:
+        return {
+            "files_added": sorted([path, size] for path, size in tables.sink_files(spark, str(sink), batch).items())
+        }
+
+    queries.run_query(writer, args, spark, written=files_added)
+
+    def batches() -> list[list]:
+        lines = progress.read_text().splitlines() if progress.exists() else []
+        return [record["files_added"] for record in map(json.loads, lines) if record["event"] == "progress"]
+
+    per_batch = wait_for(lambda: len(batches()) == 3 and batches(), 30, "three progress records")
+    assert [len(files) for files in per_batch] == [1, 1, 1]
+    assert {path: size for files in per_batch for path, size in files} == tables.files_under(spark, str(sink))
