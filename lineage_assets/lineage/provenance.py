@@ -84,8 +84,8 @@ def _version(dataset: dict, output: bool) -> Version:
     else:  # a read's version is in its input facets only (Marquez keeps no dataset facet of a read per run)
         snapshot = (run_facets.get("icebergSnapshot") or {}).get("snapshotId")
         version = None if snapshot is None else str(snapshot)
-    snapshot = run_facets.get("icebergSnapshot") if output else None
-    parent = None if snapshot is None else snapshot.get("parentSnapshotId")
+    made = run_facets.get("icebergSnapshot") if output else None  # a written snapshot and its parent
+    parent = None if made is None else made.get("parentSnapshotId")
     return Version(
         node=(dataset["namespace"], dataset["name"]),
         version=version,
@@ -93,7 +93,7 @@ def _version(dataset: dict, output: bool) -> Version:
         partitions=tuple((run_facets.get("partitionsWritten") or {}).get("partitions") or ()),
         files=tuple(f["path"] for f in (run_facets.get("filesWritten") or {}).get("files") or ()),
         parent=None if parent is None else str(parent),
-        parent_recorded=snapshot is not None,
+        parent_recorded=made is not None,
     )
 
 
@@ -333,8 +333,8 @@ def _committed(wrote: Version) -> bool:
 
 def _writers(runs: list[RunRecord], reader: RunRecord, read: Version, partition: str | None) -> list[Step]:
     """The runs that made what ``reader`` read: of a topic, those that wrote records in the ranges it
-    read; of a table, its writers up to the snapshot it read (those that wrote rows of ``partition``,
-    when one is asked for)."""
+    read; of a table, the writers of the snapshot it read and of its ancestors (those that wrote rows
+    of ``partition``, when one is asked for)."""
     earlier = [run for run in runs if run.order < reader.order and run.wrote(read.node) is not None]
     if read.offsets:
         chain = [run for run in earlier if _overlaps(run.wrote(read.node).offsets, read.offsets)]
