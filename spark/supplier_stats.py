@@ -63,9 +63,10 @@ def main() -> None:
     observed = lineage.observe(stats)
     stats.writeTo(args.target).overwrite(F.col("bid_date") == F.lit(day))
     print(f"{PROGRESS_PREFIX}replaced {day} in {args.target} after {time.monotonic() - started:.0f} s", flush=True)
+    # The head of main, which this session's own commit made: its catalog holds it without a refresh.
     snapshot = spark.sql(
-        f"SELECT snapshot_id, parent_id, summary FROM {args.target}.snapshots "
-        f"WHERE snapshot_id = {tables.current_snapshot_id(spark, args.target)}"
+        f"SELECT s.snapshot_id, s.parent_id, s.summary FROM {args.target}.refs r "
+        f"JOIN {args.target}.snapshots s ON s.snapshot_id = r.snapshot_id WHERE r.name = 'main'"
     ).collect()[0]
     totals = stats.orderBy("supplier", "bid_hour").collect()
     reports.write_report(

@@ -284,14 +284,17 @@ def test_archive_and_live_deployments_name_the_files_and_offsets_they_wrote_as_t
         orders = list(generate_orders(GeneratorConfig(count=60, seed=77, start=start, late_fraction=0, bad_fraction=0)))
         produce_orders(orders, own.kafka_servers, own.schema_registry_url, own.orders_topic)
 
-        def latest_output(dataset, facet: str) -> dict | None:
+        def latest_output(dataset, facet: str, field: str) -> dict | None:
+            """The latest RUNNING event whose output ``facet`` names some ``field`` (files, partitions)."""
             running = [e for e in run_events(own, runs[dataset.key]) if e["eventType"] == "RUNNING"]
-            found = [e for e in running if e["outputs"][0].get("outputFacets", {}).get(facet)]
+            found = [e for e in running if e["outputs"][0].get("outputFacets", {}).get(facet, {}).get(field)]
             return found[-1] if found else None
 
-        archived = wait_for(lambda: latest_output(ARCHIVE, "filesWritten"), 120, "an archive RUNNING event with files")
+        archived = wait_for(lambda: latest_output(ARCHIVE, "filesWritten", "files"), 120, "a RUNNING event with files")
         published = wait_for(
-            lambda: latest_output(SUPPLIER_STATS_LIVE, "kafkaOffsets"), 120, "a live RUNNING event with offsets"
+            lambda: latest_output(SUPPLIER_STATS_LIVE, "kafkaOffsets", "partitions"),
+            120,
+            "a RUNNING event with offsets",
         )
     finally:
         for dataset in (ARCHIVE, SUPPLIER_STATS_LIVE):
