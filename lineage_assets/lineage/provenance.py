@@ -11,6 +11,7 @@ snapshot that matter for one day are those of its ancestors that wrote rows of t
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from dataclasses import dataclass, field
 
@@ -99,11 +100,19 @@ def _version(dataset: dict, output: bool) -> Version:
 
 def runs_of(run_events: list[dict]) -> list[RunRecord]:
     """Every run that read or wrote a dataset, in the order of its last such event (a streaming
-    deployment's latest RUNNING event tells what it had read and written so far)."""
+    deployment's latest RUNNING event tells what it had read and written so far; the files it
+    added are those all its events named, each naming those added since the one before)."""
     latest: dict[str, tuple[int, dict]] = {}
+    files: dict[str, dict[Node, dict[str, None]]] = {}  # run -> output -> every file its events named
     for order, event in enumerate(run_events):
         if event.get("inputs") or event.get("outputs"):
             latest[event["run"]["runId"]] = (order, event)
+            for output in event.get("outputs") or []:
+                named = ((output.get("outputFacets") or {}).get("filesWritten") or {}).get("files") or ()
+                added = files.setdefault(event["run"]["runId"], {}).setdefault(
+                    (output["namespace"], output["name"]), {}
+                )
+                added.update((f["path"], None) for f in named)
     records = [
         RunRecord(
             run_id=run_id,
@@ -112,7 +121,10 @@ def runs_of(run_events: list[dict]) -> list[RunRecord]:
             time=event["eventTime"],
             order=order,
             reads=tuple(_version(d, output=False) for d in event.get("inputs") or []),
-            writes=tuple(_version(d, output=True) for d in event.get("outputs") or []),
+            writes=tuple(
+                dataclasses.replace(written, files=tuple(files[run_id].get(written.node, ())))
+                for written in (_version(d, output=True) for d in event.get("outputs") or [])
+            ),
         )
         for run_id, (order, event) in latest.items()
     ]

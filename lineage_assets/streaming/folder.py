@@ -57,6 +57,11 @@ class DeploymentFolder:
         return self.path / "drain"
 
     @property
+    def files_reported_file(self) -> Path:
+        """How many of the files the run added its events have named so far."""
+        return self.path / "files-reported.json"
+
+    @property
     def report_file(self) -> Path:
         return self.path / "report.json"
 
@@ -159,8 +164,8 @@ class DeploymentFolder:
     def facts(self, settings: Settings, progress: events.StreamingProgressRunFacet) -> events.RunFacts:
         """What the deployment's run read and wrote so far (``progress``: its ``progress_facet``), as
         its RUNNING events and its end report it: the offsets from its first batch's start to its
-        latest batch's end, its output as of its latest commit, the offsets it wrote to a topic and
-        the files it added."""
+        latest batch's end, its output as of its latest commit, the offsets it wrote to a topic, and
+        the files it added since its last event that named files (``files_reported``)."""
         version, quality = self.output_written()
         progress_records = self.progress()
         batches = [record for record in progress_records if record.get("end_offsets")]
@@ -171,8 +176,14 @@ class DeploymentFolder:
         if outputs:
             (topic,) = outputs[-1]["output_end_offsets"]
             offsets = events.offset_ranges(topic, outputs[0]["output_start_offsets"], outputs[-1]["output_end_offsets"])
+        # Files: those added since the run's last event, as a long-running archive adds thousands a day.
         added = [record["files_added"] for record in progress_records if "files_added" in record]
-        files = tuple(events.WrittenFile(path, size) for batch in added for path, size in batch) if added else None
+        reported = (read_json(self.files_reported_file) or {}).get("files", 0)
+        files = (
+            tuple(events.WrittenFile(path, size) for batch in added for path, size in batch)[reported:]
+            if added
+            else None
+        )
         return events.RunFacts(
             statistics=events.OutputStatistics(rows=progress.processedRows),
             version=version,
@@ -186,9 +197,17 @@ class DeploymentFolder:
             files=files,
         )
 
+    def files_reported(self, facts: events.RunFacts) -> None:
+        """Record that an event of the run named ``facts``' files (sent before this is recorded: an
+        ender that dies in between names them again, which readers take once)."""
+        if facts.files:
+            reported = (read_json(self.files_reported_file) or {}).get("files", 0)
+            self.files_reported_file.write_text(json.dumps({"files": reported + len(facts.files)}))
+
     def clear_run(self) -> None:
         """Forget the last run's files before a new run starts in this folder."""
-        for leftover in (self.drain_file, self.path / "ended.json", self.path / "runner.json", self.progress_file):
+        leftovers = (self.drain_file, self.path / "ended.json", self.path / "runner.json", self.progress_file)
+        for leftover in (*leftovers, self.files_reported_file):
             leftover.unlink(missing_ok=True)
 
     # --- its processes --------------------------------------------------------------------------
@@ -234,19 +253,21 @@ class DeploymentFolder:
         # An ender killed between sending and recording left the event in the log: send it once only.
         if not any(event["eventType"] in TERMINAL_STATES for event in emitter.events(run_id)):
             progress = self.progress_facet()
+            facts = self.facts(settings, progress)
             emitter.emit(
                 events.asset_event(
                     state,
                     DATASETS[spec["dataset"]],
                     None,
                     settings,
-                    self.facts(settings, progress),
+                    facts,
                     run_id=run_id,
                     running_interval=spec["running_interval"],
                     error=error,
                     progress=progress,
                 )
             )
+            self.files_reported(facts)
         ended = {
             "state": state.value,
             "run_id": run_id,

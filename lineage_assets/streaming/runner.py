@@ -110,7 +110,9 @@ def main(folder: Path) -> int:
                 break
             if time.monotonic() - last_running >= interval:  # a sign of life, with or without new batches
                 progress = deployment.progress_facet()
-                emit(RunState.RUNNING, deployment.facts(settings, progress), progress=progress)
+                facts = deployment.facts(settings, progress)
+                emit(RunState.RUNNING, facts, progress=progress)
+                deployment.files_reported(facts)
                 last_running = time.monotonic()
             time.sleep(0.5)
         # A driver killed alone leaves its Python process (or its JVM) behind: nothing outlives the run.

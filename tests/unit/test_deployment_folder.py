@@ -111,3 +111,18 @@ def test_a_deployment_names_the_offsets_it_wrote_to_a_topic_and_the_files_it_add
         events.WrittenFile("date=2026-11-21/hour=11/part-0.json", 40),
     )
     assert facts.offsets is None
+
+
+def test_each_event_names_the_files_added_since_the_last_event_that_named_files(tmp_path):
+    """A long-running archive adds thousands of files a day: each RUNNING event names only the new ones."""
+    first = {"event": "progress", "batch": 0, "rows": 4, "files_added": [["hour=10/part-0.json", 90]]}
+    folder = folder_with(tmp_path, first)
+    sent = folder.facts(Settings(), folder.progress_facet())
+    assert sent.files == (events.WrittenFile("hour=10/part-0.json", 90),)
+    folder.files_reported(sent)
+    later = {"event": "progress", "batch": 1, "rows": 2, "files_added": [["hour=11/part-0.json", 40]]}
+    folder_with(tmp_path, first, later)
+    assert folder.facts(Settings(), folder.progress_facet()).files == (events.WrittenFile("hour=11/part-0.json", 40),)
+    folder.clear_run()  # a new run names its own files from the first
+    folder_with(tmp_path, first)
+    assert folder.facts(Settings(), folder.progress_facet()).files == sent.files

@@ -201,6 +201,31 @@ def test_runs_that_did_not_record_their_parent_snapshot_are_taken_to_build_on_th
     ]
 
 
+def test_a_deployments_files_are_all_those_its_events_named():
+    """Each RUNNING event of an archive deployment names the files added since the one before: the
+    records a read of `orders` consumed are in all of them."""
+    deployment = events.DagsterRun(run_id="00000000-0000-4000-8000-0000000000a1", job_name="j", started_at=T0)
+
+    def running(minute: int, end: int, path: str) -> dict:
+        facts = RunFacts(reads=(orders_read(0, end),), files=(WrittenFile(path, 1),))
+        event = events.asset_event(
+            RunState.RUNNING,
+            ARCHIVE,
+            None,
+            SETTINGS,
+            facts,
+            run_id=deployment.asset_run_id(ARCHIVE),
+            event_time=T0 + dt.timedelta(minutes=minute),
+            running_interval=30,
+        )
+        return json.loads(event_line(event))
+
+    log = [*LOG[:2], *LOG[4:], running(20, 8, "b/1.json"), running(21, 10, "b/2.json")]  # the archive's run replaced
+    answer = provenance(runs_of(log), SUPPLIER_STATS, SETTINGS, partition="2026-11-20").as_dict()
+    (ingestion,) = answer["made_by"][0]["read"][0]["made_by"]
+    assert [archived["files"] for archived in ingestion["archived_by"]] == [["b/1.json", "b/2.json"]]
+
+
 def test_the_command_line_answers_from_the_log_and_names_a_version_no_run_wrote(tmp_path, monkeypatch, capsys):
     from lineage_assets.cli import main
     from lineage_assets.lineage.emitter import LineageEmitter
