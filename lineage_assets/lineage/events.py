@@ -740,6 +740,7 @@ def check_event(
     *,
     assertions: tuple[Assertion, ...] = (),
     error: BaseException | None = None,
+    event_time: dt.datetime | None = None,
 ) -> RunEvent:
     """A lifecycle event of one evaluation of ``check`` inside ``dagster_run``: a run reading the
     dataset it checks, with the evaluation's ``assertions`` on that input."""
@@ -747,7 +748,7 @@ def check_event(
     identity = checked.identity(settings)
     return RunEvent(
         eventType=state,
-        eventTime=dt.datetime.now(dt.UTC).isoformat(),
+        eventTime=(event_time or dt.datetime.now(dt.UTC)).isoformat(),
         run=Run(runId=dagster_run.check_run_id(check), facets=_run_facets(dagster_run, settings, error)),
         job=check_job(check, settings),
         inputs=[

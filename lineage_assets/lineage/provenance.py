@@ -39,6 +39,12 @@ class Version:
     # the run recorded it (``parent_recorded``; older events did not).
     parent: str | None = None
     parent_recorded: bool = False
+    versions: tuple[str, ...] = ()  # every version its events named, oldest first (a streaming run's commits)
+
+    @property
+    def written(self) -> tuple[str, ...]:
+        """Every version a run's events say it wrote, oldest first (its last event may name none)."""
+        return self.versions or (() if self.version is None else (self.version,))
 
     def as_dict(self, names: dict[Node, str]) -> dict:
         found = {"dataset": names.get(self.node, f"{self.node[0]}:{self.node[1]}")}
@@ -103,16 +109,19 @@ def runs_of(run_events: list[dict]) -> list[RunRecord]:
     deployment's latest RUNNING event tells what it had read and written so far; the files it
     added are those all its events named, each naming those added since the one before)."""
     latest: dict[str, tuple[int, dict]] = {}
-    files: dict[str, dict[Node, dict[str, None]]] = {}  # run -> output -> every file its events named
+    # run -> output -> every file its events named, and every version (a streaming run's commits)
+    files: dict[str, dict[Node, dict[str, None]]] = {}
+    versions: dict[str, dict[Node, dict[str, None]]] = {}
     for order, event in enumerate(run_events):
         if event.get("inputs") or event.get("outputs"):
-            latest[event["run"]["runId"]] = (order, event)
+            run_id = event["run"]["runId"]
+            latest[run_id] = (order, event)
             for output in event.get("outputs") or []:
+                node = (output["namespace"], output["name"])
                 named = ((output.get("outputFacets") or {}).get("filesWritten") or {}).get("files") or ()
-                added = files.setdefault(event["run"]["runId"], {}).setdefault(
-                    (output["namespace"], output["name"]), {}
-                )
-                added.update((f["path"], None) for f in named)
+                files.setdefault(run_id, {}).setdefault(node, {}).update((f["path"], None) for f in named)
+                if version := ((output.get("facets") or {}).get("version") or {}).get("datasetVersion"):
+                    versions.setdefault(run_id, {}).setdefault(node, {})[version] = None
     records = [
         RunRecord(
             run_id=run_id,
@@ -122,7 +131,11 @@ def runs_of(run_events: list[dict]) -> list[RunRecord]:
             order=order,
             reads=tuple(_version(d, output=False) for d in event.get("inputs") or []),
             writes=tuple(
-                dataclasses.replace(written, files=tuple(files[run_id].get(written.node, ())))
+                dataclasses.replace(
+                    written,
+                    files=tuple(files[run_id].get(written.node, ())),
+                    versions=tuple(versions.get(run_id, {}).get(written.node, ())),
+                )
                 for written in (_version(d, output=True) for d in event.get("outputs") or [])
             ),
         )
@@ -324,11 +337,15 @@ def _ancestry(runs: list[RunRecord], node: Node, version: str) -> set[str]:
     previous = None
     for run in runs:
         wrote = run.wrote(node)
-        if wrote is None or wrote.version is None:
+        if wrote is None or not wrote.written:
             continue
-        if wrote.version not in parents and wrote.version != previous:
-            parents[wrote.version] = wrote.parent if wrote.parent_recorded else previous
-        previous = wrote.version
+        # A streaming run's commits follow each other, the first on the snapshot the run began with.
+        base = wrote.parent if wrote.parent_recorded else previous
+        for made in wrote.written:
+            if made not in parents and made != base:
+                parents[made] = base
+            base = made
+        previous = wrote.written[-1]
     held: set[str] = set()
     current: str | None = version
     while current is not None and current not in held:
@@ -337,29 +354,31 @@ def _ancestry(runs: list[RunRecord], node: Node, version: str) -> set[str]:
     return held
 
 
-def _committed(wrote: Version) -> bool:
-    """Whether a run's write made a version (a catch-up run with nothing to read names the table's
-    current snapshot as its own parent)."""
-    return not (wrote.parent_recorded and wrote.parent == wrote.version)
+def _made_any(wrote: Version, held: set[str]) -> bool:
+    """Whether a run's write made one of the versions ``held`` (a catch-up run with nothing to read
+    names the table's current snapshot, its own parent, and made none)."""
+    if wrote.parent_recorded and wrote.written == (wrote.parent,):
+        return False
+    return any(version in held for version in wrote.written)
 
 
 def _writers(runs: list[RunRecord], reader: RunRecord, read: Version, partition: str | None) -> list[Step]:
     """The runs that made what ``reader`` read: of a topic, those that wrote records in the ranges it
     read; of a table, the writers of the snapshot it read and of its ancestors (those that wrote rows
     of ``partition``, when one is asked for)."""
-    earlier = [run for run in runs if run.order < reader.order and run.wrote(read.node) is not None]
+    # Not by the order of their last events: a deployment's run may have made what was read long
+    # before its last event. The offsets read, or the versions held, say who made it.
+    writers = [run for run in runs if run is not reader and run.wrote(read.node) is not None]
     if read.offsets:
-        chain = [run for run in earlier if _overlaps(run.wrote(read.node).offsets, read.offsets)]
+        chain = [run for run in writers if _overlaps(run.wrote(read.node).offsets, read.offsets)]
         return [_step(runs, run, read.node, None) for run in chain]
     if read.version is None:
         return []
     held = _ancestry(runs, read.node, read.version)
     chain = [
         run
-        for run in earlier
-        if (wrote := run.wrote(read.node)).version in held
-        and _committed(wrote)
-        and (partition is None or partition in wrote.partitions)
+        for run in writers
+        if _made_any(wrote := run.wrote(read.node), held) and (partition is None or partition in wrote.partitions)
     ]
     return [_step(runs, run, read.node, partition) for run in chain]
 
@@ -408,13 +427,11 @@ def _reads_what_was_written(runs: list[RunRecord], writer: RunRecord, wrote: Ver
     """Whether ``reader`` read records ``writer`` wrote: topic offsets that overlap, or a snapshot of
     the table descended from the writer's (of a day the writer wrote rows of)."""
     read = reader.read(wrote.node)
-    if read is None or reader.order <= writer.order:
+    if read is None or reader is writer:
         return False
     if wrote.offsets or read.offsets:
         return _overlaps(wrote.offsets, read.offsets)
-    if wrote.version is None or read.version is None or not _committed(wrote):
-        return False
-    if wrote.version not in _ancestry(runs, wrote.node, read.version):
+    if read.version is None or not _made_any(wrote, _ancestry(runs, wrote.node, read.version)):
         return False
     days = {day for written in reader.writes for day in written.partitions}
     return not wrote.partitions or not days or bool(days & set(wrote.partitions))

@@ -60,6 +60,8 @@ def test_a_report_reads_back_as_written_and_a_key_the_caller_does_not_know_is_an
         end_offsets={"orders": {"0": 4, "1": 6}},
         schema_versions=[],
         windows_written=3,
+        output_start_offsets={"supplier-stats": {"0": 7}},
+        output_end_offsets={"supplier-stats": {"0": 10}},
     )
     path = tmp_path / "report.json"
     report.write(path)

@@ -1,0 +1,379 @@
+"""Lineage at production size: a history written through the project's own emitter and event
+builders, and what the lineage commands cost on it.
+
+The history (``write_history``), per simulated hour: one Dagster run that produces orders and
+recomputes that day's `supplier_stats` partition, with the three asset checks evaluated on their
+own; the three streaming jobs deployed (archive, live windows, ingestion with its schema check), each
+a run that sends a RUNNING event every ``running_interval`` seconds and is restarted once a week
+(COMPLETE, then a new run). One hourly run in ``FAIL_ONE_IN`` fails in `supplier_stats`, one in
+``ABORT_ONE_IN`` is cancelled; on ``drift_day`` a producer's new writer version stops the ingestion
+(its schema check fails and the deployment FAILs) until the reader is taught and the records
+replayed an hour later. Every event is one a real run sends: the same builders, facets and sizes.
+
+The measure (``run``): the history written into a fresh state folder, then `lineage check`,
+`impact`, `trace`, `show` and `provenance` run from the command line on it as a user runs them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+import random
+import resource
+import subprocess
+import tempfile
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from openlineage.client.event_v2 import RunState
+
+from lineage_assets.datasets import (
+    ARCHIVE,
+    CHECKS,
+    LAKEHOUSE_ORDERS,
+    ORDERS,
+    ORDERS_AVRO_SCHEMA,
+    SUPPLIER_STATS,
+    SUPPLIER_STATS_LIVE,
+)
+from lineage_assets.lineage import events
+from lineage_assets.lineage.emitter import LineageEmitter
+from lineage_assets.settings import PROJECT_ROOT, Settings
+
+START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+ORDERS_PER_HOUR = 3600
+RUNNING_INTERVAL_S = 300
+RESTART_EVERY_DAYS = 7
+FAIL_ONE_IN, ABORT_ONE_IN = 200, 500
+DEPLOYED = (ARCHIVE, SUPPLIER_STATS_LIVE, LAKEHOUSE_ORDERS)
+# The commands timed on the history, and their targets (seconds), from the issue's scale targets.
+COMMANDS = {
+    "check": (["check"], 5.0),
+    "impact": (["impact", f"{LAKEHOUSE_ORDERS.key}.price"], 1.0),
+    "trace": (["trace", f"{SUPPLIER_STATS.key}.total_price"], 1.0),
+    "show": (["show", "--out", "{folder}/lineage.html"], 10.0),
+    "provenance": (["provenance", SUPPLIER_STATS.key], None),
+}
+COMMAND_TIMEOUT_S = 600
+COMMAND_MEMORY_BYTES = 8 * 2**30  # a command that needs more is reported as failing, not left to swap
+
+
+@dataclass
+class Topic:
+    """A topic's end offsets per partition, as the history writes it."""
+
+    name: str
+    partitions: int
+    ends: dict[int, int] = field(default_factory=dict)
+
+    def write(self, records: int) -> tuple[events.OffsetRange, ...]:
+        written = []
+        for partition in range(self.partitions):
+            start = self.ends.get(partition, 0)
+            self.ends[partition] = start + records // self.partitions
+            written.append(events.OffsetRange(partition, start, self.ends[partition]))
+        return tuple(written)
+
+    def offsets(self) -> dict:
+        """As Spark's offset maps spell them."""
+        return {self.name: {str(p): end for p, end in self.ends.items()}}
+
+
+def writer_version(version: int, records: int, readable: bool) -> dict:
+    """A ``schemaVersions`` entry as a job reports it."""
+    fields = [[f["name"], str(f["type"])] for f in ORDERS_AVRO_SCHEMA["fields"]]
+    problems = [] if readable else ["field supplier is missing (removed or renamed)"]
+    return {
+        "version": version,
+        "schema_id": version,
+        "records": records,
+        "readable": readable,
+        "problems": problems,
+        "fields": fields,
+    }
+
+
+def table_quality(rows: int) -> dict:
+    return {
+        "rows": rows,
+        "bytes": rows * 48,
+        "files": max(1, rows // 50_000),
+        "columns": {"order_id": {"nulls": 0}, "price": {"nulls": 0, "min": 0.5, "max": 999.99}},
+    }
+
+
+@dataclass
+class Deployment:
+    dataset: object
+    run_id: str = ""
+    started: dt.datetime | None = None
+    read_from: dict = field(default_factory=dict)
+    written_from: dict = field(default_factory=dict)
+    parent_snapshot: int | None = None
+    rows: int = 0
+    days: set = field(default_factory=set)
+
+
+class History:
+    """The state a year of runs moves through, and the emitter it writes with."""
+
+    def __init__(self, emitter: LineageEmitter, settings: Settings, seed: int, running_interval_s: int):
+        self.emitter, self.settings, self.rng = emitter, settings, random.Random(seed)
+        self.running_interval_s = running_interval_s
+        self.orders = Topic(settings.orders_topic, settings.orders_partitions)
+        self.windows = Topic(settings.supplier_stats_topic, 1)
+        self.snapshot = 0  # of lakehouse/orders
+        self.stats_snapshot = 0
+        self.table_rows = 0
+        self.schema_version = 1
+        self.counts: Counter[str] = Counter()
+        self.deployments = {d.key: Deployment(d) for d in DEPLOYED}
+
+    def emit(self, event, kind: str) -> None:
+        self.emitter.emit(event)
+        self.counts["events"] += 1
+        self.counts[f"events: {kind}"] += 1
+
+    def new_id(self) -> str:
+        return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+
+    # --- the hourly Dagster run ---------------------------------------------------------------
+    def hourly_run(self, at: dt.datetime, hour_number: int) -> None:
+        run = events.DagsterRun(run_id=self.new_id(), job_name="hourly_assets", started_at=at)
+        self.emit(events.dagster_run_event(RunState.START, run, self.settings, event_time=at), "dagster run")
+        self.counts["runs: dagster"] += 1
+        produced = self.orders.write(ORDERS_PER_HOUR)
+        orders = events.RunFacts(
+            events.OutputStatistics(rows=ORDERS_PER_HOUR),
+            version=events.DatasetVersion(f"{ORDERS.key}-value:{self.schema_version}"),
+            offsets=produced,
+        )
+        self.asset_run(run, ORDERS, orders, at + dt.timedelta(seconds=5), at + dt.timedelta(seconds=20))
+        day = at.date().isoformat()
+        failing = hour_number % FAIL_ONE_IN == FAIL_ONE_IN - 1
+        aborted = hour_number % ABORT_ONE_IN == ABORT_ONE_IN - 1
+        stats_end = at + dt.timedelta(seconds=60)
+        if failing or aborted:
+            state = RunState.FAIL if failing else RunState.ABORT
+            error = events.JobError("org.apache.spark.SparkException: Job aborted") if failing else None
+            self.asset_run(run, SUPPLIER_STATS, events.NO_FACTS, at + dt.timedelta(seconds=25), stats_end, state, error)
+            ended = RunState.FAIL if failing else RunState.ABORT
+        else:
+            previous, self.stats_snapshot = self.stats_snapshot, self.stats_snapshot + 1
+            stats = events.RunFacts(
+                events.OutputStatistics(rows=8 * 24, bytes=9000, files=1),
+                "OVERWRITE",
+                version=events.snapshot_written(
+                    9_000_000 + self.stats_snapshot, 0, 9_000_000 + previous if previous else None
+                ),
+                quality=table_quality(8 * 24 * (at.timetuple().tm_yday)),
+                reads=(events.table_read(LAKEHOUSE_ORDERS, self.snapshot or None, 0),),
+                column_lineage=SUPPLIER_STATS.expected_lineage,
+                partitions=(day,),
+            )
+            self.asset_run(run, SUPPLIER_STATS, stats, at + dt.timedelta(seconds=25), stats_end)
+            ended = RunState.COMPLETE
+        for check in CHECKS.values():
+            checked_at = stats_end + dt.timedelta(seconds=5)
+            rows = str(self.table_rows)
+            assertion = events.Assertion(check.name, "row_count", True, check.description, expected=rows, actual=rows)
+            for state in (RunState.START, RunState.COMPLETE):
+                assertions = (assertion,) if state == RunState.COMPLETE else ()
+                self.emit(
+                    events.check_event(state, check, run, self.settings, assertions=assertions, event_time=checked_at),
+                    "check",
+                )
+            self.counts["runs: check"] += 1
+        self.emit(
+            events.dagster_run_event(ended, run, self.settings, event_time=stats_end + dt.timedelta(seconds=10)),
+            "dagster run",
+        )
+
+    def asset_run(self, run, dataset, facts, start, end, state=RunState.COMPLETE, error=None) -> None:
+        self.emit(events.asset_event(RunState.START, dataset, run, self.settings, event_time=start), "asset")
+        self.emit(events.asset_event(state, dataset, run, self.settings, facts, error=error, event_time=end), "asset")
+        self.counts[f"runs: {dataset.key}"] += 1
+        self.counts[f"runs ended {state.value}"] += 1
+
+    # --- the deployments ----------------------------------------------------------------------
+    def deploy(self, deployment: Deployment, at: dt.datetime) -> None:
+        deployment.run_id, deployment.started = self.new_id(), at
+        deployment.read_from, deployment.written_from = self.orders.offsets(), self.windows.offsets()
+        deployment.parent_snapshot, deployment.rows, deployment.days = self.snapshot or None, 0, set()
+        self.emit(self.deployment_event(deployment, RunState.START, events.NO_FACTS, at), "deployment")
+        self.counts[f"runs: {deployment.dataset.key} deployment"] += 1
+
+    def deployment_event(self, deployment: Deployment, state, facts, at, progress=None, error=None):
+        return events.asset_event(
+            state,
+            deployment.dataset,
+            None,
+            self.settings,
+            facts,
+            run_id=deployment.run_id,
+            event_time=at,
+            running_interval=self.running_interval_s,
+            progress=progress,
+            error=error,
+        )
+
+    def running(self, deployment: Deployment, at: dt.datetime, drifted: bool, state=RunState.RUNNING, error=None):
+        """A RUNNING (or terminal) event of a deployment after one more interval of records."""
+        interval_orders = ORDERS_PER_HOUR * self.running_interval_s // 3600
+        deployment.rows += interval_orders
+        deployment.days.add(at.date().isoformat())
+        readable = [writer_version(1, deployment.rows, True)]
+        assertions = ()
+        dataset = deployment.dataset
+        if drifted or self.schema_version == 2:  # waiting in the dead letters, or read once taught
+            readable.append(writer_version(2, interval_orders // 10, not drifted))
+        if dataset is LAKEHOUSE_ORDERS:
+            failed = str(interval_orders // 10) if drifted else "0"
+            check = events.Assertion(
+                "orders_schema_readable",
+                "schema_compatible",
+                not drifted,
+                "no record waits",
+                expected="0",
+                actual=failed,
+                blocking=True,
+            )
+            assertions = (check,)
+        read = events.orders_read(self.settings, readable, assertions, deployment.read_from, self.orders.offsets())
+        facts = events.RunFacts(
+            events.OutputStatistics(rows=deployment.rows), reads=(read,), column_lineage=dataset.expected_lineage
+        )
+        if dataset is LAKEHOUSE_ORDERS and not drifted:
+            self.snapshot += 1
+            self.table_rows += interval_orders
+            facts = events.RunFacts(
+                facts.statistics,
+                version=events.snapshot_written(self.snapshot, 0, deployment.parent_snapshot),
+                quality=table_quality(self.table_rows),
+                reads=facts.reads,
+                column_lineage=facts.column_lineage,
+                partitions=tuple(sorted(deployment.days)),
+            )
+        elif dataset is SUPPLIER_STATS_LIVE:
+            self.windows.write(interval_orders // 45)
+            written = events.offset_ranges(self.windows.name, deployment.written_from, self.windows.offsets())
+            facts = events.RunFacts(
+                facts.statistics, reads=facts.reads, column_lineage=facts.column_lineage, offsets=written
+            )
+        elif dataset is ARCHIVE:
+            hour = at.strftime("date=%Y-%m-%d/hour=%H")
+            added = (events.WrittenFile(f"{hour}/part-{self.new_id()}.c000.json", interval_orders * 220),)
+            facts = events.RunFacts(
+                facts.statistics, reads=facts.reads, column_lineage=facts.column_lineage, files=added
+            )
+        progress = events.StreamingProgressRunFacet(processedRows=deployment.rows, sourceOffsets=self.orders.offsets())
+        self.emit(self.deployment_event(deployment, state, facts, at, progress, error), "deployment")
+
+    def end(self, deployment: Deployment, at: dt.datetime, state: RunState, error=None, drifted=False) -> None:
+        self.running(deployment, at, drifted, state, error)
+        self.counts[f"runs ended {state.value}"] += 1
+
+
+def write_history(
+    emitter: LineageEmitter,
+    settings: Settings,
+    days: int,
+    *,
+    seed: int = 7,
+    running_interval_s: int = RUNNING_INTERVAL_S,
+    drift_day: int | None = None,
+) -> Counter[str]:
+    """``days`` of lineage (module docstring) through ``emitter``; the counts of what it wrote."""
+    history = History(emitter, settings, seed, running_interval_s)
+    for deployment in history.deployments.values():
+        history.deploy(deployment, START)
+    ingestion = history.deployments[LAKEHOUSE_ORDERS.key]
+    drift_hour = None if drift_day is None else drift_day * 24 + 10
+    for hour_number in range(days * 24):
+        at = START + dt.timedelta(hours=hour_number)
+        if hour_number and hour_number % (RESTART_EVERY_DAYS * 24) == 0:
+            for deployment in history.deployments.values():
+                history.end(deployment, at, RunState.COMPLETE)
+                history.deploy(deployment, at + dt.timedelta(seconds=30))
+        history.hourly_run(at, hour_number)
+        if hour_number == drift_hour:  # the producer's new version arrives; the ingestion stops on it
+            history.schema_version = 2
+            history.running(ingestion, at + dt.timedelta(minutes=1), True)
+            failure = events.JobError("schema_incompatible: orders-value version 2")
+            history.end(ingestion, at + dt.timedelta(minutes=2), RunState.FAIL, failure, drifted=True)
+            history.counts["schema drifts"] += 1
+        if drift_hour is not None and hour_number == drift_hour + 1:  # taught, replayed, deployed again
+            history.deploy(ingestion, at)
+            history.counts["replays"] += 1
+        for step in range(3600 // running_interval_s):
+            for deployment in history.deployments.values():
+                stopped = drift_hour is not None and hour_number == drift_hour and deployment is ingestion
+                if not stopped:
+                    history.running(deployment, at + dt.timedelta(seconds=(step + 1) * running_interval_s - 1), False)
+    history.counts["runs"] = sum(n for kind, n in history.counts.items() if kind.startswith("runs: "))
+    return history.counts
+
+
+def _limited() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (COMMAND_MEMORY_BYTES, COMMAND_MEMORY_BYTES))
+
+
+def time_commands(settings: Settings, folder: Path) -> dict:
+    """Each lineage command on the history, from the command line: seconds, or what stopped it."""
+    environment = {**os.environ, **settings.as_environment()}
+    timed = {}
+    for name, (arguments, target) in COMMANDS.items():
+        command = [str(PROJECT_ROOT / ".venv" / "bin" / "lineage-assets"), "lineage"]
+        command += [a.format(folder=folder) for a in arguments]
+        started = time.monotonic()
+        try:
+            done = subprocess.run(
+                command, env=environment, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, preexec_fn=_limited
+            )
+            seconds = round(time.monotonic() - started, 2)
+            problem = None if done.returncode in (0, 1) else (done.stderr.strip().splitlines() or ["?"])[-1]
+        except subprocess.TimeoutExpired:
+            seconds, problem = None, f"more than {COMMAND_TIMEOUT_S} s"
+        timed[name] = {"seconds": seconds, "target_s": target, **({"error": problem} if problem else {})}
+    return timed
+
+
+def run(quick: bool) -> dict:
+    days = 7 if quick else 365
+    with tempfile.TemporaryDirectory() as folder:
+        settings = dataclasses.replace(Settings.from_env(), state_dir=Path(folder))
+        emitter = LineageEmitter(settings.lineage_dir, None)
+        started = time.monotonic()
+        counts = write_history(emitter, settings, days, drift_day=days // 2)
+        written_s = time.monotonic() - started
+        size = sum(path.stat().st_size for path in settings.lineage_dir.glob("*.jsonl"))
+        commands = time_commands(settings, Path(folder))
+    met = all(
+        c.get("seconds") is not None and (c["target_s"] is None or c["seconds"] <= c["target_s"])
+        for c in commands.values()
+    )
+    return {
+        "name": "lineage_history",
+        "target": "check <= 5 s, impact and trace <= 1 s, show <= 10 s",
+        "met": met,
+        "days": days,
+        "counts": dict(sorted(counts.items())),
+        "log_bytes": size,
+        "write_s": round(written_s, 1),
+        "commands": commands,
+    }
+
+
+def summary(result: dict) -> str:
+    timed = ", ".join(
+        f"{name} {c['seconds']} s" if c.get("seconds") is not None else f"{name}: {c.get('error')}"
+        for name, c in result["commands"].items()
+    )
+    return (
+        f"{result['days']} days: {result['counts']['runs']:,} runs, {result['counts']['events']:,} events, "
+        f"{result['log_bytes'] / 2**20:,.0f} MB; {timed}"
+    )
