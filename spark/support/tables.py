@@ -21,9 +21,11 @@ def table_schema_id(spark: SparkSession, table: str) -> int | None:
 
 def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
     """The table's current snapshot as committed now, the head of its ``main`` branch: after a
-    rollback an older one than the last committed (``REFRESH``: a streaming query's batches commit
-    through another session's catalog cache); None while it has none."""
-    spark.sql(f"REFRESH TABLE {table}")
+    rollback an older one than the last committed; None while it has none. Refreshed first (a
+    streaming query's batches commit through another session's catalog cache), through the catalog
+    API: a ``REFRESH TABLE`` statement ends before openlineage-spark's listener looks its execution
+    up, which the agent logs as an ERROR."""
+    spark.catalog.refreshTable(table)
     main = spark.sql(f"SELECT snapshot_id FROM {table}.refs WHERE name = 'main'").collect()
     return main[0].snapshot_id if main else None
 
