@@ -52,11 +52,15 @@ class Column:
 
 @dataclass(frozen=True)
 class Transformation:
-    """An OpenLineage column transformation (type DIRECT or INDIRECT, and its subtype)."""
+    """An OpenLineage column transformation (type DIRECT or INDIRECT, and its subtype). ``functions``:
+    for a DIRECT one, the functions Spark's analyzed plan applies on the way (its expression classes,
+    any order); what a job ran is this transformation only if its plan applies exactly these, so a
+    ``* 2`` or a CASE WHEN added to a column is a change of its lineage."""
 
     type: str
     subtype: str
     description: str
+    functions: frozenset[str] = frozenset()
 
     @staticmethod
     def identity() -> Transformation:
@@ -156,6 +160,17 @@ class Dataset:
 
 def _named(naming, symlinks: tuple[Symlink, ...] = ()) -> Identity:
     return Identity(namespace=naming.get_namespace(), name=naming.get_name(), symlinks=symlinks)
+
+
+def _spark(*functions: str) -> frozenset[str]:
+    """The functions (expression classes) of a transformation in Spark's analyzed plan."""
+    return frozenset(functions)
+
+
+# Reading the schema id from a value's Confluent frame: its bytes 2-5 as hex, then a number.
+SCHEMA_ID_FUNCTIONS = _spark("Substring", "Hex", "Conv", "Cast", "Coalesce", "CaseWhen")
+# Spark's tumbling window over bid_time as its analyzer expands `window()`, then rendered as ISO text.
+WINDOW_FUNCTIONS = _spark("PreciseTimestampConversion", "Subtract", "Remainder", "Add", "CaseWhen", "DateFormatClass")
 
 
 def kafka_identity(topic: Callable[[Settings], str]) -> Callable[[Settings], Identity]:
@@ -318,22 +333,31 @@ ARCHIVE = Dataset(
         "price_text": _decoded("price", Transformation.identity()),
         "key": (
             ColumnSource(
-                "orders", "order_id", Transformation("DIRECT", "TRANSFORMATION", "the record key's bytes as text")
+                "orders",
+                "order_id",
+                Transformation("DIRECT", "TRANSFORMATION", "the record key's bytes as text", _spark("Cast")),
             ),
         ),
         "value_base64": _every_field(
-            "orders", ORDER_FIELD_NAMES, Transformation("DIRECT", "TRANSFORMATION", "Avro value bytes, base64")
+            "orders",
+            ORDER_FIELD_NAMES,
+            Transformation("DIRECT", "TRANSFORMATION", "Avro value bytes, base64", _spark("Base64")),
         ),
         "schema_id": _every_field(
             "orders",
             ORDER_FIELD_NAMES,
-            Transformation("DIRECT", "TRANSFORMATION", "the writer schema id of the value's Confluent frame"),
+            Transformation(
+                "DIRECT", "TRANSFORMATION", "the writer schema id of the value's Confluent frame", SCHEMA_ID_FUNCTIONS
+            ),
         ),
         "dead_letter_reason": _every_field(
             "orders",
             ORDER_FIELD_NAMES,
             Transformation(
-                "DIRECT", "TRANSFORMATION", "why the value does not decode, or which field is missing or invalid"
+                "DIRECT",
+                "TRANSFORMATION",
+                "why the value does not decode, or which field is missing or invalid",
+                SCHEMA_ID_FUNCTIONS | _spark("Concat"),
             ),
         ),
     },
@@ -357,10 +381,16 @@ SUPPLIER_STATS_LIVE = Dataset(
     ),
     identity=kafka_identity(lambda s: s.supplier_stats_topic),
     column_lineage={
-        "window_start": _decoded("bid_time", Transformation("DIRECT", "TRANSFORMATION", "start of bid_time's window")),
-        "window_end": _decoded("bid_time", Transformation("DIRECT", "TRANSFORMATION", "end of bid_time's window")),
+        "window_start": _decoded(
+            "bid_time", Transformation("DIRECT", "TRANSFORMATION", "start of bid_time's window", WINDOW_FUNCTIONS)
+        ),
+        "window_end": _decoded(
+            "bid_time", Transformation("DIRECT", "TRANSFORMATION", "end of bid_time's window", WINDOW_FUNCTIONS)
+        ),
         "supplier": _decoded("supplier", Transformation.identity()),
-        "total_price": _decoded("price", Transformation("DIRECT", "AGGREGATION", "SUM(CAST(price AS DECIMAL(10,2)))")),
+        "total_price": _decoded(
+            "price", Transformation("DIRECT", "AGGREGATION", "SUM(CAST(price AS DECIMAL(10,2)))", _spark("Sum", "Cast"))
+        ),
         # count is COUNT(*): it reads no column, only the rows the window and supplier group.
     },
     indirect=(
@@ -390,9 +420,12 @@ LAKEHOUSE_ORDERS = Dataset(
     identity=iceberg_identity("orders"),
     column_lineage={
         **{name: _decoded(name, Transformation.identity()) for name in ("order_id", "item", "supplier")},
-        "price": _decoded("price", Transformation("DIRECT", "TRANSFORMATION", "CAST(price AS DECIMAL(10,2))")),
+        "price": _decoded(
+            "price", Transformation("DIRECT", "TRANSFORMATION", "CAST(price AS DECIMAL(10,2))", _spark("Cast"))
+        ),
         "bid_time": _decoded(
-            "bid_time", Transformation("DIRECT", "TRANSFORMATION", "timestamp-millis to TIMESTAMP_NTZ (UTC)")
+            "bid_time",
+            Transformation("DIRECT", "TRANSFORMATION", "timestamp-millis to TIMESTAMP_NTZ (UTC)", _spark("Cast")),
         ),
     },
     indirect=_every_field("orders", ORDER_FIELD_NAMES, VALID_RECORDS),
@@ -421,14 +454,24 @@ SUPPLIER_STATS = Dataset(
         "supplier": (ColumnSource("lakehouse/orders", "supplier", Transformation.identity()),),
         "bid_date": (
             ColumnSource(
-                "lakehouse/orders", "bid_time", Transformation("DIRECT", "TRANSFORMATION", "to_date(bid_time)")
+                "lakehouse/orders",
+                "bid_time",
+                Transformation("DIRECT", "TRANSFORMATION", "to_date(bid_time)", _spark("ParseToDate")),
             ),
         ),
         "bid_hour": (
-            ColumnSource("lakehouse/orders", "bid_time", Transformation("DIRECT", "TRANSFORMATION", "hour(bid_time)")),
+            ColumnSource(
+                "lakehouse/orders",
+                "bid_time",
+                Transformation("DIRECT", "TRANSFORMATION", "hour(bid_time)", _spark("Hour")),
+            ),
         ),
         "total_price": (
-            ColumnSource("lakehouse/orders", "price", Transformation("DIRECT", "AGGREGATION", "SUM(price)")),
+            ColumnSource(
+                "lakehouse/orders",
+                "price",
+                Transformation("DIRECT", "AGGREGATION", "SUM(price)", _spark("Sum", "Cast")),
+            ),
         ),
         # total_count is COUNT(*): it reads no column, only the rows each group holds.
     },

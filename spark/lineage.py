@@ -75,8 +75,8 @@ class Lineage:
         return self.flat()
 
     def through(self, function: str | None, subtype: str = TRANSFORMATION) -> Lineage:
-        """This value passed through ``function`` (None: an aggregation, named by its function): no
-        longer a copy."""
+        """This value passed through ``function`` (None: an aggregation, named by its function), which
+        makes each input at least a ``subtype``."""
         flat = self.flat()
         masking = function in _MASKING
         return Lineage(
@@ -221,7 +221,11 @@ class PlanLineage:
             for index, child in enumerate(children):
                 if index in conditions:
                     result.conditional |= set(child.flat().direct) | child.conditional
-                else:
+                elif child.struct is None and child.record is None:
+                    # A value chosen among others passes through the choice, which is no copy: a CASE WHEN
+                    # that changes one supplier's prices shows in the column's functions.
+                    result.merge(child.through(name, IDENTITY))
+                else:  # a record or struct chosen whole keeps its fields' own lineage
                     result.merge(child)
             return result
         merged = Lineage()

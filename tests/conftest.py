@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from lineage_assets.processes import pids_naming, terminate
+from lineage_assets.processes import command_line, pids_naming, terminate
 from lineage_assets.settings import Settings
 from lineage_assets.stack.supervisor import Supervisor
 
@@ -57,6 +57,17 @@ def wait_for(condition, timeout: float, what: str, poll: float = 1.0):
             pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(poll)
     return value
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_sender_outlives_the_session(tmp_path_factory):
+    """Lineage senders of the tests' own folders end with the session: one whose backend never
+    answers keeps retrying while events wait, and pytest keeps the folders of recent sessions."""
+    yield
+    base = tmp_path_factory.getbasetemp()
+    terminate(
+        [pid for pid in pids_naming(base) if "lineage_assets.lineage.sender" in (command_line(pid) or ())], timeout=10
+    )
 
 
 @pytest.fixture(scope="session")

@@ -237,9 +237,11 @@ def _column_gaps(graph: LineageGraph, dataset: Dataset, node: Node, job: str, se
         return [f"no observed column lineage: no run of {job} reported where the columns of {dataset.key} come from"]
     keys = {d.identity(settings).node: d.key for d in DATASETS.values()}
     kinds: dict[str, observed.Kinds] = {}
+    descriptions: dict[str, set[str]] = {}
     for (source, field, _, column), hop in hops.items():
-        kinds.setdefault(column, {})[(keys.get(source, f"{source[0]}:{source[1]}"), field)] = set(hop.kinds)
-    merged = any(hop.merged for hop in hops.values())
+        kinds.setdefault(column, {})[(keys.get(source, f"{source[0]}:{source[1]}"), field)] = hop.described_kinds
+        descriptions.setdefault(column, set()).add(hop.description)
+    merged = descriptions if any(hop.merged for hop in hops.values()) else None
     return [str(gap) for gap in observed.gaps(dataset, kinds, graph.column_runs.get((job, node)), merged)]
 
 

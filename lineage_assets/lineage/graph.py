@@ -25,6 +25,12 @@ class ColumnHop:
     kinds: frozenset[tuple[str, str]]
     description: str
     merged: bool = False
+    direct: str = ""  # the description of its DIRECT transformation, if it has one of its own
+
+    @property
+    def described_kinds(self) -> set[tuple[str, str, str]]:
+        """Its kinds, a DIRECT one with its description (``observed.Kinds``)."""
+        return {(kind, subtype, self.direct if kind == "DIRECT" else "") for kind, subtype in self.kinds}
 
     @property
     def spelled(self) -> str:
@@ -119,6 +125,7 @@ def column_hops(node: Node, facet: dict) -> dict[Edge, ColumnHop]:
                 hops[edge] = ColumnHop(
                     frozenset((t["type"], t.get("subtype") or "") for t in own),
                     "; ".join(dict.fromkeys(t["description"] for t in own if t.get("description"))),
+                    direct="; ".join(t.get("description") or "" for t in own if t["type"] == "DIRECT"),
                 )
             else:
                 hops[edge] = ColumnHop(

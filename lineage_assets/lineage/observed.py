@@ -17,7 +17,10 @@ from lineage_assets.datasets import DATASETS, ColumnSource, Dataset, Kind, Trans
 from lineage_assets.settings import Settings
 
 ColumnLineage = dict[str, tuple[ColumnSource, ...]]  # output column -> its inputs, each with one transformation
-Kinds = dict[tuple[str, str], set[tuple[str, str]]]  # (dataset key, field) -> {(type, subtype)}
+InputKind = tuple[str, str, str, str]  # (input dataset, field, type, subtype)
+# (dataset key, field) -> {(type, subtype, how)}; how: a DIRECT transformation's description, which
+# names what ran when it is not what the catalog expects.
+Kinds = dict[tuple[str, str], set[tuple[str, str, str]]]
 
 
 class ObservationError(ValueError):
@@ -25,12 +28,19 @@ class ObservationError(ValueError):
 
 
 def _described(dataset: Dataset, column: str) -> dict[tuple[str, str, str, str], Transformation]:
-    """The catalog's transformations of ``column`` by (input dataset, field, type, subtype): an observed
-    one the catalog expects keeps the catalog's description."""
+    """The catalog's transformations of ``column`` by (input dataset, field, type, subtype)."""
     return {
         (s.dataset, s.column, s.transformation.type, s.transformation.subtype): s.transformation
         for s in dataset.expected_lineage.get(column, ())
     }
+
+
+def _as_ran(expected: Transformation | None, kind: str, subtype: str, functions: frozenset[str]) -> Transformation:
+    """An observed transformation in the catalog's words when it is the one the catalog expects (for a
+    DIRECT one: through exactly the functions the catalog names), else in Spark's plan's."""
+    if expected is not None and (kind != "DIRECT" or expected.functions == functions):
+        return expected
+    return Transformation(kind, subtype, f"Spark's plan: {', '.join(sorted(functions)) or 'no function'}", functions)
 
 
 def _datasets_by_source(settings: Settings) -> dict[str, Dataset]:
@@ -67,36 +77,28 @@ def from_report(report: Mapping, dataset: Dataset, settings: Settings) -> Column
     by_source = _datasets_by_source(settings)
     unresolved = list(report.get("unresolved") or [])
 
-    def sources(entry: Mapping, column: str) -> list[ColumnSource]:
+    def kinds(entry: Mapping) -> list[InputKind]:
         upstream = by_source.get(entry["source"])
         if upstream is None:
             unresolved.append(f"input {entry['source']} is no dataset of the catalog")
             return []
-        described = _described(dataset, column)
-        result = []
-        for name in _fields(upstream, entry["field"]):
-            kind = (upstream.key, name, entry["type"], entry["subtype"])
-            functions = entry.get("functions") or []
-            transformation = described.get(kind) or Transformation(
-                entry["type"],
-                entry["subtype"],
-                f"{', '.join(functions)} (Spark's plan)" if functions else "in Spark's plan",
-            )
-            result.append(ColumnSource(upstream.key, name, transformation))
-        return result
+        return [(upstream.key, name, entry["type"], entry["subtype"]) for name in _fields(upstream, entry["field"])]
 
     lineage: ColumnLineage = {}
-    shared = [(entry, None) for entry in report.get("dataset") or []]
     for column, entries in (report.get("columns") or {}).items():
-        found: dict[tuple[str, str, str, str], ColumnSource] = {}
-        for entry in [*entries, *(e for e, _ in shared)]:
-            for source in sources(entry, column):
-                key = (source.dataset, source.column, source.transformation.type, source.transformation.subtype)
-                found.setdefault(key, source)
-        direct = {(d, c) for d, c, kind, _ in found if kind == "DIRECT"}
+        # One input field read several ways (the record's bytes whole and one decoded field) is one
+        # transformation through all their functions.
+        found: dict[InputKind, frozenset[str]] = {}
+        for entry in [*entries, *(report.get("dataset") or [])]:
+            for key in kinds(entry):
+                found[key] = found.get(key, frozenset()) | frozenset(entry.get("functions") or ())
+        described = _described(dataset, column)
+        direct = {key[:2] for key in found if key[2] == "DIRECT"}
         # A field the column is computed from is not listed again for choosing between its values.
         lineage[column] = tuple(
-            source for key, source in found.items() if not (key[3] == "CONDITIONAL" and key[:2] in direct)
+            ColumnSource(key[0], key[1], _as_ran(described.get(key), key[2], key[3], functions))
+            for key, functions in found.items()
+            if not (key[3] == "CONDITIONAL" and key[:2] in direct)
         )
     if unresolved:
         raise ObservationError(
@@ -155,20 +157,22 @@ def from_facet(facet: Mapping, dataset: Dataset, settings: Settings, columns: li
     return lineage
 
 
-def kinds_of(sources: tuple[ColumnSource, ...]) -> Kinds:
+def kinds_of(sources: tuple[ColumnSource, ...], described: bool = True) -> Kinds:
+    """Per input field the kinds of its transformations; ``described``: with each DIRECT one's description."""
     kinds: Kinds = {}
     for source in sources:
-        kinds.setdefault((source.dataset, source.column), set()).add(
-            (source.transformation.type, source.transformation.subtype)
-        )
+        t = source.transformation
+        how = t.description if described and t.type == "DIRECT" else ""
+        kinds.setdefault((source.dataset, source.column), set()).add((t.type, t.subtype, how))
     return kinds
 
 
 def disagreements(ours: ColumnLineage, theirs: ColumnLineage) -> list[str]:
-    """Where two observations of one write differ: per column and input field, each one's kinds."""
+    """Where two observations of one write differ: per column and input field, each one's kinds (not
+    their descriptions, which each observer words its own way)."""
     found = []
     for column in dict.fromkeys([*ours, *theirs]):
-        mine, other = kinds_of(ours.get(column, ())), kinds_of(theirs.get(column, ()))
+        mine, other = kinds_of(ours.get(column, ()), False), kinds_of(theirs.get(column, ()), False)
         for source in sorted(set(mine) | set(other)):
             if mine.get(source) != other.get(source):
                 found.append(
@@ -178,8 +182,10 @@ def disagreements(ours: ColumnLineage, theirs: ColumnLineage) -> list[str]:
     return found
 
 
-def _spell(kinds: set[tuple[str, str]]) -> str:
-    return ", ".join(f"{kind}/{subtype}" for kind, subtype in sorted(kinds)) or "nothing"
+def _spell(kinds: set[tuple[str, str, str]]) -> str:
+    return ", ".join(f"{kind}/{subtype}" + (f" ({how})" if how else "") for kind, subtype, how in sorted(kinds)) or (
+        "nothing"
+    )
 
 
 @dataclass(frozen=True)
@@ -202,10 +208,16 @@ class Gap:
         )
 
 
-def gaps(dataset: Dataset, observed: Mapping[str, Kinds], run: str | None = None, merged: bool = False) -> list[Gap]:
+def gaps(
+    dataset: Dataset,
+    observed: Mapping[str, Kinds],
+    run: str | None = None,
+    merged: Mapping[str, set[str]] | None = None,
+) -> list[Gap]:
     """Every difference between ``dataset``'s expected column lineage and ``observed`` (per column, each
-    input field's (type, subtype) kinds). ``merged``: each input of a column carries the column's
-    merged kinds (all Marquez 0.51 keeps of a hop), so the column's kinds are compared as a whole."""
+    input field's kinds). ``merged``: each input of a column carries the column's merged kinds and
+    descriptions (all Marquez 0.51 keeps of a hop; per column, the descriptions shown), so the column's
+    kinds and descriptions are compared as a whole."""
     expected = {column: kinds_of(sources) for column, sources in dataset.expected_lineage.items()}
     found: list[Gap] = []
     order = [c.name for c in dataset.columns]
@@ -223,20 +235,29 @@ def gaps(dataset: Dataset, observed: Mapping[str, Kinds], run: str | None = None
                 )
             elif source not in want:
                 found.append(Gap(dataset.key, column, upstream, "nothing (an extra source)", _spell(got[source]), run))
-            elif not merged and want[source] != got[source]:
+            elif merged is None and want[source] != got[source]:
                 found.append(Gap(dataset.key, column, upstream, _spell(want[source]), _spell(got[source]), run))
-        if merged and want and got:
-            catalog_kinds = set().union(*want.values())
-            shown = set().union(*got.values())
-            if catalog_kinds != shown:
-                found.append(
-                    Gap(
-                        dataset.key,
-                        column,
-                        None,
-                        _spell(catalog_kinds),
-                        f"{_spell(shown)} (the column's merged transformation)",
-                        run,
-                    )
-                )
+        if merged is not None and want and got:
+            found.extend(_merged_gaps(dataset, column, want, got, merged.get(column, set()), run))
     return found
+
+
+def _merged_gaps(dataset: Dataset, column: str, want: Kinds, got: Kinds, shown: set[str], run: str | None) -> list[Gap]:
+    """A column's merged kinds against the catalog's; and its merged descriptions (``shown``): each
+    DIRECT one the catalog expects is in them, and nothing else is (what is left names what Spark ran)."""
+    catalog = set().union(*want.values())
+    kinds = {kind[:2] for kind in set().union(*got.values())}
+    if {kind[:2] for kind in catalog} != kinds:
+        spelled = _spell({(*kind, "") for kind in kinds})
+        return [Gap(dataset.key, column, None, _spell(catalog), f"{spelled} (the column's merged transformation)", run)]
+    wanted = sorted({how for _, _, how in catalog if how})
+    described = sorted({s.transformation.description for s in dataset.expected_lineage[column]}, key=len, reverse=True)
+    rest = set()
+    for text in shown:
+        for description in described:  # longest first: one description may hold another
+            text = text.replace(description, "")
+        rest.update(part for part in text.split("; ") if part.strip())
+    if rest or any(how not in text for how in wanted for text in shown):
+        ran = "; ".join(sorted(rest)) or "without it"
+        return [Gap(dataset.key, column, None, "; ".join(wanted), f"{ran} (the column's merged description)", run)]
+    return []

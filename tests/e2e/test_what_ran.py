@@ -61,8 +61,8 @@ MUTATIONS = {
         'original(frame.withColumn("supplier", F.col("item")))',
         "supplier",
         LAKEHOUSE_ORDERS,
-        ("item", "DIRECT/IDENTITY, INDIRECT/GROUP_BY"),
-        ("supplier", "DIRECT/IDENTITY, INDIRECT/GROUP_BY"),
+        ("item", "DIRECT/IDENTITY (Spark's plan: no function), INDIRECT/GROUP_BY"),
+        ("supplier", "DIRECT/IDENTITY (copied unchanged), INDIRECT/GROUP_BY"),
     ),
     "total over another column": Mutation(
         SUPPLIER_STATS,
@@ -70,8 +70,8 @@ MUTATIONS = {
         'original(frame.withColumn("price", F.length("item").cast("decimal(10,2)")))',
         "total_price",
         LAKEHOUSE_ORDERS,
-        ("item", "DIRECT/AGGREGATION"),
-        ("price", "DIRECT/AGGREGATION"),
+        ("item", "DIRECT/AGGREGATION (Spark's plan: Cast, Length, Sum)"),
+        ("price", "DIRECT/AGGREGATION (SUM(price))"),
     ),
     # Spark's store assignment still writes a zone-less timestamp; the job's own plan no longer converts.
     "cast removed": Mutation(
@@ -80,8 +80,19 @@ MUTATIONS = {
         "frame.select(*transforms.ICEBERG_ORDER_COLUMNS)",
         "bid_time",
         ORDERS,
-        ("bid_time", "DIRECT/IDENTITY, INDIRECT/FILTER"),
-        ("bid_time", "DIRECT/TRANSFORMATION, INDIRECT/FILTER"),
+        ("bid_time", "DIRECT/IDENTITY (Spark's plan: no function), INDIRECT/FILTER"),
+        ("bid_time", "DIRECT/TRANSFORMATION (timestamp-millis to TIMESTAMP_NTZ (UTC)), INDIRECT/FILTER"),
+    ),
+    # The same inputs, another computation: one supplier's prices doubled under a CASE WHEN.
+    "value changed under a condition": Mutation(
+        LAKEHOUSE_ORDERS,
+        "iceberg_orders",
+        'original(frame).withColumn("price", F.when(F.col("supplier") == "Alice", F.col("price") * 2)'
+        '.otherwise(F.col("price")).cast("decimal(10,2)"))',
+        "price",
+        ORDERS,
+        ("price", "DIRECT/TRANSFORMATION (Spark's plan: CaseWhen, Cast, Multiply), INDIRECT/FILTER"),
+        ("price", "DIRECT/TRANSFORMATION (CAST(price AS DECIMAL(10,2))), INDIRECT/FILTER"),
     ),
 }
 DAY = "2026-11-21"  # of the test stack's orders
@@ -168,8 +179,13 @@ def test_a_changed_derivation_is_a_gap_of_that_column_and_marquez_shows_what_ran
 
 
 def kinds(field: dict) -> str:
-    """An input field's transformations as a gap names them."""
-    return ", ".join(sorted(f"{t['type']}/{t['subtype']}" for t in field["transformations"]))
+    """An input field's transformations as a gap names them (a DIRECT one with its description)."""
+    return ", ".join(
+        sorted(
+            f"{t['type']}/{t['subtype']}" + (f" ({t['description']})" if t["type"] == "DIRECT" else "")
+            for t in field["transformations"]
+        )
+    )
 
 
 def test_a_day_no_rebuild_followed_is_rebuilt_by_the_next_pass(runs, settings, instance):

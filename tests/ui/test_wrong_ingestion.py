@@ -23,6 +23,7 @@ from lineage_assets.datasets import LAKEHOUSE_ORDERS, SUPPLIER_STATS, iceberg_ta
 from lineage_assets.definitions import build_definitions
 from lineage_assets.demo import run_pipeline
 from lineage_assets.job_specs import checkpoint
+from lineage_assets.lineage.check import check
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.provenance import provenance, reached, runs_of
 from lineage_assets.resources.settings import SettingsResource
@@ -75,6 +76,12 @@ def stats_days_after(settings, event: dict) -> list[str]:
     return [day for stats in completed(settings, SUPPLIER_STATS) if stats in later for day in written_days(stats)]
 
 
+def column_lineage_gaps(settings) -> list[str]:
+    """The lineage check's column lineage gaps over the pipeline's log, without their run ids."""
+    gaps = check(emitter_for(settings).events(), settings)
+    return [gap.split(" (run ")[0] for gap in gaps if gap.startswith("column lineage")]
+
+
 def day_of(settings, day: str) -> dict:
     return provenance(runs_of(emitter_for(settings).events()), SUPPLIER_STATS, settings, partition=day).as_dict()
 
@@ -105,6 +112,12 @@ def test_a_wrong_ingestion_reaches_exactly_its_days_and_only_those_are_rebuilt_a
         *_, bad = ingestions(own)
         assert written_days(bad) == [SECOND_DAY, THIRD_DAY]
         bad_run = bad["run"]["runId"]
+        # The lineage check names the bad deploy: the same inputs, price computed another way.
+        assert column_lineage_gaps(own) == [
+            f"column lineage of {LAKEHOUSE_ORDERS.key}.price from orders.price: the catalog says DIRECT/TRANSFORMATION "
+            "(CAST(price AS DECIMAL(10,2))), INDIRECT/FILTER, Spark ran DIRECT/TRANSFORMATION (Spark's plan: CaseWhen, "
+            "Cast, Multiply), INDIRECT/FILTER"
+        ]
 
         # What the bad run reached: the two days computed from its snapshot, not the first day.
         answer = reached(runs_of(emitter_for(own).events()), bad_run, own)
@@ -126,6 +139,7 @@ def test_a_wrong_ingestion_reaches_exactly_its_days_and_only_those_are_rebuilt_a
             resources=definitions.resources,
         )
         *_, fix = ingestions(own)
+        assert column_lineage_gaps(own) == []  # what ran last is the catalog's price again
         assert fix["outputs"][0]["outputFacets"]["icebergSnapshot"].get("parentSnapshotId") is None  # a new table
 
         backfill, line = rematerialize_reached(url, own, bad_run)

@@ -122,11 +122,11 @@ def test_a_group_by_key_taken_from_another_column_is_named_with_both_derivations
     found = gaps(SUPPLIER_STATS, daily(table, by_item), source=ORDERS_TABLE)
     assert (
         "column lineage of lakehouse/supplier_stats.supplier from lakehouse/orders.item: the catalog says nothing "
-        "(an extra source), Spark ran DIRECT/IDENTITY, INDIRECT/GROUP_BY"
+        "(an extra source), Spark ran DIRECT/IDENTITY (Spark's plan: no function), INDIRECT/GROUP_BY"
     ) in found
     assert (
         "column lineage of lakehouse/supplier_stats.supplier from lakehouse/orders.supplier: the catalog says "
-        "DIRECT/IDENTITY, INDIRECT/GROUP_BY, Spark ran nothing (a missing source)"
+        "DIRECT/IDENTITY (copied unchanged), INDIRECT/GROUP_BY, Spark ran nothing (a missing source)"
     ) in found
     assert {gap.split(":")[0].split(" from ")[0] for gap in found} == {
         f"column lineage of lakehouse/supplier_stats.{column}"
@@ -152,9 +152,9 @@ def test_an_aggregate_over_another_column_is_named_with_both_derivations(topic):
     found = gaps(SUPPLIER_STATS_LIVE, live(topic, counted_as_total), expand="value")
     assert found == [
         "column lineage of supplier_stats_live.total_price from orders.item: the catalog says INDIRECT/CONDITIONAL, "
-        "INDIRECT/FILTER, Spark ran DIRECT/AGGREGATION, INDIRECT/FILTER",
-        "column lineage of supplier_stats_live.total_price from orders.price: the catalog says DIRECT/AGGREGATION, "
-        "INDIRECT/FILTER, Spark ran INDIRECT/CONDITIONAL, INDIRECT/FILTER",
+        "INDIRECT/FILTER, Spark ran DIRECT/AGGREGATION (Spark's plan: Cast, Length, Sum), INDIRECT/FILTER",
+        "column lineage of supplier_stats_live.total_price from orders.price: the catalog says DIRECT/AGGREGATION "
+        "(SUM(CAST(price AS DECIMAL(10,2)))), INDIRECT/FILTER, Spark ran INDIRECT/CONDITIONAL, INDIRECT/FILTER",
     ]
 
 
@@ -163,8 +163,9 @@ def test_a_cast_removed_is_named_with_both_derivations(topic):
         return valid.select("order_id", "item", "price", "supplier", "bid_time")
 
     assert gaps(LAKEHOUSE_ORDERS, ingested(topic, uncast)) == [
-        "column lineage of lakehouse/orders.bid_time from orders.bid_time: the catalog says DIRECT/TRANSFORMATION, "
-        "INDIRECT/FILTER, Spark ran DIRECT/IDENTITY, INDIRECT/FILTER"
+        "column lineage of lakehouse/orders.bid_time from orders.bid_time: the catalog says DIRECT/TRANSFORMATION "
+        "(timestamp-millis to TIMESTAMP_NTZ (UTC)), INDIRECT/FILTER, Spark ran DIRECT/IDENTITY (Spark's plan: no "
+        "function), INDIRECT/FILTER"
     ]
 
 
@@ -176,3 +177,30 @@ def test_a_source_that_is_no_asset_is_a_clear_error(spark):
         observed.from_report(
             lineage.observe(other, source="table:lakehouse.default.suppliers"), SUPPLIER_STATS, SETTINGS
         )
+
+
+def test_a_value_changed_under_a_condition_is_named_with_what_spark_ran(topic):
+    """A column whose inputs stay the same but whose computation changes (one supplier's prices
+    doubled): the functions Spark's plan applies are not the catalog's."""
+
+    def doubled_for_alice(valid):
+        rows = transforms.iceberg_orders(valid)
+        doubled = F.when(F.col("supplier") == "Alice", F.col("price") * 2).otherwise(F.col("price"))
+        return rows.withColumn("price", doubled.cast(rows.schema["price"].dataType))
+
+    assert gaps(LAKEHOUSE_ORDERS, ingested(topic, doubled_for_alice)) == [
+        "column lineage of lakehouse/orders.price from orders.price: the catalog says DIRECT/TRANSFORMATION "
+        "(CAST(price AS DECIMAL(10,2))), INDIRECT/FILTER, Spark ran DIRECT/TRANSFORMATION (Spark's plan: CaseWhen, "
+        "Cast, Multiply), INDIRECT/FILTER"
+    ]
+
+
+def test_a_value_chosen_under_a_condition_is_no_copy(topic):
+    def hidden_for_alice(valid):
+        rows = transforms.iceberg_orders(valid)
+        return rows.withColumn("item", F.when(F.col("supplier") == "Alice", F.lit("?")).otherwise(F.col("item")))
+
+    assert gaps(LAKEHOUSE_ORDERS, ingested(topic, hidden_for_alice)) == [
+        "column lineage of lakehouse/orders.item from orders.item: the catalog says DIRECT/IDENTITY (copied "
+        "unchanged), INDIRECT/FILTER, Spark ran DIRECT/IDENTITY (Spark's plan: CaseWhen), INDIRECT/FILTER"
+    ]
