@@ -10,14 +10,17 @@ a run that sends a RUNNING event every ``running_interval`` seconds and is resta
 (its schema check fails and the deployment FAILs) until the reader is taught and the records
 replayed an hour later. Every event is one a real run sends: the same builders, facets and sizes.
 
-The measure (``run``): the history written into a fresh state folder, then `lineage check`,
-`impact`, `trace`, `show` and `provenance` run from the command line on it as a user runs them.
+The measure (``run``): the history written into a fresh state folder; the log's summary built from
+it once (what a reader otherwise keeps up to date as the log grows); then `lineage check`, `impact`,
+`trace`, `show` and `provenance` run from the command line on it as a user runs them; and one
+emission's cost at the end of that log and on an empty one.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import os
 import random
 import resource
@@ -42,6 +45,7 @@ from lineage_assets.datasets import (
 )
 from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import LineageEmitter
+from lineage_assets.lineage.summary import summary as summary_of
 from lineage_assets.settings import PROJECT_ROOT, Settings
 
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -342,28 +346,50 @@ def time_commands(settings: Settings, folder: Path) -> dict:
     return timed
 
 
+def emission_ms(emitter: LineageEmitter, event: dict, count: int = 2000) -> dict:
+    """Percentiles of one ``emit`` (the append to the log), over ``count`` emits of ``event``."""
+    took = []
+    for _ in range(count):
+        started = time.perf_counter()
+        emitter.emit(event)
+        took.append((time.perf_counter() - started) * 1000)
+    took.sort()
+    return {"p50": round(took[len(took) // 2], 3), "p99": round(took[int(len(took) * 0.99)], 3)}
+
+
 def run(quick: bool) -> dict:
     days = 7 if quick else 365
     with tempfile.TemporaryDirectory() as folder:
         settings = dataclasses.replace(Settings.from_env(), state_dir=Path(folder))
-        emitter = LineageEmitter(settings.lineage_dir, None)
+        emitter = LineageEmitter(settings.lineage_dir, None, settings.lineage_segment_mb * 2**20)
         started = time.monotonic()
         counts = write_history(emitter, settings, days, drift_day=days // 2)
         written_s = time.monotonic() - started
-        size = sum(path.stat().st_size for path in settings.lineage_dir.glob("*.jsonl"))
+        log = emitter.log
+        size, segments = sum(segment.size() for segment in log.segments()), len(log.segments())
+        last = json.loads(list(log.lines(log.segments()[-1].base))[-1].text)  # a deployment's RUNNING event
+        started = time.monotonic()
+        summary_of(log)
+        summary_s = time.monotonic() - started  # from nothing: a rebuild; a reader otherwise folds what is new
         commands = time_commands(settings, Path(folder))
+        emission = {"year's log" if not quick else "week's log": emission_ms(emitter, last)}
+        empty = LineageEmitter(Path(folder) / "empty", None)
+        emission["empty log"] = emission_ms(empty, last)
     met = all(
         c.get("seconds") is not None and (c["target_s"] is None or c["seconds"] <= c["target_s"])
         for c in commands.values()
-    )
+    ) and all(e["p99"] <= 1.0 for e in emission.values())
     return {
         "name": "lineage_history",
-        "target": "check <= 5 s, impact and trace <= 1 s, show <= 10 s",
+        "target": "check <= 5 s, impact and trace <= 1 s, show <= 10 s, emission p99 <= 1 ms",
         "met": met,
         "days": days,
         "counts": dict(sorted(counts.items())),
         "log_bytes": size,
+        "segments": segments,
         "write_s": round(written_s, 1),
+        "summary_rebuild_s": round(summary_s, 1),
+        "emission_ms": emission,
         "commands": commands,
     }
 
@@ -373,7 +399,9 @@ def summary(result: dict) -> str:
         f"{name} {c['seconds']} s" if c.get("seconds") is not None else f"{name}: {c.get('error')}"
         for name, c in result["commands"].items()
     )
+    emission = ", ".join(f"{where} p99 {e['p99']} ms" for where, e in result["emission_ms"].items())
     return (
         f"{result['days']} days: {result['counts']['runs']:,} runs, {result['counts']['events']:,} events, "
-        f"{result['log_bytes'] / 2**20:,.0f} MB; {timed}"
+        f"{result['log_bytes'] / 2**20:,.0f} MB in {result['segments']} segments; summary rebuilt in "
+        f"{result['summary_rebuild_s']} s; {timed}; emission {emission}"
     )

@@ -104,9 +104,8 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     if args.action == "flush":
         delivered = emitter.flush(timeout=args.timeout)
-        print(
-            f"{'all events delivered' if delivered else f'{emitter.pending()} events still wait'} ({emitter.log_path})"
-        )
+        left = "all events delivered" if delivered else f"{emitter.pending()} events still wait"
+        print(f"{left} ({emitter.log.segments_dir})")
         return 0 if delivered else 1
     if args.action == "status":
         return _delivery_status(emitter)
@@ -132,14 +131,14 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
         from lineage_assets.lineage.queries import ask
 
         marquez = MarquezApi(settings.marquez_api_url) if args.source == "marquez" else None
-        answer = ask(args.action, args.subject, settings, events=None if marquez else emitter.events(), marquez=marquez)
+        answer = ask(args.action, args.subject, settings, log=emitter.log, marquez=marquez)
         print(json.dumps(answer.as_dict(), indent=2) if args.json else answer.tree())
         return 0
     if args.source == "marquez":
         where = f"Marquez at {settings.marquez_api_url}"
         gaps, notes = check_marquez_with_design(MarquezApi(settings.marquez_api_url), settings, emitter.log)
     else:
-        where = f"the lineage in {emitter.log_path}"
+        where = f"the lineage in {emitter.log.segments_dir}"
         gaps, notes = check_log(emitter.log, settings), not_yet_run_in_log(emitter.log)
     print(report(gaps, where, notes))
     return 1 if gaps else 0
@@ -190,7 +189,11 @@ def _delivery_status(emitter) -> int:
     target = " ".join(str(transport[key]) for key in ("type", "url") if key in transport) or (
         "the standard openlineage-python configuration" if backend else "none (the log only records)"
     )
-    print(f"event log     {log.path}: {waiting} events wait for delivery")
+    segments = log.segments()
+    size = sum(segment.size() for segment in segments)
+    print(f"event log     {log.segments_dir}: {len(segments)} segments, {size / 2**20:.1f} MiB")
+    at, offset = log.position()
+    print(f"delivered to  {at.name} byte {offset}: {waiting} events wait for delivery")
     print(
         f"dead letters  {dead}"
         + (f" in {log.dead_letters_path} (`lineage-assets lineage dead-letters`)" if dead else "")
@@ -227,26 +230,24 @@ def _show(args: argparse.Namespace, settings: Settings, emitter) -> int:
     from lineage_assets.datasets import DATASETS
     from lineage_assets.lineage.graph import LineageGraph
     from lineage_assets.lineage.page import render
+    from lineage_assets.lineage.summary import summary
 
-    source = Path(args.events) if args.events else emitter.log_path
+    source = Path(args.events) if args.events else emitter.log.segments_dir
     # As the user would name it from here: a page (or a picture of it) carries no path of the machine.
     here = Path.cwd().resolve()
     shown = source.resolve().relative_to(here) if source.resolve().is_relative_to(here) else source
     if args.events:
         with source.open() as lines:
             recorded = [json.loads(line) for line in lines if line.strip()]
+        graph, count = LineageGraph.from_events(recorded), len(recorded)
     else:
-        recorded = emitter.events()
+        known = summary(emitter.log)
+        graph, count = known.graph, known.run_events
     labels = {}
     for dataset in DATASETS.values():
         identity = dataset.identity(settings)
         labels[(identity.namespace, identity.name)] = dataset.key
-    page = render(
-        LineageGraph.from_events(recorded),
-        labels,
-        "lineage_assets: OpenLineage graph",
-        f"{len(recorded)} events in {shown}",
-    )
+    page = render(graph, labels, "lineage_assets: OpenLineage graph", f"{count} events in {shown}")
     try:
         page.write(Path(args.out), Path(args.png) if args.png else None)
     except (RuntimeError, subprocess.SubprocessError) as error:

@@ -206,11 +206,11 @@ def main_demo(settings: Settings, orders: int, seed: int, continuous: bool = Fal
     emitter = emitter_for(settings)
     if not emitter.flush(timeout=30):
         print(
-            f"lineage: {emitter.pending()} events wait for the backend in {emitter.log_path} "
+            f"lineage: {emitter.pending()} events wait for the backend in {emitter.log.segments_dir} "
             f"(`lineage-assets lineage flush`)"
         )
     gaps = check_log(emitter.log, settings)
-    where = f"the lineage in {emitter.log_path} ({len(emitter.events())} events)"
+    where = f"the lineage in {emitter.log.segments_dir} ({len(emitter.events())} events)"
     print("\n" + report(gaps, where, not_yet_run_in_log(emitter.log)))
     gaps += marquez_gaps(emitter, settings)
     if continuous:
@@ -268,7 +268,7 @@ def main_drift(settings: Settings, seed: int, drifted: int = DRIFTED_ORDERS, goo
     emitter = emitter_for(settings)
     emitter.flush(timeout=30)
     print("\nWhat depends on the renamed field (`lineage-assets lineage impact orders.supplier`):")
-    print(ask("impact", "orders.supplier", settings, events=emitter.events()).tree())
+    print(ask("impact", "orders.supplier", settings, log=emitter.log).tree())
     if run.held_back:
         print(
             "\nTo let it through: teach the pipeline the rename in lineage_assets/datasets.py,\n"

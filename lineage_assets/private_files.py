@@ -19,17 +19,17 @@ def private_folder(path: Path) -> Path:
     return path
 
 
-def write_private(path: Path, text: str) -> Path:
+def write_private(path: Path, text: str | bytes) -> Path:
     """``text`` into ``path``, readable and writable by its owner only from the first byte on."""
     path.parent.mkdir(parents=True, exist_ok=True)
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.fchmod(descriptor, 0o600)  # a file that existed would keep its mode
-    with os.fdopen(descriptor, "w") as out:
+    with os.fdopen(descriptor, "wb" if isinstance(text, bytes) else "w") as out:
         out.write(text)
     return path
 
 
-def replace_private(path: Path, text: str) -> Path:
+def replace_private(path: Path, text: str | bytes) -> Path:
     """``path`` replaced whole by ``text`` (owner-only): a reader sees the old content or the new, never
     a part; writers in several processes each use a temporary file of their own."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")

@@ -126,6 +126,12 @@ class Settings:
         "machines: the executors write the live windows' state there",
     )
     lineage_namespace: str = _setting("lineage_assets", "OpenLineage namespace of the project's jobs")
+    lineage_segment_mb: int = _setting(64, "size at which the lineage event log starts a new segment file")
+    lineage_retention_days: int = _setting(
+        0,
+        "days a lineage log segment is kept once every event in it is delivered; 0 = keep all "
+        "(a segment with an undelivered event is never removed)",
+    )
     deployment_backend: str = _setting("local", "where streaming deployments run: local (processes) or docker")
     docker_image: str = _setting("lineage-assets:latest", "image of the docker deployment backend (infra/Dockerfile)")
     restart_dead_deployments: bool = _setting(False, "the supervision sensor redeploys a failed deployment")
@@ -179,10 +185,10 @@ class Settings:
                 bad(name, "a JVM memory size such as 512m or 2g")
         if self.kafka_brokers not in (1, 3):
             bad("kafka_brokers", "the local Kafka has 1 or 3 brokers")
-        for name in ("orders_partitions", "spark_worker_cores", "spark_cores_per_job"):
+        for name in ("orders_partitions", "spark_worker_cores", "spark_cores_per_job", "lineage_segment_mb"):
             if getattr(self, name) < 1:
                 bad(name, "at least 1")
-        for name in ("kafka_replication_factor", "max_records_per_batch"):
+        for name in ("kafka_replication_factor", "max_records_per_batch", "lineage_retention_days"):
             if getattr(self, name) < 0:
                 bad(name, "0 or more")
         if self.deployment_backend not in ("local", "docker"):

@@ -11,9 +11,10 @@ from __future__ import annotations
 from lineage_assets.datasets import CHECKS, DATASETS, ORCHESTRATOR_JOB, Check, Dataset, retired_jobs
 from lineage_assets.lineage import observed
 from lineage_assets.lineage.design import PublishedDesign
-from lineage_assets.lineage.event_log import EventLog, is_run_event
+from lineage_assets.lineage.event_log import EventLog
 from lineage_assets.lineage.graph import TERMINAL, LineageGraph, Node, column_hops, job_key
 from lineage_assets.lineage.marquez import MarquezApi, lineage_nodes, read_graph
+from lineage_assets.lineage.summary import summary
 from lineage_assets.settings import Settings
 
 
@@ -203,14 +204,12 @@ def not_yet_run(design: PublishedDesign, ran: set[str]) -> list[str]:
 
 def log_design(log: EventLog) -> PublishedDesign:
     """The design published through this log (empty when none was)."""
-    events, _ = log.read()
-    return PublishedDesign.from_events([event for event in events if not is_run_event(event)])
+    return PublishedDesign.from_events(summary(log).design)
 
 
 def not_yet_run_in_log(log: EventLog) -> list[str]:
-    events, _ = log.read()
-    ran = {job_key(e["job"]["namespace"], e["job"]["name"]) for e in events if is_run_event(e)}
-    return not_yet_run(PublishedDesign.from_events([e for e in events if not is_run_event(e)]), ran)
+    known = summary(log)
+    return not_yet_run(PublishedDesign.from_events(known.design), known.ran())
 
 
 def check_marquez_with_design(api: MarquezApi, settings: Settings, log: EventLog) -> tuple[list[str], list[str]]:
@@ -265,10 +264,11 @@ def retire(api: MarquezApi, settings: Settings, design: PublishedDesign | None =
 def check_log(log: EventLog, settings: Settings) -> list[str]:
     """``check`` of the log's run events against the asset graph and the design published in the same
     log, after a gap for each line of it that is no event."""
-    events, unreadable = log.read()
-    runs, static = [e for e in events if is_run_event(e)], [e for e in events if not is_run_event(e)]
-    design = PublishedDesign.from_events(static) if static else None
-    return [f"unreadable event at {line}" for line in unreadable] + check(runs, settings, design=design)
+    known = summary(log)
+    design = PublishedDesign.from_events(known.design) if known.design else None
+    return [f"unreadable event at {line}" for line in known.unreadable] + check_graph(
+        known.graph, settings, design=design
+    )
 
 
 def not_delivered(log: EventLog) -> list[str]:
@@ -276,7 +276,7 @@ def not_delivered(log: EventLog) -> list[str]:
     are any, what Marquez shows is not the whole lineage, whatever else it matches."""
     found = []
     if waiting := log.pending():
-        found.append(f"{waiting} events of {log.path} wait for delivery (`lineage-assets lineage status`)")
+        found.append(f"{waiting} events of {log.segments_dir} wait for delivery (`lineage-assets lineage status`)")
     if dead := len(log.dead_letters()):
         found.append(
             f"{dead} events were set aside in {log.dead_letters_path} and never delivered "

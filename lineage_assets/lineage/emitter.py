@@ -2,7 +2,7 @@
 (``lineage.transport``) and read back from its log (``lineage.event_log``).
 
 ``emit`` never raises and never waits on the network: the event is one line of
-``<state>/lineage/events.jsonl`` and a sender process delivers the log, in order, to the transport
+``<state>/lineage/segments/`` and a sender process delivers the log, in order, to the transport
 openlineage-python configures from the standard sources (``openlineage.yml``, ``OPENLINEAGE_URL``,
 ``OPENLINEAGE__…`` variables) or, when they name none, to Marquez (the local stack's, or
 ``LINEAGE_ASSETS_MARQUEZ_URL``). See ``lineage.delivery`` for what happens to events the backend
@@ -15,7 +15,7 @@ import logging
 from pathlib import Path
 
 from lineage_assets.lineage.delivery import Backend, configured_backend
-from lineage_assets.lineage.event_log import is_run_event
+from lineage_assets.lineage.event_log import SEGMENT_BYTES, is_run_event
 from lineage_assets.lineage.transport import DurableConfig, DurableTransport
 from lineage_assets.settings import Settings
 
@@ -23,17 +23,19 @@ log = logging.getLogger(__name__)
 
 
 class LineageEmitter:
-    def __init__(self, folder: Path, backend: Backend | None = None):
+    def __init__(
+        self,
+        folder: Path,
+        backend: Backend | None = None,
+        segment_bytes: int = SEGMENT_BYTES,
+        retention_days: float | None = None,
+    ):
         self.folder = folder
         self.backend = backend  # None: the log only records
-        self.transport = DurableTransport(DurableConfig(str(folder), backend))
+        self.transport = DurableTransport(DurableConfig(str(folder), backend, segment_bytes, retention_days))
         self.log = self.transport.log
         self.delivery = self.transport.delivery
         self.emit_failures = 0
-
-    @property
-    def log_path(self) -> Path:
-        return self.log.path
 
     def emit(self, event) -> None:
         try:
@@ -82,5 +84,10 @@ def emitter_for(settings: Settings) -> LineageEmitter:
     its first event names that backend for the folder's sender."""
     key = (settings.lineage_dir, settings.marquez_api_url)
     if key not in _EMITTERS:
-        _EMITTERS[key] = LineageEmitter(settings.lineage_dir, configured_backend(settings.marquez_api_url))
+        _EMITTERS[key] = LineageEmitter(
+            settings.lineage_dir,
+            configured_backend(settings.marquez_api_url),
+            settings.lineage_segment_mb * 2**20,
+            settings.lineage_retention_days or None,
+        )
     return _EMITTERS[key]

@@ -159,13 +159,17 @@ class LineageGraph:
     def from_events(cls, events: list[dict]) -> LineageGraph:
         graph = cls()
         for event in events:
-            job = job_key(event["job"]["namespace"], event["job"]["name"])
-            graph.run_states[event["run"]["runId"]].append((job, event.get("eventType", "OTHER")))
-            graph.jobs.setdefault(job, JobSummary(job)).record(event)
-            for side, target in (("inputs", graph.inputs), ("outputs", graph.outputs)):
-                for dataset in event.get(side) or []:
-                    graph._add_dataset(job, target, dataset, event["run"]["runId"] if side == "outputs" else None)
+            graph.add(event)
         return graph
+
+    def add(self, event: dict) -> None:
+        """What one more run event says (events are added in the order they were recorded)."""
+        job = job_key(event["job"]["namespace"], event["job"]["name"])
+        self.run_states[event["run"]["runId"]].append((job, event.get("eventType", "OTHER")))
+        self.jobs.setdefault(job, JobSummary(job)).record(event)
+        for side, target in (("inputs", self.inputs), ("outputs", self.outputs)):
+            for dataset in event.get(side) or []:
+                self._add_dataset(job, target, dataset, event["run"]["runId"] if side == "outputs" else None)
 
     @property
     def column_hops(self) -> dict[Edge, ColumnHop]:

@@ -20,8 +20,10 @@ from openlineage.client.uuid import generate_new_uuid
 
 from lineage_assets.datasets import CHECKS, DATASETS, Dataset
 from lineage_assets.lineage import events
+from lineage_assets.lineage.event_log import EventLog
 from lineage_assets.lineage.graph import LineageGraph, Node, job_key
 from lineage_assets.lineage.marquez import MarquezApi, read_graph
+from lineage_assets.lineage.summary import summary
 from lineage_assets.settings import Settings
 
 
@@ -190,14 +192,14 @@ QUERIES: dict[str, Callable[[LineageGraph, Subject, Settings], Answer]] = {"impa
 
 
 def ask(
-    query: str, text: str, settings: Settings, *, events: list[dict] | None = None, marquez: MarquezApi | None = None
+    query: str, text: str, settings: Settings, *, log: EventLog | None = None, marquez: MarquezApi | None = None
 ) -> Answer:
-    """``impact`` or ``trace`` of ``text`` over the recorded ``events``, or over what ``marquez`` shows."""
+    """``impact`` or ``trace`` of ``text`` over the events of ``log``, or over what ``marquez`` shows."""
     subject = resolve(text, settings)
     if marquez is not None:
         graph = read_graph(marquez, settings)
     else:
-        graph = LineageGraph.from_events(events or [])
+        graph = summary(log).graph if log is not None else LineageGraph()
     return QUERIES[query](graph, subject, settings)
 
 

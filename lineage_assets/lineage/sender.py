@@ -33,10 +33,7 @@ log = logging.getLogger("lineage_assets.lineage.sender")
 
 
 def _log_size(delivery: Delivery) -> int:
-    try:
-        return delivery.log.path.stat().st_size
-    except FileNotFoundError:
-        return 0
+    return delivery.log.end()
 
 
 def send_while_locked(delivery: Delivery, linger_s: float = LINGER_S, give_up_s: float | None = None) -> int | None:

@@ -35,7 +35,7 @@ from openlineage.client.transport import register_transport
 from openlineage.client.transport.transport import Config, Transport
 
 from lineage_assets.lineage.delivery import Backend, Delivery
-from lineage_assets.lineage.event_log import EventLog
+from lineage_assets.lineage.event_log import SEGMENT_BYTES, EventLog
 from lineage_assets.lineage.sender import STARTUP_S
 
 log = logging.getLogger(__name__)
@@ -78,6 +78,8 @@ def event_line(event) -> str:
 class DurableConfig(Config):
     folder: str  # the lineage folder: its event log, delivery cursor and dead letters
     backend: Backend | None = None  # where the sender delivers; None: the log only records
+    segment_bytes: int = SEGMENT_BYTES  # the log starts a new segment file at this size
+    retention_days: float | None = None  # a delivered segment is removed after this; None: kept
 
     @classmethod
     def from_dict(cls, params: dict[str, Any]) -> DurableConfig:
@@ -87,7 +89,13 @@ class DurableConfig(Config):
                 f"the durable transport needs {' and '.join(f'`{key}`' for key in missing)} "
                 "(backend: the transport events are delivered to, e.g. {type: http, url: …})"
             )
-        return cls(folder=str(params["folder"]), backend=Backend({"transport": dict(params["backend"])}))
+        retention = params.get("retention_days")
+        return cls(
+            folder=str(params["folder"]),
+            backend=Backend({"transport": dict(params["backend"])}),
+            segment_bytes=int(params.get("segment_bytes") or SEGMENT_BYTES),
+            retention_days=float(retention) if retention else None,
+        )
 
 
 @register_transport
@@ -97,7 +105,7 @@ class DurableTransport(Transport):
 
     def __init__(self, config: DurableConfig):
         self.config = config
-        self.log = EventLog(Path(config.folder))
+        self.log = EventLog(Path(config.folder), config.segment_bytes, config.retention_days)
         self.delivery = Delivery(Path(config.folder))
         self._named = False
         self._spawned: subprocess.Popen | None = None

@@ -23,7 +23,9 @@ from lineage_assets.datasets import DATASETS
 from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.event_log import file_lock
+from lineage_assets.lineage.graph import TERMINAL
 from lineage_assets.lineage.observed import ColumnLineage, ObservationError, from_report
+from lineage_assets.lineage.summary import summary
 from lineage_assets.processes import command_line, names, pids_naming, terminate
 from lineage_assets.settings import Settings
 
@@ -33,7 +35,6 @@ ORPHAN_STOP_S = 20.0
 RUNNER_GONE = (
     "the deployment's runner process is gone without reporting an end (killed, out of memory or machine restart)"
 )
-TERMINAL_STATES = {"COMPLETE", "ABORT", "FAIL"}
 
 
 def read_json(path: Path) -> dict | None:
@@ -251,7 +252,7 @@ class DeploymentFolder:
         settings = Settings.from_env({**os.environ, **spec["environment"]})
         emitter = emitter_for(settings)
         # An ender killed between sending and recording left the event in the log: send it once only.
-        if not any(event["eventType"] in TERMINAL_STATES for event in emitter.events(run_id)):
+        if not any(state in TERMINAL for _, state in summary(emitter.log).graph.run_states.get(run_id, ())):
             progress = self.progress_facet()
             facts = self.facts(settings, progress)
             emitter.emit(

@@ -54,7 +54,7 @@ def test_a_torn_line_and_refused_events_are_set_aside_and_every_later_event_arri
     emitter = LineageEmitter(probe.lineage_dir, Backend.marquez(probe.marquez_api_url))
     suffix = uuid.uuid4().hex[:8]
     emitter.emit(event(f"before-{suffix}"))
-    with emitter.log_path.open("a") as log:  # what a crash mid-append leaves
+    with emitter.log.path.open("a") as log:  # what a crash mid-append leaves
         log.write(json.dumps(event(f"torn-{suffix}"))[:60])
     emitter.emit(
         event(
@@ -96,8 +96,8 @@ def test_a_torn_line_and_refused_events_are_set_aside_and_every_later_event_arri
     logged = cli(probe, "check")
     assert logged.returncode == 1
     # The torn tail is gone from the log; the lines that are no events are named.
-    assert f"unreadable event at {emitter.log_path} line 4: eventTime '2026-11-26T10:00:00' is no" in logged.stdout
-    assert f"unreadable event at {emitter.log_path} line 5: Expecting property name" in logged.stdout
+    assert f"unreadable event at {emitter.log.path} line 4: eventTime '2026-11-26T10:00:00' is no" in logged.stdout
+    assert f"unreadable event at {emitter.log.path} line 5: Expecting property name" in logged.stdout
 
     listed = cli(probe, "dead-letters")
     assert listed.returncode == 1 and "not-a-time" in listed.stdout
@@ -112,7 +112,7 @@ def test_check_in_marquez_fails_while_events_wait(probe):
         emitter.emit(event(f"waiting-{n}"))
     checked = cli(probe, "check", "--source", "marquez", "--timeout", "0")  # no time to deliver first
     assert checked.returncode == 1
-    assert f"3 events of {emitter.log_path} wait for delivery" in checked.stdout
+    assert f"3 events of {emitter.log.segments_dir} wait for delivery" in checked.stdout
     assert cli(probe, "flush").returncode == 0
     assert "wait for delivery" not in cli(probe, "check", "--source", "marquez").stdout
 

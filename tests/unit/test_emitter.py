@@ -107,7 +107,7 @@ def test_a_torn_tail_is_set_aside_before_the_next_append_and_nothing_waits_behin
     backend_folder.mkdir()
     emitter = LineageEmitter(tmp_path / "lineage", backend(backend_folder))
     emitter.emit(event(0))
-    with emitter.log_path.open("a") as log:  # what a crash mid-append leaves
+    with emitter.log.path.open("a") as log:  # what a crash mid-append leaves
         log.write(json.dumps(event(1))[:40])
     assert emitter.pending() == 1 and len(emitter.events()) == 1  # a tail without its newline is no line yet
     for n in range(2, 5):
@@ -133,7 +133,7 @@ def test_a_line_that_is_no_event_is_dead_lettered_named_and_delivery_goes_on(tmp
     assert [record["reason"].split(":")[0] for record in emitter.log.dead_letters()] == ["unreadable", "unreadable"]
     events, unreadable = emitter.log.read()
     assert len(events) == 2 and [line.number for line in unreadable] == [2, 3]
-    assert str(unreadable[1]) == f"{emitter.log_path} line 3: not an OpenLineage event (no job)"
+    assert str(unreadable[1]) == f"{emitter.log.path} line 3: not an OpenLineage event (no job)"
     emitter.stop_sender()
 
 
@@ -156,7 +156,7 @@ def test_the_sender_follows_the_backend_the_settings_name_now(tmp_path):
 
 def test_emit_never_raises_even_when_it_cannot_record(tmp_path):
     emitter = LineageEmitter(tmp_path / "lineage", None)
-    (tmp_path / "lineage" / "events.jsonl").mkdir()  # the log path is unusable
+    emitter.log.path.mkdir(parents=True)  # the segment appends go to is unusable
     emitter.emit(event(1))
     assert emitter.emit_failures == 1
 
