@@ -120,6 +120,7 @@ class Deployment:
     parent_snapshot: int | None = None
     rows: int = 0
     days: set = field(default_factory=set)
+    lineage_sent: bool = False  # a RUNNING event carries the column lineage only when its run has not sent it
 
 
 class History:
@@ -208,6 +209,7 @@ class History:
         deployment.run_id, deployment.started = self.new_id(), at
         deployment.read_from, deployment.written_from = self.orders.offsets(), self.windows.offsets()
         deployment.parent_snapshot, deployment.rows, deployment.days = self.snapshot or None, 0, set()
+        deployment.lineage_sent = False
         self.emit(self.deployment_event(deployment, RunState.START, events.NO_FACTS, at), "deployment")
         self.counts[f"runs: {deployment.dataset.key} deployment"] += 1
 
@@ -248,8 +250,12 @@ class History:
             )
             assertions = (check,)
         read = events.orders_read(self.settings, readable, assertions, deployment.read_from, self.orders.offsets())
+        repeat = state is not RunState.RUNNING or not deployment.lineage_sent
+        deployment.lineage_sent = True
         facts = events.RunFacts(
-            events.OutputStatistics(rows=deployment.rows), reads=(read,), column_lineage=dataset.expected_lineage
+            events.OutputStatistics(rows=deployment.rows),
+            reads=(read,),
+            column_lineage=dataset.expected_lineage if repeat else None,
         )
         if dataset is LAKEHOUSE_ORDERS and not drifted:
             self.snapshot += 1

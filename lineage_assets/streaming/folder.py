@@ -11,6 +11,7 @@ the CLI or the supervision sensor.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import os
 from collections.abc import Callable
@@ -37,6 +38,10 @@ RUNNER_GONE = (
 )
 
 
+def _fingerprint(lineage: ColumnLineage) -> str:
+    return hashlib.sha256(repr(sorted(lineage.items())).encode()).hexdigest()
+
+
 def read_json(path: Path) -> dict | None:
     try:
         return json.loads(path.read_text())
@@ -58,9 +63,10 @@ class DeploymentFolder:
         return self.path / "drain"
 
     @property
-    def files_reported_file(self) -> Path:
-        """How many of the files the run added its events have named so far."""
-        return self.path / "files-reported.json"
+    def reported_file(self) -> Path:
+        """What the run's events have named so far: how many of the files it added, and the column
+        lineage they last carried."""
+        return self.path / "reported.json"
 
     @property
     def report_file(self) -> Path:
@@ -162,11 +168,17 @@ class DeploymentFolder:
         except ObservationError:
             return None
 
-    def facts(self, settings: Settings, progress: events.StreamingProgressRunFacet) -> events.RunFacts:
+    def facts(
+        self, settings: Settings, progress: events.StreamingProgressRunFacet, repeat_lineage: bool = True
+    ) -> events.RunFacts:
         """What the deployment's run read and wrote so far (``progress``: its ``progress_facet``), as
         its RUNNING events and its end report it: the offsets from its first batch's start to its
         latest batch's end, its output as of its latest commit, the offsets it wrote to a topic, and
-        the files it added since its last event that named files (``files_reported``)."""
+        the files it added since its last event that named files (``reported``). Its column lineage
+        too, unless ``repeat_lineage`` is off and its last event carried the same: a deployment sends
+        a RUNNING event every few seconds, and its lineage was most of each (Marquez keeps one
+        dataset version per run and schema, which keeps the lineage an earlier event of the run sent)."""
+        reported = read_json(self.reported_file) or {}
         version, quality = self.output_written()
         progress_records = self.progress()
         batches = [record for record in progress_records if record.get("end_offsets")]
@@ -179,12 +191,14 @@ class DeploymentFolder:
             offsets = events.offset_ranges(topic, outputs[0]["output_start_offsets"], outputs[-1]["output_end_offsets"])
         # Files: those added since the run's last event, as a long-running archive adds thousands a day.
         added = [record["files_added"] for record in progress_records if "files_added" in record]
-        reported = (read_json(self.files_reported_file) or {}).get("files", 0)
         files = (
-            tuple(events.WrittenFile(path, size) for batch in added for path, size in batch)[reported:]
+            tuple(events.WrittenFile(path, size) for batch in added for path, size in batch)[reported.get("files", 0) :]
             if added
             else None
         )
+        lineage = self.column_lineage(settings)
+        if not repeat_lineage and lineage is not None and _fingerprint(lineage) == reported.get("lineage"):
+            lineage = None
         return events.RunFacts(
             statistics=events.OutputStatistics(rows=progress.processedRows),
             version=version,
@@ -193,22 +207,25 @@ class DeploymentFolder:
             # An ingestion reports the days of each commit (the other jobs write no partitioned table).
             partitions=tuple(sorted({day for commit in self.progress("committed") for day in commit.get("days", ())}))
             or None,
-            column_lineage=self.column_lineage(settings),
+            column_lineage=lineage,
             offsets=offsets,
             files=files,
         )
 
-    def files_reported(self, facts: events.RunFacts) -> None:
-        """Record that an event of the run named ``facts``' files (sent before this is recorded: an
-        ender that dies in between names them again, which readers take once)."""
+    def reported(self, facts: events.RunFacts) -> None:
+        """Record that an event of the run named ``facts``' files and column lineage (sent before this
+        is recorded: an ender that dies in between names them again, which readers take once)."""
+        known = read_json(self.reported_file) or {}
         if facts.files:
-            reported = (read_json(self.files_reported_file) or {}).get("files", 0)
-            self.files_reported_file.write_text(json.dumps({"files": reported + len(facts.files)}))
+            known["files"] = known.get("files", 0) + len(facts.files)
+        if facts.column_lineage is not None:
+            known["lineage"] = _fingerprint(facts.column_lineage)
+        self.reported_file.write_text(json.dumps(known))
 
     def clear_run(self) -> None:
         """Forget the last run's files before a new run starts in this folder."""
         leftovers = (self.drain_file, self.path / "ended.json", self.path / "runner.json", self.progress_file)
-        for leftover in (*leftovers, self.files_reported_file):
+        for leftover in (*leftovers, self.reported_file):
             leftover.unlink(missing_ok=True)
 
     # --- its processes --------------------------------------------------------------------------
@@ -268,7 +285,7 @@ class DeploymentFolder:
                     progress=progress,
                 )
             )
-            self.files_reported(facts)
+            self.reported(facts)
         ended = {
             "state": state.value,
             "run_id": run_id,

@@ -110,9 +110,9 @@ def main(folder: Path) -> int:
                 break
             if time.monotonic() - last_running >= interval:  # a sign of life, with or without new batches
                 progress = deployment.progress_facet()
-                facts = deployment.facts(settings, progress)
+                facts = deployment.facts(settings, progress, repeat_lineage=False)
                 emit(RunState.RUNNING, facts, progress=progress)
-                deployment.files_reported(facts)
+                deployment.reported(facts)
                 last_running = time.monotonic()
             time.sleep(0.5)
         # A driver killed alone leaves its Python process (or its JVM) behind: nothing outlives the run.

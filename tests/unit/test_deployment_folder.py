@@ -119,10 +119,33 @@ def test_each_event_names_the_files_added_since_the_last_event_that_named_files(
     folder = folder_with(tmp_path, first)
     sent = folder.facts(Settings(), folder.progress_facet())
     assert sent.files == (events.WrittenFile("hour=10/part-0.json", 90),)
-    folder.files_reported(sent)
+    folder.reported(sent)
     later = {"event": "progress", "batch": 1, "rows": 2, "files_added": [["hour=11/part-0.json", 40]]}
     folder_with(tmp_path, first, later)
     assert folder.facts(Settings(), folder.progress_facet()).files == (events.WrittenFile("hour=11/part-0.json", 40),)
     folder.clear_run()  # a new run names its own files from the first
     folder_with(tmp_path, first)
     assert folder.facts(Settings(), folder.progress_facet()).files == sent.files
+
+
+def test_a_running_event_carries_the_column_lineage_only_when_the_run_has_not_sent_it(tmp_path):
+    """Each RUNNING event repeated the whole column lineage: most of a deployment's lineage log."""
+    observed = {
+        "columns": {
+            "item": [{"source": "kafka:orders", "field": "value.item", "type": "DIRECT", "subtype": "IDENTITY"}]
+        },
+        "dataset": [],
+        "unresolved": [],
+    }
+    lineage = {"event": "lineage", "column_lineage": observed}
+    folder = folder_with(tmp_path, lineage)
+    folder.write_spec({"dataset": "lakehouse/orders"})
+    first = folder.facts(Settings(), folder.progress_facet(), repeat_lineage=False)
+    assert first.column_lineage is not None
+    folder.reported(first)
+    assert folder.facts(Settings(), folder.progress_facet(), repeat_lineage=False).column_lineage is None
+    assert folder.facts(Settings(), folder.progress_facet()).column_lineage == first.column_lineage  # its end
+    changed = {"columns": {**observed["columns"], "supplier": observed["columns"]["item"]}}
+    folder_with(tmp_path, lineage, {"event": "lineage", "column_lineage": {**observed, **changed}})
+    again = folder.facts(Settings(), folder.progress_facet(), repeat_lineage=False).column_lineage
+    assert again is not None and set(again) == {"item", "supplier"}
