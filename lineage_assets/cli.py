@@ -155,13 +155,14 @@ def _utc_time(text: str) -> dt.datetime:
 def _provenance(args: argparse.Namespace, settings: Settings, emitter) -> int:
     """``provenance`` of a dataset's version, or what a run ``reached``, from the event log or Marquez."""
     from lineage_assets.lineage.marquez import MarquezApi
-    from lineage_assets.lineage.provenance import marquez_runs, provenance, reached, runs_of
+    from lineage_assets.lineage.provenance import marquez_runs, provenance, reached
     from lineage_assets.lineage.queries import resolve
+    from lineage_assets.lineage.summary import summary
 
     if args.source == "marquez":
         runs = marquez_runs(MarquezApi(settings.marquez_api_url), settings)
     else:
-        runs = runs_of(emitter.events())
+        runs = summary(emitter.log).runs.records()
     if args.action == "reached":
         answer = reached(runs, args.subject, settings)
         if args.rematerialize:

@@ -104,44 +104,64 @@ def _version(dataset: dict, output: bool) -> Version:
     )
 
 
-def runs_of(run_events: list[dict]) -> list[RunRecord]:
-    """Every run that read or wrote a dataset, in the order of its last such event (a streaming
-    deployment's latest RUNNING event tells what it had read and written so far; the files it
-    added are those all its events named, each naming those added since the one before)."""
-    latest: dict[str, tuple[int, dict]] = {}
+@dataclass
+class RunIndex:
+    """Every run that read or wrote a dataset, as its last such event tells it (a streaming
+    deployment's latest RUNNING event tells what it had read and written so far), with the files and
+    versions all its events named (each names the files added since the one before); folded one
+    event at a time, in the log's order, so the log's summary keeps it up to date."""
+
+    latest: dict[str, RunRecord] = field(default_factory=dict)
     # run -> output -> every file its events named, and every version (a streaming run's commits)
-    files: dict[str, dict[Node, dict[str, None]]] = {}
-    versions: dict[str, dict[Node, dict[str, None]]] = {}
-    for order, event in enumerate(run_events):
-        if event.get("inputs") or event.get("outputs"):
-            run_id = event["run"]["runId"]
-            latest[run_id] = (order, event)
-            for output in event.get("outputs") or []:
-                node = (output["namespace"], output["name"])
-                named = ((output.get("outputFacets") or {}).get("filesWritten") or {}).get("files") or ()
-                files.setdefault(run_id, {}).setdefault(node, {}).update((f["path"], None) for f in named)
-                if version := ((output.get("facets") or {}).get("version") or {}).get("datasetVersion"):
-                    versions.setdefault(run_id, {}).setdefault(node, {})[version] = None
-    records = [
-        RunRecord(
+    files: dict[str, dict[Node, dict[str, None]]] = field(default_factory=dict)
+    versions: dict[str, dict[Node, dict[str, None]]] = field(default_factory=dict)
+
+    def add(self, order: int, event: dict) -> None:
+        """A run event, the ``order``-th of the log's run events."""
+        if not (event.get("inputs") or event.get("outputs")):
+            return
+        run_id = event["run"]["runId"]
+        for output in event.get("outputs") or []:
+            node = (output["namespace"], output["name"])
+            named = ((output.get("outputFacets") or {}).get("filesWritten") or {}).get("files") or ()
+            self.files.setdefault(run_id, {}).setdefault(node, {}).update((f["path"], None) for f in named)
+            if version := ((output.get("facets") or {}).get("version") or {}).get("datasetVersion"):
+                self.versions.setdefault(run_id, {}).setdefault(node, {})[version] = None
+        self.latest[run_id] = RunRecord(
             run_id=run_id,
             job=job_key(event["job"]["namespace"], event["job"]["name"]),
             state=event.get("eventType", "OTHER"),
             time=event["eventTime"],
             order=order,
             reads=tuple(_version(d, output=False) for d in event.get("inputs") or []),
-            writes=tuple(
-                dataclasses.replace(
-                    written,
-                    files=tuple(files[run_id].get(written.node, ())),
-                    versions=tuple(versions.get(run_id, {}).get(written.node, ())),
-                )
-                for written in (_version(d, output=True) for d in event.get("outputs") or [])
-            ),
+            writes=tuple(_version(d, output=True) for d in event.get("outputs") or []),
         )
-        for run_id, (order, event) in latest.items()
-    ]
-    return sorted(records, key=lambda record: record.order)
+
+    def records(self) -> list[RunRecord]:
+        """The runs in the order of their last event with inputs or outputs."""
+        records = [
+            dataclasses.replace(
+                record,
+                writes=tuple(
+                    dataclasses.replace(
+                        written,
+                        files=tuple(self.files[run_id].get(written.node, ())),
+                        versions=tuple(self.versions.get(run_id, {}).get(written.node, ())),
+                    )
+                    for written in record.writes
+                ),
+            )
+            for run_id, record in self.latest.items()
+        ]
+        return sorted(records, key=lambda record: record.order)
+
+
+def runs_of(run_events: list[dict]) -> list[RunRecord]:
+    """``RunIndex.records`` of ``run_events``."""
+    index = RunIndex()
+    for order, event in enumerate(run_events):
+        index.add(order, event)
+    return index.records()
 
 
 def marquez_runs(api: MarquezApi, settings: Settings) -> list[RunRecord]:

@@ -1,12 +1,13 @@
 """What the lineage check and queries need of a lineage folder's event log, kept up to date as the log
-grows: the graph of its run events (``LineageGraph``), its static events (the published design) and
-the lines that are no event, with the place in the log they reach.
+grows: the graph of its run events (``LineageGraph``), what each run read and wrote (``RunIndex``, for
+provenance), its static events (the published design) and the lines that are no event, with the place
+in the log they reach.
 
 It is kept in the folder (``summary.pickle``) and brought up to date by whichever reader finds the log
 longer than it: only the lines appended since are read, not a year of events. It is not maintained on
 append, so that emitting stays one write to the log (emission must not slow with history); nor by the
-sender, which would then have to know every reader's structures. A summary written by other code (its
-graph module changed since) is rebuilt from the log once. Segments removed by retention stay in the
+sender, which would then have to know every reader's structures. A summary written by other code (a
+module of its structures changed since) is rebuilt from the log once. Segments removed by retention stay in the
 summary; a rebuild knows only the segments kept.
 """
 
@@ -19,22 +20,28 @@ from pathlib import Path
 import attrs
 
 from lineage_assets.lineage import graph as graph_module
+from lineage_assets.lineage import provenance as provenance_module
 from lineage_assets.lineage.event_log import EventLog, Unreadable, is_run_event, lineage_event
 from lineage_assets.lineage.graph import LineageGraph
+from lineage_assets.lineage.provenance import RunIndex
 from lineage_assets.private_files import replace_private
 
 SUMMARY_FILE = "summary.pickle"
 
 
 def _code_version() -> str:
-    """The graph module's source: a summary pickled by other code is not read."""
-    return hashlib.sha256(Path(graph_module.__file__).read_bytes()).hexdigest()
+    """The sources of the modules whose structures it holds: a summary pickled by other code is not read."""
+    sources = hashlib.sha256()
+    for source in (graph_module.__file__, provenance_module.__file__, __file__):
+        sources.update(Path(source).read_bytes())
+    return sources.hexdigest()
 
 
 @attrs.define
 class LogSummary:
     graph: LineageGraph = attrs.field(factory=LineageGraph)
-    run_events: int = 0  # folded into the graph
+    runs: RunIndex = attrs.field(factory=RunIndex)  # what each run read and wrote, for provenance
+    run_events: int = 0  # folded into the graph and the runs
     design: list[dict] = attrs.field(factory=list)  # the static events, in order
     unreadable: list[Unreadable] = attrs.field(factory=list)
     offset: int = 0  # the log-wide offset it has read up to
@@ -59,6 +66,7 @@ class LogSummary:
                 continue
             if is_run_event(event):
                 self.graph.add(event)
+                self.runs.add(self.run_events, event)
                 self.run_events += 1
             else:
                 self.design.append(event)

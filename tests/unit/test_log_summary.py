@@ -1,5 +1,6 @@
-"""The log's summary (``lineage/summary.py``) answers as a full read of the log does, and keeps up by
-reading only what was appended since, across segments."""
+"""The log's summary (``lineage/summary.py``) answers as a full read of the log does (check, impact,
+trace, the design, provenance's runs), and keeps up by reading only what was appended since, across
+segments."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from lineage_assets.lineage.design import PublishedDesign
 from lineage_assets.lineage.emitter import LineageEmitter
 from lineage_assets.lineage.event_log import is_run_event
 from lineage_assets.lineage.graph import LineageGraph
+from lineage_assets.lineage.provenance import runs_of
 from lineage_assets.lineage.queries import QUERIES, ask, resolve
 from lineage_assets.lineage.summary import SUMMARY_FILE, summary
 from lineage_assets.settings import Settings
@@ -36,6 +38,7 @@ def answers_of_a_full_read(log, settings) -> dict:
     ran = {job for job, known in graph.jobs.items() if known.runs}
     return {
         "check": [f"unreadable event at {line}" for line in unreadable] + check(runs, settings, design=design),
+        "runs": runs_of(runs),
         "not yet run": not_yet_run(PublishedDesign.from_events(static), ran),
         **{
             f"{query} {subject}": QUERIES[query](graph, resolve(subject, settings), settings).as_dict()
@@ -48,6 +51,7 @@ def answers_of_a_full_read(log, settings) -> dict:
 def answers_of_the_summary(log, settings) -> dict:
     return {
         "check": check_log(log, settings),
+        "runs": summary(log).runs.records(),
         "not yet run": not_yet_run_in_log(log),
         **{
             f"{query} {subject}": ask(query, subject, settings, log=log).as_dict()
