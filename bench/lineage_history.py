@@ -378,6 +378,8 @@ def run(quick: bool) -> dict:
         summary_of(log)
         summary_s = time.monotonic() - started  # from nothing: a rebuild; a reader otherwise folds what is new
         commands = time_commands(settings, Path(folder))
+        # The history was written in minutes, not a year: its dirty pages would slow any write now.
+        os.sync()
         emission = {"year's log" if not quick else "week's log": emission_ms(emitter, last)}
         empty = LineageEmitter(Path(folder) / "empty", None)
         emission["empty log"] = emission_ms(empty, last)

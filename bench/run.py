@@ -21,7 +21,17 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from bench import chart, cold_start, emission, freshness, lineage_history, lineage_overhead, scaling, throughput
+from bench import (
+    chart,
+    cold_start,
+    emission,
+    freshness,
+    lineage_history,
+    lineage_overhead,
+    marquez_load,
+    scaling,
+    throughput,
+)
 from bench.spark_profile import driver_options
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
@@ -45,6 +55,7 @@ class Benchmark:
 BENCHMARKS = {
     "emission_latency": Benchmark(emission, needs_stack=False),
     "lineage_history": Benchmark(lineage_history, needs_stack=False),
+    "marquez_load": Benchmark(marquez_load),
     "lineage_overhead_batch": Benchmark(lineage_overhead),
     "streaming_throughput": Benchmark(throughput, lambda args: {"count": args.throughput_orders}),
     "freshness": Benchmark(freshness, lambda args: {"seconds": args.freshness_seconds}),

@@ -157,12 +157,12 @@ def _provenance(args: argparse.Namespace, settings: Settings, emitter) -> int:
     from lineage_assets.lineage.marquez import MarquezApi
     from lineage_assets.lineage.provenance import marquez_runs, provenance, reached
     from lineage_assets.lineage.queries import resolve
-    from lineage_assets.lineage.summary import summary
+    from lineage_assets.lineage.summary import runs as summary_runs
 
     if args.source == "marquez":
         runs = marquez_runs(MarquezApi(settings.marquez_api_url), settings)
     else:
-        runs = summary(emitter.log).runs.records()
+        runs = summary_runs(emitter.log).records()
     if args.action == "reached":
         answer = reached(runs, args.subject, settings)
         if args.rematerialize:

@@ -127,6 +127,7 @@ class EventLog:
         self.cursor_path = folder / "delivered.offset"
         self.dead_letters_path = folder / "dead-letters.jsonl"
         self._append_lock = folder / "events.lock"
+        self._active: Segment | None = None  # the segment this process last appended to
         folder.mkdir(mode=OWNER_ONLY, parents=True, exist_ok=True)
         if (folder / "events.jsonl").exists():
             self._upgrade()
@@ -170,17 +171,29 @@ class EventLog:
         """Append one line (it ends with a newline), after setting aside a torn tail; in a new segment
         once the newest holds ``segment_bytes``."""
         with file_lock(self._append_lock):
-            segments = self.segments()
-            active = segments[-1] if segments else self._segment(0)
+            active = self._newest()
             self.segments_dir.mkdir(mode=OWNER_ONLY, exist_ok=True)
             with active.path.open("a+b") as log:
                 size = self._set_aside_torn_tail(log, active.base)
                 if size < self.segment_bytes:
                     log.write(line.encode())
                     return
-            with self._segment(active.base + size).path.open("xb") as log:
+            self._active = self._segment(active.base + size)
+            with self._active.path.open("xb") as log:
                 log.write(line.encode())
             self.remove_expired()
+
+    def _newest(self) -> Segment:
+        """The newest segment, for the holder of the append lock: the one this process last appended
+        to while it is not full (no process starts another before), else the newest listed."""
+        try:
+            if self._active is not None and self._active.path.stat().st_size < self.segment_bytes:
+                return self._active
+        except FileNotFoundError:
+            pass  # removed with its folder: list what there is
+        segments = self.segments()
+        self._active = segments[-1] if segments else self._segment(0)
+        return self._active
 
     def _set_aside_torn_tail(self, log, base: int) -> int:
         """The segment's size once a torn tail is set aside."""

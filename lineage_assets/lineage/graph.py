@@ -7,6 +7,7 @@ the other shows.
 from __future__ import annotations
 
 import datetime as dt
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -164,8 +165,11 @@ class LineageGraph:
 
     def add(self, event: dict) -> None:
         """What one more run event says (events are added in the order they were recorded)."""
-        job = job_key(event["job"]["namespace"], event["job"]["name"])
-        self.run_states[event["run"]["runId"]].append((job, event.get("eventType", "OTHER")))
+        job = sys.intern(job_key(event["job"]["namespace"], event["job"]["name"]))  # one string, kept once
+        state = (job, event.get("eventType", "OTHER"))
+        states = self.run_states[event["run"]["runId"]]
+        if not states or states[-1] != state:  # a deployment's thousands of RUNNING in a row say one thing
+            states.append(state)
         self.jobs.setdefault(job, JobSummary(job)).record(event)
         for side, target in (("inputs", self.inputs), ("outputs", self.outputs)):
             for dataset in event.get(side) or []:

@@ -1,0 +1,131 @@
+"""Marquez under the history's load: how fast the project's sender delivers a backlog compared with
+posting the same events straight to Marquez, and what Marquez's own answers cost afterwards.
+
+Two copies of the scale benchmark's history (``lineage_history.write_history``), each under a
+lineage namespace of its own, are recorded into two lineage folders with no backend. One is posted
+straight to Marquez by openlineage-python's HTTP transport, one event after another on one
+connection, as fast as Marquez takes them: the ceiling for delivery in order. The other is delivered
+by the project's sender (``lineage flush``: the durable log, its cursor, the backend read again per
+event). Then Marquez's lineage graph around ``supplier_stats``, its job list and ``lineage check
+--source marquez`` are each timed over repeated calls.
+
+Quick: a day of history; full: a week (a year, about 400,000 events, would take Marquez hours to
+take on this machine: its per-event rate measured here says how many).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from bench.lineage_history import write_history
+from bench.measure import percentile
+from lineage_assets.datasets import SUPPLIER_STATS
+from lineage_assets.lineage.delivery import Backend
+from lineage_assets.lineage.emitter import LineageEmitter
+from lineage_assets.lineage.event_log import lineage_event
+from lineage_assets.lineage.marquez import MarquezApi
+from lineage_assets.resources.settings import SettingsResource
+from lineage_assets.settings import PROJECT_ROOT, Settings
+
+CALLS = 20
+LINEAGE_ASSETS = PROJECT_ROOT / ".venv" / "bin" / "lineage-assets"
+DELIVERY_TIMEOUT_S = 3 * 3600
+
+
+def history(settings: Settings, folder: Path, namespace: str, days: int) -> tuple[Settings, LineageEmitter, int]:
+    """``days`` of history recorded under ``namespace`` into ``folder`` (no backend): its settings,
+    emitter and event count."""
+    own = dataclasses.replace(settings, state_dir=folder, lineage_namespace=namespace)
+    emitter = LineageEmitter(own.lineage_dir, None)
+    counts = write_history(emitter, own, days, drift_day=days // 2)
+    return own, emitter, counts["events"]
+
+
+def post_directly(settings: Settings, emitter: LineageEmitter) -> float:
+    """Seconds to post every event of the log to Marquez, in order, on one connection."""
+    transport = Backend.marquez(settings.marquez_api_url).transport()  # the client the sender uses
+    started = time.monotonic()
+    for line in emitter.log.lines():
+        transport.emit(lineage_event(line.text))
+    return time.monotonic() - started
+
+
+def deliver_by_sender(settings: Settings, emitter: LineageEmitter) -> float:
+    """Seconds for ``lineage flush`` (the project's delivery, as its sender runs it) to deliver the
+    whole log to Marquez."""
+    environment = {**os.environ, **settings.as_environment()}
+    started = time.monotonic()
+    subprocess.run(
+        [
+            str(PROJECT_ROOT / ".venv" / "bin" / "lineage-assets"),
+            "lineage",
+            "flush",
+            "--timeout",
+            str(DELIVERY_TIMEOUT_S),
+        ],
+        env=environment,
+        check=True,
+        capture_output=True,
+        timeout=DELIVERY_TIMEOUT_S + 60,
+    )
+    return time.monotonic() - started
+
+
+def timed(call, count: int = CALLS) -> dict:
+    took = []
+    for _ in range(count):
+        started = time.monotonic()
+        call()
+        took.append(time.monotonic() - started)
+    return {"p50_s": round(percentile(took, 0.5), 3), "p95_s": round(percentile(took, 0.95), 3)}
+
+
+def run(environment: SettingsResource, quick: bool) -> dict:
+    settings = environment.settings
+    days = 1 if quick else 7
+    api = MarquezApi(settings.marquez_api_url)
+    with tempfile.TemporaryDirectory() as folder:
+        stamp = time.strftime("%H%M%S")
+        direct_settings, direct, events = history(settings, Path(folder) / "direct", f"load_direct_{stamp}", days)
+        sender_settings, sender, _ = history(settings, Path(folder) / "sender", f"load_sender_{stamp}", days)
+        direct_s = post_directly(direct_settings, direct)
+        sender_s = deliver_by_sender(sender_settings, sender)
+        left = sender.pending()
+        node = SUPPLIER_STATS.identity(sender_settings).node
+        check = [str(LINEAGE_ASSETS), "lineage", "check", "--source", "marquez"]
+        check_environment = {**os.environ, **sender_settings.as_environment()}
+        queries = {
+            "lineage around supplier_stats": timed(lambda: api.lineage(*node)),
+            "job list": timed(lambda: api.jobs(sender_settings.lineage_namespace)),
+            "lineage check --source marquez": timed(
+                lambda: subprocess.run(check, env=check_environment, capture_output=True, timeout=600), count=5
+            ),
+        }
+    ratio = direct_s / sender_s
+    return {
+        "name": "marquez_load",
+        "target": "the sender's rate >= 0.8x posting directly; every event delivered",
+        "met": ratio >= 0.8 and left == 0,
+        "days": days,
+        "events": events,
+        "direct_events_per_s": round(events / direct_s, 1),
+        "sender_events_per_s": round(events / sender_s, 1),
+        "sender_to_direct": round(ratio, 3),
+        "left_undelivered": left,
+        "year_at_direct_rate_h": round(420_000 / (events / direct_s) / 3600, 1),
+        "queries": queries,
+    }
+
+
+def summary(result: dict) -> str:
+    asked = ", ".join(f"{name} p50 {q['p50_s']} s, p95 {q['p95_s']} s" for name, q in result["queries"].items())
+    return (
+        f"{result['days']} days, {result['events']:,} events: sender {result['sender_events_per_s']}/s, "
+        f"direct {result['direct_events_per_s']}/s ({result['sender_to_direct']}×; a year at the direct rate "
+        f"{result['year_at_direct_rate_h']} h); then {asked}"
+    )
