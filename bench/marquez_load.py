@@ -2,11 +2,12 @@
 posting the same events straight to Marquez, and what Marquez's own answers cost afterwards.
 
 Two copies of the scale benchmark's history (``lineage_history.write_history``), each under a
-lineage namespace of its own, are recorded into two lineage folders with no backend. One is posted
-straight to Marquez by openlineage-python's HTTP transport, one event after another on one
-connection, as fast as Marquez takes them: the ceiling for delivery in order. The other is delivered
-by the project's sender (``lineage flush``: the durable log, its cursor, the backend read again per
-event). Then Marquez's lineage graph around ``supplier_stats``, its job list and ``lineage check
+lineage namespace of its own, are recorded with no backend. One is posted straight to Marquez by
+openlineage-python's HTTP transport, one event after another on one connection, as fast as Marquez
+takes them: the ceiling for delivery in order (Marquez 0.51 has no batch endpoint). The other is
+appended to an event log and delivered by the project's own delivery (``lineage flush``: the
+durable log, its cursor, the backend read again per event). Each goes in two halves, in the order
+direct, sender, sender, direct. Then Marquez's lineage graph around ``supplier_stats``, its job list and ``lineage check
 --source marquez`` are each timed over repeated calls.
 
 Quick: a day of history; full: a week (a year, about 400,000 events, would take Marquez hours to
@@ -27,7 +28,7 @@ from bench.measure import percentile
 from lineage_assets.datasets import SUPPLIER_STATS
 from lineage_assets.lineage.delivery import Backend
 from lineage_assets.lineage.emitter import LineageEmitter
-from lineage_assets.lineage.event_log import lineage_event
+from lineage_assets.lineage.event_log import EventLog, lineage_event
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import PROJECT_ROOT, Settings
@@ -37,38 +38,35 @@ LINEAGE_ASSETS = PROJECT_ROOT / ".venv" / "bin" / "lineage-assets"
 DELIVERY_TIMEOUT_S = 3 * 3600
 
 
-def history(settings: Settings, folder: Path, namespace: str, days: int) -> tuple[Settings, LineageEmitter, int]:
-    """``days`` of history recorded under ``namespace`` into ``folder`` (no backend): its settings,
-    emitter and event count."""
-    own = dataclasses.replace(settings, state_dir=folder, lineage_namespace=namespace)
-    emitter = LineageEmitter(own.lineage_dir, None)
-    counts = write_history(emitter, own, days, drift_day=days // 2)
-    return own, emitter, counts["events"]
+def history(settings: Settings, folder: Path, namespace: str, days: int) -> tuple[Settings, list[list[bytes]]]:
+    """``days`` of history under ``namespace``, recorded into a folder of its own: the settings of a
+    state folder beside it (empty) and the history's lines in two halves."""
+    own = dataclasses.replace(settings, state_dir=folder / "state", lineage_namespace=namespace)
+    staged = LineageEmitter(folder / "history", None)
+    write_history(staged, own, days, drift_day=days // 2)
+    lines = [line.text for line in staged.log.lines()]
+    return own, [lines[: len(lines) // 2], lines[len(lines) // 2 :]]
 
 
-def post_directly(settings: Settings, emitter: LineageEmitter) -> float:
-    """Seconds to post every event of the log to Marquez, in order, on one connection."""
+def post_directly(settings: Settings, lines: list[bytes]) -> float:
+    """Seconds to post ``lines``' events to Marquez, in order, on one connection."""
     transport = Backend.marquez(settings.marquez_api_url).transport()  # the client the sender uses
     started = time.monotonic()
-    for line in emitter.log.lines():
-        transport.emit(lineage_event(line.text))
+    for text in lines:
+        transport.emit(lineage_event(text))
     return time.monotonic() - started
 
 
-def deliver_by_sender(settings: Settings, emitter: LineageEmitter) -> float:
-    """Seconds for ``lineage flush`` (the project's delivery, as its sender runs it) to deliver the
-    whole log to Marquez."""
-    environment = {**os.environ, **settings.as_environment()}
+def deliver_by_sender(settings: Settings, lines: list[bytes]) -> float:
+    """Seconds for ``lineage flush`` (the project's delivery, as its sender runs it) to deliver
+    ``lines``, appended to the settings' event log, to Marquez."""
+    log = EventLog(settings.lineage_dir)
+    for text in lines:
+        log.append(text.decode())
     started = time.monotonic()
     subprocess.run(
-        [
-            str(PROJECT_ROOT / ".venv" / "bin" / "lineage-assets"),
-            "lineage",
-            "flush",
-            "--timeout",
-            str(DELIVERY_TIMEOUT_S),
-        ],
-        env=environment,
+        [str(LINEAGE_ASSETS), "lineage", "flush", "--timeout", str(DELIVERY_TIMEOUT_S)],
+        env={**os.environ, **settings.as_environment()},
         check=True,
         capture_output=True,
         timeout=DELIVERY_TIMEOUT_S + 60,
@@ -91,11 +89,15 @@ def run(environment: SettingsResource, quick: bool) -> dict:
     api = MarquezApi(settings.marquez_api_url)
     with tempfile.TemporaryDirectory() as folder:
         stamp = time.strftime("%H%M%S")
-        direct_settings, direct, events = history(settings, Path(folder) / "direct", f"load_direct_{stamp}", days)
-        sender_settings, sender, _ = history(settings, Path(folder) / "sender", f"load_sender_{stamp}", days)
-        direct_s = post_directly(direct_settings, direct)
-        sender_s = deliver_by_sender(sender_settings, sender)
-        left = sender.pending()
+        direct_settings, direct = history(settings, Path(folder) / "direct", f"load_direct_{stamp}", days)
+        sender_settings, sender = history(settings, Path(folder) / "sender", f"load_sender_{stamp}", days)
+        events = sum(map(len, direct))
+        # In the order direct, sender, sender, direct by halves: Marquez warms up and its tables grow
+        # as it takes events, and neither way should have all of one or the other.
+        direct_s = post_directly(direct_settings, direct[0])
+        sender_s = deliver_by_sender(sender_settings, sender[0]) + deliver_by_sender(sender_settings, sender[1])
+        direct_s += post_directly(direct_settings, direct[1])
+        left = EventLog(sender_settings.lineage_dir).pending()
         node = SUPPLIER_STATS.identity(sender_settings).node
         check = [str(LINEAGE_ASSETS), "lineage", "check", "--source", "marquez"]
         check_environment = {**os.environ, **sender_settings.as_environment()}
