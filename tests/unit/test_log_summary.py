@@ -64,8 +64,9 @@ def answers_of_the_summary(log, settings) -> dict:
 
 def test_the_summary_answers_as_a_full_read_and_reads_only_what_was_appended(tmp_path, monkeypatch):
     settings = dataclasses.replace(Settings(), state_dir=tmp_path)
-    emitter = LineageEmitter(settings.lineage_dir, None, segment_bytes=2**20)
-    write_history(emitter, settings, 3, running_interval_s=900, drift_day=1)
+    emitter = LineageEmitter(settings.lineage_dir, None, segment_bytes=4 * 2**20)
+    counts = write_history(emitter, settings, 14, running_interval_s=1800, drift_day=5)
+    assert counts["runs"] > 2000  # a few thousand runs, a few of each kind of end
     log = emitter.log
     assert len(log.segments()) > 3
     with log.path.open("a") as out:
