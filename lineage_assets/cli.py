@@ -192,7 +192,9 @@ def _delivery_status(emitter) -> int:
     )
     segments = log.segments()
     size = sum(segment.size() for segment in segments)
-    print(f"event log     {log.segments_dir}: {len(segments)} segments, {size / 2**20:.1f} MiB")
+    print(
+        f"event log     {log.segments_dir}: {len(segments)} segment{'s' * (len(segments) != 1)}, {size / 2**20:.1f} MiB"
+    )
     at, offset = log.position()
     print(f"delivered to  {at.name} byte {offset}: {waiting} events wait for delivery")
     print(
