@@ -101,7 +101,7 @@ def lineage_event(text: bytes | str) -> dict:
     return event
 
 
-SEGMENT_BYTES = 64 * 2**20  # a day of hourly runs and three deployments is about 15 MB
+SEGMENT_BYTES = 64 * 2**20  # about ten days of the pipeline run hourly with its three deployments
 
 
 @attrs.frozen
