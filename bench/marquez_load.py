@@ -88,7 +88,7 @@ def run(environment: SettingsResource, quick: bool) -> dict:
     days = 1 if quick else 7
     api = MarquezApi(settings.marquez_api_url)
     with tempfile.TemporaryDirectory() as folder:
-        stamp = time.strftime("%H%M%S")
+        stamp = time.strftime("%Y%m%d%H%M%S")
         direct_settings, direct = history(settings, Path(folder) / "direct", f"load_direct_{stamp}", days)
         sender_settings, sender = history(settings, Path(folder) / "sender", f"load_sender_{stamp}", days)
         events = sum(map(len, direct))
