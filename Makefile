@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 CACHE := .cache
 MVN := mvn -q -B -f infra/pom.xml -Dmaven.repo.local=$(CURDIR)/$(CACHE)/m2
 
-.PHONY: setup system-packages jars servers venv demo docs lint test test-unit dev stack-up stack-down stack-status flink-peer bench bench-quick clean
+.PHONY: setup system-packages jars servers venv engine demo docs lint test test-unit dev stack-up stack-down stack-status flink-peer bench bench-quick clean
 
 setup: system-packages $(BIN)/lineage-assets jars servers
 
@@ -45,6 +45,16 @@ $(CACHE)/jars/.resolved: infra/pom.xml
 # service checks its own stamp, so this is quick and offline once built.
 servers: $(BIN)/lineage-assets jars
 	$(BIN)/lineage-assets stack build
+
+# A Docker engine for the docker deployment backend and the container profile: the machine's own when
+# `docker info` answers; otherwise Debian's docker.io, which the stack runs (`lineage-assets stack up
+# docker`: no bridge, no iptables, images under $(CACHE)/docker), and mmdebstrap, which builds the
+# base image from the Debian mirror when no registry answers.
+engine: setup
+	@docker info >/dev/null 2>&1 || { command -v dockerd >/dev/null && command -v mmdebstrap >/dev/null; } || { \
+	  echo "installing from Debian: docker.io mmdebstrap"; \
+	  $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker.io mmdebstrap >/dev/null; }
 
 # `make demo CONTINUOUS=1` also leaves the three streaming jobs deployed in continuous mode.
 demo: setup

@@ -300,15 +300,16 @@ def write_history(
     seed: int = 7,
     running_interval_s: int = RUNNING_INTERVAL_S,
     drift_day: int | None = None,
+    start: dt.datetime = START,
 ) -> Counter[str]:
-    """``days`` of lineage (module docstring) through ``emitter``; the counts of what it wrote."""
+    """``days`` of lineage (module docstring) from ``start`` through ``emitter``; the counts of what it wrote."""
     history = History(emitter, settings, seed, running_interval_s)
     for deployment in history.deployments.values():
-        history.deploy(deployment, START)
+        history.deploy(deployment, start)
     ingestion = history.deployments[LAKEHOUSE_ORDERS.key]
     drift_hour = None if drift_day is None else drift_day * 24 + 10
     for hour_number in range(days * 24):
-        at = START + dt.timedelta(hours=hour_number)
+        at = start + dt.timedelta(hours=hour_number)
         if hour_number and hour_number % (RESTART_EVERY_DAYS * 24) == 0:
             for deployment in history.deployments.values():
                 history.end(deployment, at, RunState.COMPLETE)

@@ -102,6 +102,11 @@ class Settings:
     catalog_database: str = _setting("iceberg", "PostgreSQL database behind the local REST catalog")
     iceberg_namespace: str = _setting("default", "Iceberg namespace of the tables")
     marquez_database: str = _setting("marquez", "PostgreSQL database of the local Marquez")
+    marquez_retention_days: int = _setting(
+        0,
+        "days the local Marquez keeps runs, versions and events (its own retention job, hourly); "
+        "0 = keep all. Its job list and lineage graph cost grows with what it holds",
+    )
 
     spark_master: str = _setting(
         "local[2]",
@@ -133,6 +138,11 @@ class Settings:
         "(a segment with an undelivered event is never removed)",
     )
     deployment_backend: str = _setting("local", "where streaming deployments run: local (processes) or docker")
+    docker_host: str = _setting(
+        "",
+        "Docker engine (unix:///... or tcp://...); empty = the machine's own when one answers at "
+        "DOCKER_HOST or /var/run/docker.sock, else the stack's (`make engine`)",
+    )
     docker_image: str = _setting("lineage-assets:latest", "image of the docker deployment backend (infra/Dockerfile)")
     restart_dead_deployments: bool = _setting(False, "the supervision sensor redeploys a failed deployment")
     spark_class_sharing: bool = _setting(
@@ -188,7 +198,12 @@ class Settings:
         for name in ("orders_partitions", "spark_worker_cores", "spark_cores_per_job", "lineage_segment_mb"):
             if getattr(self, name) < 1:
                 bad(name, "at least 1")
-        for name in ("kafka_replication_factor", "max_records_per_batch", "lineage_retention_days"):
+        for name in (
+            "kafka_replication_factor",
+            "max_records_per_batch",
+            "lineage_retention_days",
+            "marquez_retention_days",
+        ):
             if getattr(self, name) < 0:
                 bad(name, "0 or more")
         if self.deployment_backend not in ("local", "docker"):

@@ -16,6 +16,7 @@ import pytest
 
 from lineage_assets.processes import command_line, pids_naming, terminate
 from lineage_assets.settings import Settings
+from lineage_assets.stack.services.engine import ready_engine
 from lineage_assets.stack.supervisor import Supervisor
 
 TEST_PORT_OFFSET = 10000
@@ -86,6 +87,13 @@ def stack(settings: Settings):
     supervisor.up()
     yield supervisor
     supervisor.down()
+
+
+@pytest.fixture(scope="session")
+def engine(stack):
+    """The Docker engine (the stack's, when the machine has none) with the project's image, once per
+    session; the client of it."""
+    return ready_engine(stack)
 
 
 CLUSTER_PORT_OFFSET = 10200

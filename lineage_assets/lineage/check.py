@@ -17,6 +17,8 @@ from lineage_assets.lineage.marquez import MarquezApi, lineage_nodes, read_graph
 from lineage_assets.lineage.summary import summary
 from lineage_assets.settings import Settings
 
+NEWEST = 5  # versions read per call while looking for the newest a run wrote (each carries its facets)
+
 
 def _asset_job(dataset: Dataset, settings: Settings) -> str:
     return job_key(settings.lineage_namespace, dataset.job.lineage_name)
@@ -42,18 +44,24 @@ def check(
 
 
 def check_marquez(
-    api: MarquezApi, settings: Settings, running_jobs: set[str] = frozenset(), design: PublishedDesign | None = None
+    api: MarquezApi,
+    settings: Settings,
+    running_jobs: set[str] = frozenset(),
+    design: PublishedDesign | None = None,
+    jobs: list[dict] | None = None,
 ) -> list[str]:
     """``check`` of what Marquez shows: its jobs, runs and each asset's columns and column lineage as
     the newest version a run wrote keeps them (Marquez's column-lineage graph also keeps every field
     pair it was ever sent, so a derivation changed since lingers there; a version the design made
     holds what was declared, not what ran), plus its lineage graph (asset and check jobs only)
-    around every asset and every dataset the project's jobs read or write there. Other datasets in
+    one job out from every asset, and every dataset the project's jobs read or write there. One job
+    out, not Marquez's whole walk: together they reach every job that touches an asset and every
+    dataset such a job touches, and Marquez fetches each job's latest run with all its facets. Other datasets in
     the same namespaces (another team's topics on a shared cluster) are not the project's."""
-    graph = read_graph(api, settings)
+    graph = read_graph(api, settings, jobs)
     for dataset in DATASETS.values():
         node = dataset.identity(settings).node
-        written = next((v for v in api.dataset_versions(*node) if v.get("createdByRun")), None)
+        written = next((v for v in api.dataset_versions(*node, page=NEWEST) if v.get("createdByRun")), None)
         if written is None:
             continue
         writer = written["createdByRun"].get("jobVersion") or {}
@@ -78,7 +86,7 @@ def check_marquez(
     expected_jobs = {_asset_job(dataset, settings) for dataset in DATASETS.values()} | set(_check_jobs(settings))
     expected_datasets = {dataset.identity(settings).node for dataset in DATASETS.values()}
     for dataset in DATASETS.values():
-        jobs, datasets = lineage_nodes(api, *dataset.identity(settings).node)
+        jobs, datasets = lineage_nodes(api, *dataset.identity(settings).node, depth=1)
         for extra in sorted(jobs - expected_jobs - set(retired)):
             gaps.append(f"Marquez lineage of asset {dataset.key} has job {extra}, which is no asset's job")
         for extra in sorted(datasets - expected_datasets):
@@ -216,14 +224,10 @@ def check_marquez_with_design(api: MarquezApi, settings: Settings, log: EventLog
     """What the command line and the demo check in Marquez: the events of ``log`` it lacks, ``check_marquez``
     against the design published through ``log``; and, as notes, the designed jobs it knows no run of."""
     design = log_design(log)
-    gaps = not_delivered(log) + check_marquez(api, settings, design=design if design.jobs else None)
-    return gaps, not_yet_run_in_marquez(api, settings, design)
-
-
-def not_yet_run_in_marquez(api: MarquezApi, settings: Settings, design: PublishedDesign) -> list[str]:
-    """Designed jobs Marquez knows no run of (a job published and never run has no ``latestRun``)."""
-    jobs = api.jobs(settings.lineage_namespace)
-    return not_yet_run(design, {job_key(job["namespace"], job["name"]) for job in jobs if job.get("latestRun")})
+    jobs = api.jobs(settings.lineage_namespace)  # once: Marquez builds the list from every run it holds
+    gaps = not_delivered(log) + check_marquez(api, settings, design=design if design.jobs else None, jobs=jobs)
+    # A job published and never run has no ``latestRun``.
+    return gaps, not_yet_run(design, {job_key(job["namespace"], job["name"]) for job in jobs if job.get("latestRun")})
 
 
 def _column_gaps(graph: LineageGraph, dataset: Dataset, node: Node, job: str, settings: Settings) -> list[str]:

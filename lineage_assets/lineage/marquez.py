@@ -16,6 +16,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from lineage_assets.lineage.graph import ColumnHop, JobSummary, LineageGraph, job_key, parse_kinds
@@ -56,23 +57,35 @@ class MarquezApi:
         except (urllib.error.URLError, OSError) as error:
             raise MarquezError(f"Marquez is not reachable at {address}: {error}") from error
 
+    def pages(self, path: str, key: str, page: int = PAGE) -> Iterator[dict]:
+        """Every item of one of Marquez's listings, in its order, a page at a time: it answers at most
+        ``limit`` items per call, and a year of hourly runs is several pages."""
+        offset = 0
+        while True:
+            items = self.get(path, limit=page, offset=offset).get(key, [])
+            yield from items
+            if len(items) < page:
+                return
+            offset += page
+
     def jobs(self, namespace: str) -> list[dict]:
-        return self.get(f"namespaces/{_quote(namespace)}/jobs", limit=PAGE).get("jobs", [])
+        return list(self.pages(f"namespaces/{_quote(namespace)}/jobs", "jobs"))
 
     def runs(self, namespace: str, job: str) -> list[dict]:
-        return self.get(f"namespaces/{_quote(namespace)}/jobs/{_quote(job)}/runs", limit=PAGE).get("runs", [])
+        """Every run of the job, newest started first."""
+        return list(self.pages(f"namespaces/{_quote(namespace)}/jobs/{_quote(job)}/runs", "runs"))
 
     def datasets(self, namespace: str) -> list[dict]:
-        return self.get(f"namespaces/{_quote(namespace)}/datasets", limit=PAGE).get("datasets", [])
+        return list(self.pages(f"namespaces/{_quote(namespace)}/datasets", "datasets"))
 
     def dataset(self, namespace: str, name: str) -> dict:
         return self.get(f"namespaces/{_quote(namespace)}/datasets/{_quote(name)}")
 
-    def dataset_versions(self, namespace: str, name: str) -> list[dict]:
-        """The dataset's versions, newest first, each with the run that made it (``createdByRun``)."""
-        return self.get(f"namespaces/{_quote(namespace)}/datasets/{_quote(name)}/versions", limit=PAGE).get(
-            "versions", []
-        )
+    def dataset_versions(self, namespace: str, name: str, page: int = PAGE) -> Iterator[dict]:
+        """The dataset's versions, newest first, each with the run that made it (``createdByRun``),
+        read as far as the caller goes (a deployment writes a version per interval, each with its
+        fields and facets: a reader of the newest few asks for small pages)."""
+        return self.pages(f"namespaces/{_quote(namespace)}/datasets/{_quote(name)}/versions", "versions", page)
 
     def run(self, run_id: str) -> dict:
         return self.get(f"jobs/runs/{_quote(run_id)}")
@@ -82,6 +95,7 @@ class MarquezApi:
         return self.get("events/lineage", limit=limit).get("events", [])
 
     def lineage(self, namespace: str, name: str, depth: int = 20) -> dict:
+        """Marquez's graph around a dataset: from a job that last wrote (or read) it, ``depth`` jobs out."""
         return self.get("lineage", nodeId=dataset_node(namespace, name), depth=depth)
 
     def column_lineage(self, namespace: str, name: str, field: str | None = None) -> dict:
@@ -100,21 +114,25 @@ def _quote(part: str) -> str:
     return urllib.parse.quote(part, safe="")
 
 
-def read_graph(api: MarquezApi, settings) -> LineageGraph:
-    """Marquez's jobs in the project's namespace (with parents, inputs, outputs and runs) and the
-    column lineage into every dataset they write. From the job list, not ``/lineage`` around a dataset:
-    the list also names a job that is beside the asset graph, which a walk from its datasets never reaches."""
+def read_graph(api: MarquezApi, settings, jobs: list[dict] | None = None) -> LineageGraph:
+    """Marquez's jobs in the project's namespace (with parents, inputs, outputs and newest runs) and the
+    column lineage into every dataset they write; ``jobs`` is the job list when the caller has it. From the
+    job list, not ``/lineage`` around a dataset: the list also names a job that is beside the asset graph,
+    which a walk from its datasets never reaches."""
     graph = LineageGraph()
-    for job in api.jobs(settings.lineage_namespace):
-        _add_job(api, graph, job)
+    for job in api.jobs(settings.lineage_namespace) if jobs is None else jobs:
+        _add_job(graph, job)
     for namespace, name in sorted(set().union(*graph.outputs.values())):
         _add_column_lineage(graph, api.column_lineage(namespace, name))
     return graph
 
 
-def _add_job(api: MarquezApi, graph: LineageGraph, job: dict) -> None:
-    """One of Marquez's jobs and its runs. The latest run is the newest started, not the job's
-    ``latestRun``: Marquez moves that to the parent's run when the parent run's event arrives."""
+def _add_job(graph: LineageGraph, job: dict) -> None:
+    """One of Marquez's jobs and its newest runs, those the job list carries (``latestRuns``, ten):
+    Marquez builds every page of a job's runs from all the run facets it holds, so reading a year of
+    runs back would cost a pass over its whole history per page; the log's check covers every run.
+    The latest run is the newest started, not the job's ``latestRun``: Marquez moves that to the
+    parent's run when the parent run's event arrives."""
     key = job_key(job["namespace"], job["name"])
     summary = graph.jobs.setdefault(key, JobSummary(key))
     if job.get("parentJobName"):
@@ -122,7 +140,7 @@ def _add_job(api: MarquezApi, graph: LineageGraph, job: dict) -> None:
     for side, target in (("inputs", graph.inputs), ("outputs", graph.outputs)):
         for dataset in job.get(side) or []:
             target[key].add((dataset["namespace"], dataset["name"]))
-    runs = api.runs(job["namespace"], job["name"])  # newest started first
+    runs = sorted(job.get("latestRuns") or [], key=lambda run: run.get("startedAt") or run["createdAt"], reverse=True)
     for run in runs:
         summary.runs.add(run["id"])
         graph.run_states[run["id"]].append((key, RUN_STATE_EVENTS.get(run["state"], run["state"])))
@@ -152,10 +170,10 @@ def _add_column_lineage(graph: LineageGraph, column_lineage: dict) -> None:
             )
 
 
-def lineage_nodes(api: MarquezApi, namespace: str, name: str) -> tuple[set[str], set[tuple[str, str]]]:
+def lineage_nodes(api: MarquezApi, namespace: str, name: str, depth: int = 20) -> tuple[set[str], set[tuple[str, str]]]:
     """The jobs ("namespace/name") and datasets ((namespace, name)) of Marquez's lineage graph around a dataset."""
     jobs, datasets = set(), set()
-    for node in api.lineage(namespace, name).get("graph", []):
+    for node in api.lineage(namespace, name, depth).get("graph", []):
         data = node.get("data") or {}
         if node["type"] == "JOB":
             jobs.add(job_key(data["namespace"], data["name"]))

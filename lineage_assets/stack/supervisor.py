@@ -149,8 +149,9 @@ class Supervisor:
             return None
         _refuse_ephemeral_ports(service, settings)
         taken = [port for port in service.ports(settings) if _port_taken(settings.host, port)]
-        if taken and service.healthy(settings):
-            # The same service run by someone else (infra/compose.yaml, a developer's own server): use it.
+        if (taken or not service.ports(settings)) and service.healthy(settings):
+            # The same service run by someone else (infra/compose.yaml, a developer's own server, the
+            # machine's one Docker engine started by another stack): use it.
             self.progress(
                 f"{service.name:<12} already served at {service.address(settings)} by a process outside "
                 f"this stack; using it (it is not stopped by `stack down`)"

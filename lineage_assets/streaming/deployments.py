@@ -267,9 +267,9 @@ class DockerDeployments(Deployments):
     @property
     def client(self):
         if self._client is None:
-            import docker
+            from lineage_assets.stack.services.engine import engine_client
 
-            self._client = docker.from_env()
+            self._client = engine_client(self.settings)
         return self._client
 
     def container_name(self, folder: Path) -> str:

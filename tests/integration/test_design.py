@@ -104,11 +104,11 @@ def test_publishing_again_sends_nothing_new(designed):
     probe, _ = designed
     api = MarquezApi(probe.marquez_api_url)
     # Each dataset event Marquez takes makes a version of its dataset: none may be added.
-    before = {key: len(api.dataset_versions(*d.identity(probe).node)) for key, d in DATASETS.items()}
+    before = {key: len(list(api.dataset_versions(*d.identity(probe).node))) for key, d in DATASETS.items()}
     again = publish_definitions(probe)
     assert again.sent == () and again.unchanged == 2 * len(DATASETS) + len(CHECKS)
     assert emitter_for(probe).flush(timeout=DELIVERY_TIMEOUT_S)
-    assert {key: len(api.dataset_versions(*d.identity(probe).node)) for key, d in DATASETS.items()} == before
+    assert {key: len(list(api.dataset_versions(*d.identity(probe).node))) for key, d in DATASETS.items()} == before
 
 
 def test_marquez_web_draws_the_designed_graph(designed, browser_page, screenshots):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from lineage_assets.stack.services.base import Service
 from lineage_assets.stack.services.catalog import ICEBERG_REST, REGISTRY
+from lineage_assets.stack.services.engine import ENGINE
 from lineage_assets.stack.services.kafka import KAFKA, KAFKA_NODES
 from lineage_assets.stack.services.marquez import MARQUEZ, MARQUEZ_WEB
 from lineage_assets.stack.services.spark_cluster import SPARK_MASTER, SPARK_WORKERS
@@ -20,4 +21,5 @@ SERVICES: tuple[Service, ...] = (
     MARQUEZ_WEB,
     SPARK_MASTER,
     *SPARK_WORKERS,
+    ENGINE,
 )

@@ -178,6 +178,21 @@ def _build_marquez_web(settings: Settings, progress: Progress) -> None:
     stamp.write_text(fingerprint)
 
 
+def marquez_command(settings: Settings, command: str, *options: str) -> list[str]:
+    """Marquez's ``command`` (``server``; ``db-retention`` and its other tools) with the stack's configuration."""
+    configuration = MARQUEZ.data_dir(settings) / "marquez.yml"
+    return [
+        java(),
+        "-Xmx1g",
+        "-cp",
+        jar_classpath(settings, "marquez"),
+        "marquez.MarquezApp",
+        command,
+        *options,
+        str(configuration),
+    ]
+
+
 def _prepare_marquez(settings: Settings) -> None:
     data = MARQUEZ.data_dir(settings)
     render(
@@ -189,6 +204,11 @@ def _prepare_marquez(settings: Settings) -> None:
         jdbc_url=settings.marquez_jdbc_url,
         postgres_user=settings.postgres_user,
         postgres_password=settings.postgres_password,
+        db_retention=(
+            f"dbRetention:\n  frequencyMins: 60\n  retentionDays: {settings.marquez_retention_days}\n"
+            if settings.marquez_retention_days
+            else ""
+        ),
     )
 
 
@@ -196,15 +216,7 @@ MARQUEZ = Service(
     name="marquez",
     replaced_by=("marquez_url",),
     ports=lambda s: [s.marquez_port, s.marquez_admin_port],
-    command=lambda s: [
-        java(),
-        "-Xmx1g",
-        "-cp",
-        jar_classpath(s, "marquez"),
-        "marquez.MarquezApp",
-        "server",
-        str(s.state_dir / "marquez" / "marquez.yml"),
-    ],
+    command=lambda s: marquez_command(s, "server"),
     healthy=lambda s: http_ok(f"http://{s.host}:{s.marquez_admin_port}/healthcheck"),
     address=lambda s: s.marquez_api_url,
     build=_build_marquez_api,

@@ -1,0 +1,206 @@
+"""A Docker engine, opt-in: the docker deployment backend and the container profile run on it.
+
+A machine with an engine of its own (one answers at ``DOCKER_HOST`` or the default socket) uses it
+as it is, and so does a ``LINEAGE_ASSETS_DOCKER_HOST`` set elsewhere. Otherwise the stack runs
+Debian's ``dockerd`` (``make engine`` installs it), one per machine: its socket, state and images
+live in the cache, so the tests' stack and the default one share it (whichever started it stops it).
+It changes nothing in the machine's network: no bridge, no iptables rules, so every container runs
+on the host network and reaches the stack at the settings' host.
+
+Once it answers, the stack builds the project's image (``build_project_image``) on
+``debian:bookworm``: pulled where a registry answers, otherwise built from the Debian mirror the
+machine already uses (mmdebstrap's minimal variant, imported once and kept as a tarball in the
+cache, so a new engine does not build it again).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+from lineage_assets.settings import PROJECT_ROOT, Settings
+from lineage_assets.stack.services.base import Service, StackError, tool
+
+BASE_IMAGE = "debian:bookworm"
+MACHINE_ENGINE = "unix:///var/run/docker.sock"
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+DOCKERFILE = "infra/Dockerfile"
+LOCAL_CERTIFICATES = Path("/usr/local/share/ca-certificates")
+
+
+def _engine_dir(settings: Settings) -> Path:
+    return settings.cache_dir / "docker"
+
+
+def _own_socket(settings: Settings) -> Path:
+    return _engine_dir(settings) / "docker.sock"
+
+
+def _answers(url: str) -> bool:
+    import docker
+
+    try:
+        client = docker.DockerClient(base_url=url, timeout=5)
+        try:
+            return client.ping()
+        finally:
+            client.close()
+    except Exception:  # the SDK raises its own, requests' and socket errors for an engine that is not there
+        return False
+
+
+def engine_url(settings: Settings) -> str:
+    """Where the project's Docker engine answers: the setting, else the machine's own if it answers,
+    else the stack's (``stack up docker``)."""
+    if settings.docker_host:
+        return settings.docker_host
+    machine = os.environ.get("DOCKER_HOST") or MACHINE_ENGINE
+    return machine if _answers(machine) else f"unix://{_own_socket(settings)}"
+
+
+def engine_client(settings: Settings):
+    """The Docker SDK's client of the project's engine (``engine_url``)."""
+    import docker
+
+    return docker.DockerClient(base_url=engine_url(settings), timeout=120)
+
+
+def _runs_own_engine(settings: Settings) -> bool:
+    return engine_url(settings) == f"unix://{_own_socket(settings)}"
+
+
+def _dockerd_command(settings: Settings) -> list[str]:
+    folder = _engine_dir(settings)
+    return [
+        tool("dockerd", "run `make engine` (installs Debian's docker.io)"),
+        f"--host=unix://{_own_socket(settings)}",
+        f"--data-root={folder / 'data'}",
+        f"--exec-root={folder / 'exec'}",
+        f"--pidfile={folder / 'dockerd.pid'}",
+        "--bridge=none",
+        "--iptables=false",
+        "--ip6tables=false",
+        "--ip-masq=false",
+        "--userland-proxy=false",
+    ]
+
+
+def _prepare_engine(settings: Settings) -> None:
+    ENGINE.data_dir(settings).mkdir(parents=True, exist_ok=True)  # the supervisor runs it from there
+    _engine_dir(settings).mkdir(parents=True, exist_ok=True)
+
+
+def _debian_mirror(sources: Path = Path("/etc/apt")) -> str:
+    """The first Debian mirror of the machine's apt sources (deb822 or one-line), else Debian's own."""
+    for path in sorted([*sources.glob("sources.list.d/*.sources"), *sources.glob("sources.list*")]):
+        if path.is_file():
+            for match in re.finditer(r"(?:^URIs:\s*|^deb\s+(?:\[[^]]*\]\s+)?)(\S+)", path.read_text(), re.MULTILINE):
+                if match.group(1).rstrip("/").endswith("/debian"):
+                    return match.group(1)
+    return DEBIAN_MIRROR
+
+
+def ensure_base_image(settings: Settings, client=None) -> str:
+    """``debian:bookworm`` in the engine: there already, pulled, or imported from a root filesystem
+    built with mmdebstrap (cached as a tarball). The image's name."""
+    import docker.errors
+
+    client = client or engine_client(settings)
+    try:
+        client.images.get(BASE_IMAGE)
+        return BASE_IMAGE
+    except docker.errors.ImageNotFound:
+        pass
+    try:
+        client.images.pull(*BASE_IMAGE.split(":"))
+        return BASE_IMAGE
+    except docker.errors.APIError:
+        pass  # no registry answers from this machine: build it from Debian's mirror
+    tarball = _engine_dir(settings) / "debian-bookworm-minbase.tar"
+    if not tarball.exists():
+        partial = tarball.with_name(f"partial-{tarball.name}")  # mmdebstrap picks its output format by the suffix
+        result = subprocess.run(
+            [
+                tool("mmdebstrap", "run `make engine` (installs Debian's mmdebstrap)"),
+                "--variant=minbase",
+                "--include=ca-certificates",
+                "bookworm",
+                str(partial),
+                _debian_mirror(),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if result.returncode != 0:
+            raise StackError(f"docker: mmdebstrap could not build {BASE_IMAGE}: {result.stderr[-2000:]}")
+        partial.rename(tarball)
+    client.api.import_image_from_file(str(tarball), repository="debian", tag="bookworm")
+    return BASE_IMAGE
+
+
+def _build_context(trusted: Path = LOCAL_CERTIFICATES):
+    """The image's build context: the project's files less ``.dockerignore``'s, plus ``trusted-ca/``,
+    the certificate authorities this machine trusts beyond Debian's own (a TLS-inspecting proxy's), so
+    that pip inside the build reaches PyPI as it does outside. A temporary tar file."""
+    from docker.utils.build import create_archive, exclude_paths
+
+    ignored = (PROJECT_ROOT / ".dockerignore").read_text().splitlines()
+    patterns = [line.strip() for line in ignored if line.strip() and not line.startswith("#")]
+    files = sorted(exclude_paths(str(PROJECT_ROOT), patterns, dockerfile=DOCKERFILE))
+    authorities = [(f"trusted-ca/{path.name}", path.read_text()) for path in sorted(trusted.glob("*.crt"))]
+    return create_archive(root=str(PROJECT_ROOT), files=files, extra_files=[("trusted-ca/.kept", ""), *authorities])
+
+
+def build_project_image(settings: Settings, client=None) -> str:
+    """The project's image (``infra/Dockerfile``) tagged ``settings.docker_image``, on the base image.
+    Its dependencies are a layer of their own, so with an unchanged ``pyproject.toml`` a rebuild only
+    copies the sources again. The image's id."""
+    import docker.errors
+
+    client = client or engine_client(settings)
+    ensure_base_image(settings, client)
+    try:
+        with _build_context() as context:
+            image, _ = client.images.build(
+                fileobj=context,
+                custom_context=True,
+                dockerfile=DOCKERFILE,
+                tag=settings.docker_image,
+                network_mode="host",  # no bridge on the stack's engine; apt and pip reach their mirrors directly
+                rm=True,
+            )
+    except docker.errors.BuildError as error:
+        lines = "".join(part.get("stream", "") or part.get("error", "") for part in error.build_log)
+        raise StackError(f"docker: building {settings.docker_image} failed: {error.msg}\n{lines[-2000:]}") from error
+    return image.id
+
+
+def ready_engine(supervisor):
+    """The project's engine with its image built: ``supervisor``'s stack starts one when the machine
+    has none. The engine's client."""
+    settings = supervisor.settings
+    if _runs_own_engine(settings):
+        supervisor.up([ENGINE.name])  # builds the image once the engine answers
+    else:
+        build_project_image(settings)
+    return engine_client(settings)
+
+
+def _provide_images(settings: Settings) -> None:
+    build_project_image(settings)
+
+
+ENGINE = Service(
+    name="docker",
+    wanted=lambda s: s.deployment_backend == "docker" and _runs_own_engine(s),
+    replaced_by=("docker_host",),
+    ports=lambda s: [],
+    command=_dockerd_command,
+    healthy=lambda s: _answers(f"unix://{_own_socket(s)}"),
+    address=lambda s: f"unix://{_own_socket(s)}",
+    prepare=_prepare_engine,
+    after_start=_provide_images,
+    start_timeout=120.0,  # the first import of the base image
+)
