@@ -70,7 +70,7 @@ lint: $(BIN)/lineage-assets
 	$(BIN)/ruff check --config pyproject.toml $(LINT_PATHS)
 	$(BIN)/ruff format --check --config pyproject.toml $(LINT_PATHS)
 
-test: setup lint
+test: setup lint engine
 	$(BIN)/pytest -q -ra
 
 test-unit: setup

@@ -180,7 +180,8 @@ class Deployments(abc.ABC):
         files.write_spec(spec)
         exit_code = self._launch(name, folder)
         deadline = time.monotonic() + 60
-        while self._running(folder) is None:
+        # Deployed once its runner has started the run (a container runs before its runner does).
+        while self._running(folder) is None or not files.runner().get("run_id"):
             if exit_code() is not None:
                 raise DeploymentError(f"{name}: the runner exited with code {exit_code()}; log: {files.runner_log}")
             if time.monotonic() > deadline:

@@ -1,17 +1,25 @@
 """The Docker engine the stack provides (``make engine``, ``stack up docker``): the project's image runs
 on the host network and reaches the stack at the settings' host, the engine leaves the machine's
-network as it was, and two stacks on one machine share the one engine."""
+network as it was, two stacks on one machine share the one engine, and a streaming deployment runs
+as a container of the image with the same lifecycle lineage as a process."""
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from lineage_assets.datasets import ARCHIVE
+from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.stack.services.engine import BASE_IMAGE, engine_client, engine_url
 from lineage_assets.stack.supervisor import Supervisor
-from tests.conftest import isolated_settings
+from lineage_assets.streaming.deployments import DockerDeployments, deployments_for
+from tests.conftest import isolated_settings, pipeline_of_its_own, wait_for
+from tests.integration.test_deployments import marquez_state, orders_topic_ready, run_events
+from tests.openlineage_schemas import validate_event
 
 
 def test_a_container_of_the_project_image_reaches_the_stack_at_the_settings_host(engine, settings):
@@ -48,3 +56,33 @@ def test_a_second_stack_uses_the_running_engine_and_leaves_it_running(engine, se
     assert status.healthy and status.pid is None  # not started by this stack
     assert supervisor.down(["docker"]) == []
     assert engine_client(settings).ping()
+
+
+def test_an_archive_deployed_as_a_container_reports_its_files_and_ends_with_abort_when_stopped(engine, settings):
+    own = dataclasses.replace(pipeline_of_its_own(settings, "in-docker"), deployment_backend="docker")
+    orders_topic_ready(own)
+    deployments = deployments_for(own, running_interval=3, trigger_seconds=2)
+    assert isinstance(deployments, DockerDeployments)
+    try:
+        assert deployments.deploy(ARCHIVE.key) == "started"
+        run_id = deployments.status(ARCHIVE.key).run_id
+        container = engine.containers.get(deployments.container_name(deployments.folder(ARCHIVE.key)))
+        assert container.status == "running" and container.attrs["HostConfig"]["NetworkMode"] == "host"
+        start = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=60)
+        orders = list(generate_orders(GeneratorConfig(count=40, seed=78, start=start, late_fraction=0, bad_fraction=0)))
+        produce_orders(orders, own.kafka_servers, own.schema_registry_url, own.orders_topic)
+
+        def files_reported() -> dict | None:
+            running = [e for e in run_events(own, run_id) if e["eventType"] == "RUNNING"]
+            return next((e for e in running if e["outputs"][0].get("outputFacets", {}).get("filesWritten")), None)
+
+        wait_for(files_reported, 180, "a RUNNING event from the container naming the files it wrote")
+    finally:
+        stopped = deployments.stop(ARCHIVE.key)
+    assert stopped == "stopped"
+    kinds = [e["eventType"] for e in run_events(own, run_id)]
+    assert kinds[0] == "START" and kinds[-1] == "ABORT" and kinds.count("ABORT") == 1 and "RUNNING" in kinds
+    assert all(validate_event(e) == [] for e in run_events(own, run_id))
+    assert marquez_state(own, run_id) == "ABORTED"
+    container.reload()
+    assert container.status == "exited"
