@@ -14,6 +14,7 @@ import pytest
 
 from lineage_assets.datasets import ARCHIVE
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
+from lineage_assets.settings import PROJECT_ROOT
 from lineage_assets.stack.services.engine import BASE_IMAGE, engine_client, engine_url
 from lineage_assets.stack.supervisor import Supervisor
 from lineage_assets.streaming.deployments import DockerDeployments, deployments_for
@@ -47,6 +48,10 @@ def test_the_stacks_engine_adds_no_bridge_and_no_firewall_rule(engine, settings)
     assert not Path("/sys/class/net/docker0").exists()
     rules = subprocess.run(["iptables", "-S"], capture_output=True, text=True, check=True).stdout
     assert "DOCKER" not in rules
+    # No namespace mounted inside the checkout: dockerd leaves its network namespace mounted after it
+    # stops, and such a mount would keep the checkout from being deleted.
+    mounts = [line.split()[1:3] for line in Path("/proc/self/mounts").read_text().splitlines()]
+    assert not [at for at, kind in mounts if kind == "nsfs" and at.startswith(str(PROJECT_ROOT))]
 
 
 def test_a_second_stack_uses_the_running_engine_and_leaves_it_running(engine, settings, tmp_path):

@@ -2,8 +2,9 @@
 
 A machine with an engine of its own (one answers at ``DOCKER_HOST`` or the default socket) uses it
 as it is, and so does a ``LINEAGE_ASSETS_DOCKER_HOST`` set elsewhere. Otherwise the stack runs
-Debian's ``dockerd`` (``make engine`` installs it), one per machine: its socket, state and images
-live in the cache, so the tests' stack and the default one share it (whichever started it stops it).
+Debian's ``dockerd`` (``make engine`` installs it), one per machine: its socket and images live in
+the cache (its runtime state in ``/run``), so the tests' stack and the default one share it
+(whichever started it stops it).
 It changes nothing in the machine's network: no bridge, no iptables rules, so every container runs
 on the host network and reaches the stack at the settings' host.
 
@@ -15,6 +16,7 @@ cache, so a new engine does not build it again).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import subprocess
@@ -36,6 +38,13 @@ def _engine_dir(settings: Settings) -> Path:
 
 def _own_socket(settings: Settings) -> Path:
     return _engine_dir(settings) / "docker.sock"
+
+
+def _exec_root(settings: Settings) -> Path:
+    """The engine's runtime state outside the checkout: dockerd leaves its network namespace mounted
+    there after it stops, and a mount inside the checkout would keep the folder from being deleted."""
+    key = hashlib.sha256(str(_engine_dir(settings).resolve()).encode()).hexdigest()[:12]
+    return Path("/run") / f"lineage-assets-docker-{key}"
 
 
 def _answers(url: str) -> bool:
@@ -77,7 +86,7 @@ def _dockerd_command(settings: Settings) -> list[str]:
         tool("dockerd", "run `make engine` (installs Debian's docker.io)"),
         f"--host=unix://{_own_socket(settings)}",
         f"--data-root={folder / 'data'}",
-        f"--exec-root={folder / 'exec'}",
+        f"--exec-root={_exec_root(settings)}",
         f"--pidfile={folder / 'dockerd.pid'}",
         "--bridge=none",
         "--iptables=false",
