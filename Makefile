@@ -78,11 +78,7 @@ test-unit: setup
 
 # Same Dagster instance as `make demo`, so its runs show in the UI.
 dev: setup stack-up
-	@mkdir -p .state/dagster && touch .state/dagster/dagster.yaml
-	@echo "Dagster UI: $$($(BIN)/python -c 'from lineage_assets.settings import Settings; print(Settings.from_env().dagster_url)')"
-	@echo "Marquez UI: $$($(BIN)/python -c 'from lineage_assets.settings import Settings; print(Settings.from_env().marquez_web_url)')"
-	DAGSTER_HOME=$(CURDIR)/.state/dagster $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 \
-		-p $$($(BIN)/python -c 'from lineage_assets.settings import Settings; print(Settings.from_env().dagster_port)')
+	$(BIN)/lineage-assets dev
 
 stack-up: setup
 	$(BIN)/lineage-assets stack up

@@ -25,7 +25,6 @@ beside them, not added to them.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -40,6 +39,7 @@ from bench.scaling import FULL_SIZES, QUICK_SIZES, day_for, fill_days
 from bench.spark_profile import Instrumented
 from bench.supplier_stats_runs import bare_submit
 from lineage_assets.datasets import SUPPLIER_STATS
+from lineage_assets.instance import dagster_environment, prepare_dagster_home
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import PROJECT_ROOT
@@ -117,10 +117,8 @@ def run(environment: SettingsResource, quick: bool, orders: int | None = None) -
 
         def cold_cli(round_number: int) -> float:
             instrumented.reset()
-            home = Path(scratch) / f"dagster-{round_number}"
-            home.mkdir()
-            (home / "dagster.yaml").touch()
-            variables = {**os.environ, **environment.settings.as_environment(), "DAGSTER_HOME": str(home)}
+            home = prepare_dagster_home(environment.settings, Path(scratch) / f"dagster-{round_number}")
+            variables = dagster_environment(environment.settings, home)
             launched = time.time()
             subprocess.run(cli, cwd=PROJECT_ROOT, env=variables, check=True, capture_output=True)
             exited = time.time()

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from lineage_assets.backfills import BackfillError
 from lineage_assets.lineage.marquez import MarquezError
@@ -62,6 +63,26 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
         return main_drift(settings, seed=seed)
     print(f"demo: {args.orders} orders, seed {seed}")
     return main_demo(settings, orders=args.orders, seed=seed, continuous=args.continuous)
+
+
+def _dev(args: argparse.Namespace, settings: Settings) -> int:
+    """`dagster dev` on the project's workspace and instance (``instance.py``); with the container
+    profile, the project's image rebuilt first, so the runs' containers run the checkout's code."""
+    import os
+
+    from lineage_assets.instance import dagster_environment, prepare_dagster_home
+    from lineage_assets.settings import PROJECT_ROOT
+
+    home = prepare_dagster_home(settings)
+    if settings.run_launcher == "docker":
+        from lineage_assets.stack.services.engine import build_project_image
+
+        print(f"run launcher: docker, image {settings.docker_image} {build_project_image(settings)[:19]}")
+    print(f"Dagster UI: {settings.dagster_url}\nMarquez UI: {settings.marquez_web_url}", flush=True)
+    dagster = str(Path(sys.executable).with_name("dagster"))
+    os.chdir(PROJECT_ROOT)
+    command = [dagster, "dev", "-w", "workspace.yaml", "-h", settings.host, "-p", str(settings.dagster_port)]
+    os.execve(dagster, command, dagster_environment(settings, home))
 
 
 def _lineage(args: argparse.Namespace, settings: Settings) -> int:
@@ -385,6 +406,11 @@ def build_parser() -> argparse.ArgumentParser:
         "20 orders with it among 30 as before; the pipeline must stop them",
     )
     demo.set_defaults(handler=_demo)
+
+    dev = commands.add_parser(
+        "dev", help="`dagster dev` on the project's instance (LINEAGE_ASSETS_RUN_LAUNCHER=docker: runs in containers)"
+    )
+    dev.set_defaults(handler=_dev)
 
     lineage = commands.add_parser("lineage", help="check, export or deliver the OpenLineage events")
     lineage.add_argument(

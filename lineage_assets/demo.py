@@ -22,6 +22,7 @@ from lineage_assets.datasets import DATASETS, LAKEHOUSE_ORDERS, ORDERS, ORDERS_A
 from lineage_assets.dead_letters import TEACH_THEN_REPLAY
 from lineage_assets.definitions import build_definitions, publish_definitions
 from lineage_assets.generator import GeneratedOrder, GeneratorConfig, generate_orders, produce_orders
+from lineage_assets.instance import prepare_dagster_home
 from lineage_assets.lineage.check import (
     check_log,
     check_marquez_with_design,
@@ -71,10 +72,7 @@ def _raise_failures(result: dg.ExecuteInJobResult) -> None:
 
 
 def dagster_instance(settings: Settings) -> dg.DagsterInstance:
-    home = settings.state_dir / "dagster"
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "dagster.yaml").touch()  # defaults: runs, events and schedules stored in this folder
-    os.environ.setdefault("DAGSTER_HOME", str(home))
+    os.environ.setdefault("DAGSTER_HOME", str(prepare_dagster_home(settings)))
     return dg.DagsterInstance.get()
 
 

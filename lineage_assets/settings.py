@@ -138,12 +138,19 @@ class Settings:
         "(a segment with an undelivered event is never removed)",
     )
     deployment_backend: str = _setting("local", "where streaming deployments run: local (processes) or docker")
+    run_launcher: str = _setting(
+        "process",
+        "where `dagster dev` runs each Dagster run: process (Dagster's default) or docker (a container of "
+        "docker_image per run, dagster-docker's DockerRunLauncher)",
+    )
     docker_host: str = _setting(
         "",
         "Docker engine (unix:///... or tcp://...); empty = the machine's own when one answers at "
         "DOCKER_HOST or /var/run/docker.sock, else the stack's (`make engine`)",
     )
-    docker_image: str = _setting("lineage-assets:latest", "image of the docker deployment backend (infra/Dockerfile)")
+    docker_image: str = _setting(
+        "lineage-assets:latest", "image of the docker deployment backend and run launcher (infra/Dockerfile)"
+    )
     restart_dead_deployments: bool = _setting(False, "the supervision sensor redeploys a failed deployment")
     spark_class_sharing: bool = _setting(
         True,
@@ -208,6 +215,8 @@ class Settings:
                 bad(name, "0 or more")
         if self.deployment_backend not in ("local", "docker"):
             bad("deployment_backend", "local or docker")
+        if self.run_launcher not in ("process", "docker"):
+            bad("run_launcher", "process or docker")
         for name in ("orders_topic", "supplier_stats_topic", "dead_letter_topic"):
             if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", getattr(self, name)):
                 bad(name, "a Kafka topic name: letters, digits, '.', '_' and '-'")

@@ -104,7 +104,12 @@ def driver_class_archive(settings: Settings) -> Path:
         *(f"{jar}:{jar.stat().st_size}" for jar in spark_jars(settings)),
     ]
     key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
-    return settings.cache_dir / "class-sharing" / f"spark-driver-{key}.jsa"
+    return class_archive_dir(settings) / f"spark-driver-{key}.jsa"
+
+
+def class_archive_dir(settings: Settings) -> Path:
+    """Where the drivers' class-sharing archives are kept, one per classpath and Java."""
+    return settings.cache_dir / "class-sharing"
 
 
 def class_sharing_options(settings: Settings) -> list[str]:

@@ -147,9 +147,12 @@ def run_lineage_executor(settings: Settings) -> dg.ExecutorDefinition:
 # Running by default: without it the lineage of a run whose process died would stay RUNNING.
 @dg.sensor(
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Ends the lineage run of each Dagster run that died (failed, cancelled) before its executor ended it.",
+    description="Ends the lineage run of each Dagster run that died (failed, cancelled) before its executor ended it, "
+    "and sends what a run's container left undelivered.",
 )
 def dead_dagster_run_lineage(context: dg.SensorEvaluationContext, environment: SettingsResource):
+    # A run in a container (the docker run launcher) takes its lineage sender with it when it ends.
+    emitter_for(environment.settings).send_pending()
     dead = context.instance.get_run_records(
         filters=dg.RunsFilter(
             statuses=[dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED], tags={LINEAGE_TAG: "started"}

@@ -49,6 +49,10 @@ class LineageEmitter:
         left stays in the log for later."""
         return self.transport.flush(timeout)
 
+    def send_pending(self) -> None:
+        """Deliver in the background what waits (see ``DurableTransport.send_pending``)."""
+        self.transport.send_pending()
+
     def pending(self) -> int:
         """Events in the log not yet delivered nor set aside."""
         return self.log.pending()

@@ -133,6 +133,13 @@ class DurableTransport(Transport):
             self.delivery.name_backend(self.config.backend)
             self._named = True
 
+    def send_pending(self) -> None:
+        """Start a sender when events wait and none runs: those of a process that was gone before its
+        sender had delivered them (a run's container stops its sender with it)."""
+        if self.config.backend is not None and self.log.pending():
+            self._name_backend()
+            self._ensure_sender()
+
     def close(self, timeout: float = -1) -> bool:
         return self.flush(timeout=timeout if timeout >= 0 else 3600.0)
 

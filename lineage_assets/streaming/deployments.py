@@ -22,9 +22,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from lineage_assets.job_specs import STREAMING_JOBS, JobSpec
+from lineage_assets.lineage import events
 from lineage_assets.settings import Settings
 from lineage_assets.streaming.exclusive import running
-from lineage_assets.streaming.folder import DeploymentFolder
+from lineage_assets.streaming.folder import JOB_LOG_LINES, DeploymentFolder
 
 # Seconds between a deployment's micro-batches: an order reaches the table about 4 s after it is produced.
 TRIGGER_SECONDS = 5.0
@@ -69,7 +70,8 @@ def describe_ending(done: dict) -> str:
 
 class Deployments(abc.ABC):
     """The streaming deployments: what they run, their status, deploy and stop. Where a runner lives
-    (a local process, a container) is a backend's three hooks: ``_launch``, ``_running``, ``_signal``."""
+    (a local process, a container) is a backend's hooks: ``_launch``, ``_running``, ``_signal``, and
+    what it can tell of a runner that is gone (``_gone``) and where its output is (``_log``)."""
 
     def __init__(self, settings: Settings, running_interval: int = 10, trigger_seconds: float = TRIGGER_SECONDS):
         self.settings = settings
@@ -123,6 +125,15 @@ class Deployments(abc.ABC):
     def _signal(self, folder: Path, signum: int) -> None:
         """Send the runner ``signum`` if it runs."""
 
+    def _gone(self, folder: Path) -> events.JobError:
+        """Why a runner that ended without reporting is gone, as the error its run ends with: what its
+        host can tell, and the last lines of its job's log."""
+        return DeploymentFolder(folder).runner_gone()
+
+    def _log(self, folder: Path) -> str:
+        """Where the runner's output is."""
+        return str(DeploymentFolder(folder).runner_log)
+
     def status(self, name: str) -> DeploymentStatus:
         folder = self.folder(name)
         files = self.files(name)
@@ -148,7 +159,7 @@ class Deployments(abc.ABC):
             last_progress=files.last_progress(),
             ended=ended,
             orphan_pids=orphans,
-            log=str(files.runner_log),
+            log=self._log(folder),
         )
 
     def end_if_dead(self, name: str, by: str) -> dict | None:
@@ -157,7 +168,7 @@ class Deployments(abc.ABC):
         folder = self.folder(name)
         if not folder.exists():
             return None
-        return self.files(name).end_dead(lambda: self._running(folder) is not None, by)
+        return self.files(name).end_dead(lambda: self._running(folder) is not None, by, lambda: self._gone(folder))
 
     def deploy(self, name: str) -> str:
         """Start the deployment; "unchanged" when it already runs with this config, "restarted"
@@ -183,9 +194,9 @@ class Deployments(abc.ABC):
         # Deployed once its runner has started the run (a container runs before its runner does).
         while self._running(folder) is None or not files.runner().get("run_id"):
             if exit_code() is not None:
-                raise DeploymentError(f"{name}: the runner exited with code {exit_code()}; log: {files.runner_log}")
+                raise DeploymentError(f"{name}: the runner exited with code {exit_code()}; log: {self._log(folder)}")
             if time.monotonic() > deadline:
-                raise DeploymentError(f"{name}: the runner did not come up within 60 s; log: {files.runner_log}")
+                raise DeploymentError(f"{name}: the runner did not come up within 60 s; log: {self._log(folder)}")
             time.sleep(0.2)
         return outcome
 
@@ -206,7 +217,7 @@ class Deployments(abc.ABC):
             if time.monotonic() > deadline:
                 self._signal(folder, signal.SIGKILL)
                 raise DeploymentError(
-                    f"{name}: did not stop within {timeout:.0f} s and was killed; log: {files.runner_log}"
+                    f"{name}: did not stop within {timeout:.0f} s and was killed; log: {self._log(folder)}"
                 )
             time.sleep(0.5)
         return "stopped"
@@ -239,11 +250,11 @@ class LocalDeployments(Deployments):
 class DockerDeployments(Deployments):
     """Deployments as detached containers of the project image, for users with a Docker engine.
 
-    The container runs the same runner with the same deployment folder: the state and jar folders
-    are bind-mounted at their host paths, and the container shares the host network, so every
-    address in the settings means the same inside. Not Dagster Pipes: a Pipes container lives for
-    one Dagster run, a deployment outlives the run that started it. The configuration is checked
-    with dagster-docker's own validators; containers are managed with the Docker SDK it uses.
+    The container runs the same runner with the same deployment folder (``container_options``: the
+    state and jar folders at their host paths, the host network). Not Dagster Pipes: a Pipes
+    container lives for one Dagster run, a deployment outlives the run that started it. The
+    configuration is checked with dagster-docker's own validators; containers are managed with the
+    Docker SDK it uses.
     """
 
     LABEL = "lineage-assets.deployment"
@@ -278,6 +289,8 @@ class DockerDeployments(Deployments):
 
     def container_spec(self, name: str) -> dict:
         """Arguments of ``containers.run`` for the deployment (pure: the unit-tested part)."""
+        from lineage_assets.stack.services.engine import container_options
+
         settings = self.settings
         folder = self.folder(name)
         return {
@@ -286,11 +299,7 @@ class DockerDeployments(Deployments):
             "name": self.container_name(folder),
             "command": ["python", "-m", "lineage_assets.streaming.runner", str(folder)],
             "environment": settings.as_environment(),
-            "volumes": {
-                str(settings.state_dir): {"bind": str(settings.state_dir), "mode": "rw"},
-                str(settings.cache_dir): {"bind": str(settings.cache_dir), "mode": "ro"},
-            },
-            "network_mode": "host",
+            **container_options(settings),
             "labels": {self.LABEL: self._job(name).dataset.job.name},
             "detach": True,
             "stop_signal": "SIGTERM",
@@ -326,6 +335,33 @@ class DockerDeployments(Deployments):
         container = self._container(folder)
         if container is not None:
             container.kill(signal=signum)
+
+    def _gone(self, folder: Path) -> events.JobError:
+        """The container's exit code (a signal's name when it was killed by one), whether the kernel
+        killed it for memory, and the last lines of its output and of its job's log."""
+        container = self._container(folder)
+        if container is None:
+            return super()._gone(folder)
+        state = container.attrs["State"]
+        code = state["ExitCode"]
+        how = f"exited with code {code}"
+        if code > 128 and code - 128 in signal.valid_signals():
+            how += f" (killed by {signal.Signals(code - 128).name})"
+        if state.get("OOMKilled"):
+            how += ", out of memory"
+        if state.get("Error"):
+            how += f": {state['Error']}"
+        output = container.logs(tail=JOB_LOG_LINES).decode(errors="replace").strip()
+        job_log = DeploymentFolder(folder).job_log_tail(JOB_LOG_LINES)
+        lines = [line for line in f"{output}\n{job_log}".splitlines() if line.strip()]
+        return events.JobError(
+            f"the deployment's container {container.name} {how} without its runner reporting an end; "
+            f"its last line of output: {lines[-1] if lines else '(none)'}",
+            stack_trace="\n".join(lines) or None,
+        )
+
+    def _log(self, folder: Path) -> str:
+        return f"docker logs {self.container_name(folder)}"
 
 
 def deployments_for(settings: Settings, **options) -> Deployments:

@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from openlineage.client.event_v2 import RunState
@@ -33,6 +33,8 @@ from lineage_assets.settings import Settings
 # A stopped Spark job commits nothing half-way (checkpoints and Iceberg commits are atomic); it gets
 # this long to exit on SIGTERM before it is killed.
 ORPHAN_STOP_S = 20.0
+# Lines of the job's log that the FAIL of a vanished runner carries.
+JOB_LOG_LINES = 40
 RUNNER_GONE = (
     "the deployment's runner process is gone without reporting an end (killed, out of memory or machine restart)"
 )
@@ -84,6 +86,15 @@ class DeploymentFolder:
     def secrets_file(self) -> Path:
         """The Spark settings that are secrets, for the owner only, while the job runs."""
         return self.path / "spark-secrets.properties"
+
+    def job_log_tail(self, lines: int) -> str:
+        """The last ``lines`` lines of the Spark job's log (empty before it wrote any)."""
+        try:
+            with self.spark_log.open("rb") as log:
+                log.seek(max(0, log.seek(0, os.SEEK_END) - 200 * lines))  # long enough for ``lines`` lines
+                return "\n".join(log.read().decode(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return ""
 
     def spec(self) -> dict:
         return read_json(self.path / "deployment.json") or {}
@@ -246,9 +257,15 @@ class DeploymentFolder:
         with file_lock(self.path / "end.lock"):
             return self._end(state, by, error, **record)
 
-    def end_dead(self, runner_running: Callable[[], bool], by: str) -> dict | None:
-        """When the runner is gone: stop what it left running, and end its run with FAIL unless it
-        ended. What was done (the orphans stopped, the end recorded), or None when nothing was."""
+    def end_dead(
+        self,
+        runner_running: Callable[[], bool],
+        by: str,
+        gone: Callable[[], events.JobError] | None = None,
+    ) -> dict | None:
+        """When the runner is gone: stop what it left running, and end its run with FAIL (``gone``: why,
+        as far as the runner's host can tell; ``runner_gone`` by default) unless it ended. What was done
+        (the orphans stopped, the end recorded), or None when nothing was."""
         with file_lock(self.path / "end.lock"):
             if runner_running():
                 return None
@@ -256,11 +273,16 @@ class DeploymentFolder:
             terminate(orphans, ORPHAN_STOP_S)
             ended = None
             if self.runner().get("run_id") and self.ended() is None:
-                reason = RUNNER_GONE + (
-                    f"; its Spark job (pids {', '.join(map(str, orphans))}) was stopped" if orphans else ""
-                )
-                ended = self._end(RunState.FAIL, by, events.JobError(reason))
+                error = (gone or self.runner_gone)()
+                if orphans:
+                    stopped = f"; its Spark job (pids {', '.join(map(str, orphans))}) was stopped"
+                    error = replace(error, message=error.message + stopped)
+                ended = self._end(RunState.FAIL, by, error)
             return {"orphans": orphans, "ended": ended} if orphans or ended else None
+
+    def runner_gone(self) -> events.JobError:
+        """The error of a run whose runner vanished: that, and the last lines of its job's log."""
+        return events.JobError(RUNNER_GONE, stack_trace=self.job_log_tail(JOB_LOG_LINES) or None)
 
     def _end(self, state: RunState, by: str, error: events.JobError | None, **record) -> dict | None:
         if self.ended() is not None:

@@ -127,7 +127,11 @@ def main(folder: Path) -> int:
             state, error = RunState.FAIL, job_error(deployment.spark_log.read_text(errors="replace"), job.returncode)
         deployment.end(state, "its runner", error, exit_code=job.returncode)
         emitter.flush(timeout=10)  # what is left goes out with the next sender
-        return 0
+        # The runner exits as its job did (a signal as 128 + its number, as a shell says it), so a
+        # container's exit code says what `docker ps` users expect; a stopped job exits 0.
+        if state != RunState.FAIL:
+            return 0
+        return job.returncode if job.returncode > 0 else 128 - job.returncode
 
 
 if __name__ == "__main__":

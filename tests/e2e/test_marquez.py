@@ -15,6 +15,7 @@ from openlineage.client.uuid import generate_new_uuid
 
 from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORCHESTRATOR_JOB, ORDERS, SUPPLIER_STATS
 from lineage_assets.definitions import build_definitions
+from lineage_assets.instance import dagster_environment, prepare_dagster_home
 from lineage_assets.lineage.check import check_marquez, check_marquez_with_design, retire
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.event_log import file_lock
@@ -247,9 +248,7 @@ def test_a_materialization_while_marquez_is_down_arrives_once_in_order_when_it_i
 
 
 def test_dagster_asset_materialize_from_the_command_line_ends_its_runs_in_marquez(marquez, settings, tmp_path):
-    home = tmp_path / "dagster-home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    home = prepare_dagster_home(settings, tmp_path / "dagster-home")
     command = [
         os.path.join(os.path.dirname(sys.executable), "dagster"),
         "asset",
@@ -263,7 +262,7 @@ def test_dagster_asset_materialize_from_the_command_line_ends_its_runs_in_marque
     ]
     done = subprocess.run(
         command,
-        env={**os.environ, **settings.as_environment(), "DAGSTER_HOME": str(home)},
+        env=dagster_environment(settings, home),
         capture_output=True,
         text=True,
         timeout=600,

@@ -397,7 +397,8 @@ def test_a_killed_deployment_ends_with_one_fail_and_its_opt_in_restart_resumes_f
         )
         evaluate_supervisor(restarting, instance)
         failed = [e for e in run_events(settings, killed.run_id) if e["eventType"] == "FAIL"]
-        assert len(failed) == 1 and "runner process is gone" in failed[0]["run"]["facets"]["errorMessage"]["message"]
+        (error,) = [e["run"]["facets"]["errorMessage"] for e in failed]
+        assert "runner process is gone" in error["message"] and error["stackTrace"]  # the job's last lines
         assert marquez_state(settings, killed.run_id) == "FAILED"
         restarted = deployments.status(NAME)
         assert restarted.running and restarted.run_id != killed.run_id

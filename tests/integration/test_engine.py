@@ -1,7 +1,9 @@
 """The Docker engine the stack provides (``make engine``, ``stack up docker``): the project's image runs
 on the host network and reaches the stack at the settings' host, the engine leaves the machine's
 network as it was, two stacks on one machine share the one engine, and a streaming deployment runs
-as a container of the image with the same lifecycle lineage as a process."""
+as a container of the image with the same lifecycle lineage as a process: stopped (ABORT), drained
+(COMPLETE), its container killed (FAIL at the supervisor's next tick, its redeploy resuming from the
+checkpoint), its job failing (FAIL with the error, and the container exits with the job's code)."""
 
 from __future__ import annotations
 
@@ -12,14 +14,23 @@ from pathlib import Path
 
 import pytest
 
-from lineage_assets.datasets import ARCHIVE
+from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS, iceberg_table_name
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
+from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import PROJECT_ROOT
 from lineage_assets.stack.services.engine import BASE_IMAGE, engine_client, engine_url
 from lineage_assets.stack.supervisor import Supervisor
 from lineage_assets.streaming.deployments import DockerDeployments, deployments_for
 from tests.conftest import isolated_settings, pipeline_of_its_own, wait_for
-from tests.integration.test_deployments import marquez_state, orders_topic_ready, run_events
+from tests.integration.test_deployments import (
+    evaluate_supervisor,
+    marquez_events,
+    marquez_state,
+    orders_topic_ready,
+    processes_of,
+    rows_and_orders,
+    run_events,
+)
 from tests.openlineage_schemas import validate_event
 
 
@@ -91,3 +102,85 @@ def test_an_archive_deployed_as_a_container_reports_its_files_and_ends_with_abor
     assert marquez_state(own, run_id) == "ABORTED"
     container.reload()
     assert container.status == "exited"
+
+
+def in_docker(settings, name: str) -> tuple:
+    """A pipeline of its own whose deployments are containers; its settings resource and deployments."""
+    own = dataclasses.replace(pipeline_of_its_own(settings, name), deployment_backend="docker")
+    return own, orders_topic_ready(own), deployments_for(own, running_interval=3, trigger_seconds=2)
+
+
+def test_a_killed_container_ends_with_one_fail_at_the_next_tick_and_its_redeploy_resumes_without_duplicates(
+    engine, settings, spark
+):
+    import dagster as dg
+
+    own, environment, deployments = in_docker(settings, "docker-killed")
+    table = iceberg_table_name(own, "orders")
+    orders = list(
+        generate_orders(
+            GeneratorConfig(count=40, seed=4141, start=dt.datetime(2026, 11, 27, 9, tzinfo=dt.UTC), bad_fraction=0)
+        )
+    )
+    ids = [o.key for o in orders]
+    folder = deployments.folder(LAKEHOUSE_ORDERS.key)
+    assert deployments.deploy(LAKEHOUSE_ORDERS.key) == "started"
+    killed = deployments.status(LAKEHOUSE_ORDERS.key)
+    container = engine.containers.get(deployments.container_name(folder))
+    try:
+        produce_orders(orders[:20], own.kafka_servers, own.schema_registry_url, own.orders_topic)
+        wait_for(lambda: rows_and_orders(spark, table, ids)[1] >= 20, 240, "the first orders in Iceberg")
+        assert processes_of(folder), "the container's runner and Spark job are processes of this machine"
+
+        container.kill(signal="SIGKILL")  # docker kill -s KILL: nothing inside gets to report
+        wait_for(lambda: not deployments.status(LAKEHOUSE_ORDERS.key).running, 30, "the container to be gone")
+        assert deployments.status(LAKEHOUSE_ORDERS.key).state == "dead"
+        assert processes_of(folder) == [], "no process of the killed container outlives it"
+        with dg.instance_for_test() as instance:
+            restarting = SettingsResource(
+                overrides={**own.as_environment(), "LINEAGE_ASSETS_RESTART_DEAD_DEPLOYMENTS": "on"}
+            )
+            evaluate_supervisor(restarting, instance)  # one tick: FAIL for the dead run, then the redeploy
+            (failed,) = [e for e in run_events(own, killed.run_id) if e["eventType"] == "FAIL"]
+            error = failed["run"]["facets"]["errorMessage"]
+            assert "exited with code 137 (killed by SIGKILL)" in error["message"]
+            assert deployments.container_name(folder) in error["message"] and error["stackTrace"]
+            assert marquez_state(own, killed.run_id) == "FAILED"
+            assert [e["eventType"] for e in marquez_events(own, killed.run_id)][-1] == "FAIL"
+            restarted = deployments.status(LAKEHOUSE_ORDERS.key)
+            assert restarted.running and restarted.run_id != killed.run_id
+            evaluate_supervisor(environment, instance)  # a second tick ends nothing more
+        ends = [e for e in run_events(own, killed.run_id) if e["eventType"] in ("FAIL", "ABORT", "COMPLETE")]
+        assert len(ends) == 1
+
+        produce_orders(orders[20:], own.kafka_servers, own.schema_registry_url, own.orders_topic)
+        wait_for(lambda: rows_and_orders(spark, table, ids)[1] == len(ids), 240, "the remaining orders in Iceberg")
+        assert deployments.stop(LAKEHOUSE_ORDERS.key, drain=True) == "stopped"
+    finally:
+        deployments.stop(LAKEHOUSE_ORDERS.key)
+    assert rows_and_orders(spark, table, ids) == (len(ids), len(ids)), "every order once, none twice"
+    drained = run_events(own, restarted.run_id)
+    assert [e["eventType"] for e in drained][0] == "START" and drained[-1]["eventType"] == "COMPLETE"
+    assert all(validate_event(e) == [] for e in run_events(own, killed.run_id) + drained)
+    assert marquez_state(own, restarted.run_id) == "COMPLETED"
+    container = engine.containers.get(deployments.container_name(folder))
+    assert container.attrs["State"]["ExitCode"] == 0
+
+
+def test_a_container_whose_job_fails_ends_with_fail_and_exits_with_the_jobs_code(engine, settings):
+    own, _, _ = in_docker(settings, "docker-broken")
+    deployments = deployments_for(dataclasses.replace(own, catalog_url="http://127.0.0.1:9"), running_interval=3)
+    folder = deployments.folder(LAKEHOUSE_ORDERS.key)
+    assert deployments.deploy(LAKEHOUSE_ORDERS.key) == "started"
+    run_id = deployments.status(LAKEHOUSE_ORDERS.key).run_id
+    wait_for(lambda: not deployments.status(LAKEHOUSE_ORDERS.key).running, 240, "the broken deployment to die")
+    ended = deployments.status(LAKEHOUSE_ORDERS.key).ended
+    assert ended["state"] == "FAIL" and ended["by"] == "its runner"
+    container = engine.containers.get(deployments.container_name(folder))
+    assert container.attrs["State"]["ExitCode"] == ended["exit_code"] != 0
+    events = run_events(own, run_id)
+    assert [e["eventType"] for e in events][0] == "START" and events[-1]["eventType"] == "FAIL"
+    error = events[-1]["run"]["facets"]["errorMessage"]
+    assert f"exited with code {ended['exit_code']}" in error["message"] and "127.0.0.1:9" in error["message"]
+    assert error["stackTrace"]  # the job's last lines of output
+    assert marquez_state(own, run_id) == "FAILED"

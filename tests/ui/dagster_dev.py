@@ -13,6 +13,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from lineage_assets.instance import dagster_environment, prepare_dagster_home
 from lineage_assets.settings import PROJECT_ROOT, Settings
 from tests.conftest import wait_for
 
@@ -26,18 +27,11 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def dagster_environment(settings: Settings, home: Path) -> dict[str, str]:
-    return {**os.environ, **settings.as_environment(), "DAGSTER_HOME": str(home)}
-
-
-def new_dagster_home(home: Path) -> Path:
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    return home
-
-
 @contextlib.contextmanager
 def dagster_dev(settings: Settings, home: Path) -> Iterator[str]:
-    """`dagster dev` (webserver and daemon) configured for ``settings``, its instance in ``home``; its URL."""
+    """`dagster dev` (webserver and daemon) configured for ``settings``, its instance in ``home`` (its
+    ``dagster.yaml`` written as `make dev` writes it); its URL."""
+    prepare_dagster_home(settings, home)
     port = free_port()
     log_path = settings.state_dir / "logs" / f"dagster-dev-{home.name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -71,6 +65,18 @@ def dagster_dev(settings: Settings, home: Path) -> Iterator[str]:
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
+
+
+def stop_sensor(settings: Settings, home: Path, sensor: str) -> None:
+    """Stop one of the workspace's sensors on the instance in ``home``, before `dagster dev` starts."""
+    subprocess.run(
+        [DAGSTER, "sensor", "stop", sensor, "-w", "workspace.yaml"],
+        cwd=PROJECT_ROOT,
+        env=dagster_environment(settings, prepare_dagster_home(settings, home)),
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
 
 
 def backfill_status(url: str, backfill: str) -> str:

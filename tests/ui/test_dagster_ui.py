@@ -28,7 +28,7 @@ from lineage_assets.lineage.spark_agent import SparkApplication
 from lineage_assets.processes import pids_naming
 from lineage_assets.settings import PROJECT_ROOT
 from tests.conftest import wait_for
-from tests.ui.dagster_dev import RUN_TIMEOUT_S, new_dagster_home, rematerialize_reached
+from tests.ui.dagster_dev import RUN_TIMEOUT_S, rematerialize_reached
 from tests.ui.dagster_dev import dagster_dev as running_dagster_dev
 
 
@@ -44,7 +44,7 @@ def _run_and_ancestors(event: dict) -> set[str]:
 @pytest.fixture(scope="module")
 def dagster_dev(stack, settings, tmp_path_factory):
     """`dagster dev` (webserver and daemon) on the project's workspace, configured for the test stack."""
-    home = new_dagster_home(tmp_path_factory.mktemp("dagster-home"))
+    home = tmp_path_factory.mktemp("dagster-home")
     with running_dagster_dev(settings, home) as url:
         yield url, home
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import textwrap
 
 import dagster as dg
@@ -22,15 +21,15 @@ from lineage_assets.assets.common import asset_key
 from lineage_assets.datasets import LAKEHOUSE_ORDERS, SUPPLIER_STATS, iceberg_table_name
 from lineage_assets.definitions import build_definitions
 from lineage_assets.demo import run_pipeline
+from lineage_assets.instance import prepare_dagster_home
 from lineage_assets.job_specs import checkpoint
 from lineage_assets.lineage.check import check
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.provenance import provenance, reached, runs_of
 from lineage_assets.resources.settings import SettingsResource
-from lineage_assets.settings import PROJECT_ROOT
 from tests.conftest import pipeline_of_its_own
 from tests.provenance_checks import completed, offsets_behind, recomputed_day, written_day
-from tests.ui.dagster_dev import DAGSTER, dagster_dev, dagster_environment, new_dagster_home, rematerialize_reached
+from tests.ui.dagster_dev import dagster_dev, rematerialize_reached, stop_sensor
 
 SUPPLIER = "Alice"
 FIRST_DAY, SECOND_DAY, THIRD_DAY = "2026-11-10", "2026-11-11", "2026-11-12"
@@ -90,16 +89,9 @@ def test_a_wrong_ingestion_reaches_exactly_its_days_and_only_those_are_rebuilt_a
     stack, settings, spark, tmp_path
 ):
     own = pipeline_of_its_own(settings, "wrong-ingestion")
-    home = new_dagster_home(tmp_path)
+    home = prepare_dagster_home(own, tmp_path)
     # The owner stops the automatic follow-up while repairing: the backfill alone rebuilds.
-    subprocess.run(
-        [DAGSTER, "sensor", "stop", "supplier_stats_on_new_orders", "-w", "workspace.yaml"],
-        cwd=PROJECT_ROOT,
-        env=dagster_environment(own, home),
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+    stop_sensor(own, home, "supplier_stats_on_new_orders")
     bad_deploy = tmp_path / "bad-deploy"
     bad_deploy.mkdir()
     (bad_deploy / "sitecustomize.py").write_text(textwrap.dedent(DOUBLING))

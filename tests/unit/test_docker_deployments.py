@@ -24,6 +24,8 @@ def test_container_runs_the_runner_on_the_shared_folders_and_network(tmp_path):
     assert spec["volumes"] == {
         str(tmp_path / "state"): {"bind": str(tmp_path / "state"), "mode": "rw"},
         str(tmp_path / "cache"): {"bind": str(tmp_path / "cache"), "mode": "ro"},
+        # The drivers' class archives: a container's classpath is its own, so it writes its own archive.
+        str(tmp_path / "cache" / "class-sharing"): {"bind": str(tmp_path / "cache" / "class-sharing"), "mode": "rw"},
     }
     assert spec["network_mode"] == "host" and spec["detach"] is True and spec["mem_limit"] == "4g"
     assert spec["environment"]["LINEAGE_ASSETS_KAFKA_PORT"] == "29999"

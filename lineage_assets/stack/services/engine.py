@@ -23,6 +23,7 @@ import subprocess
 from pathlib import Path
 
 from lineage_assets.settings import PROJECT_ROOT, Settings
+from lineage_assets.spark_conf import class_archive_dir
 from lineage_assets.stack.services.base import Service, StackError, tool
 
 BASE_IMAGE = "debian:bookworm"
@@ -74,6 +75,28 @@ def engine_client(settings: Settings):
     import docker
 
     return docker.DockerClient(base_url=engine_url(settings), timeout=120)
+
+
+def uses_engine(settings: Settings) -> bool:
+    """Whether anything runs in containers: streaming deployments, or Dagster's runs (the container profile)."""
+    return settings.deployment_backend == "docker" or settings.run_launcher == "docker"
+
+
+def container_options(settings: Settings, *writable: Path) -> dict:
+    """How the project's containers run (``containers.run`` arguments): on the host network, so every
+    address in the settings means the same inside, with the cache read-only and the state folder (and
+    ``writable`` folders outside it) read-write at their host paths. The Spark drivers' class archives
+    are writable too: a container's classpath is not the host's, so its drivers write an archive of
+    their own there, once, and later containers map it."""
+    archives = class_archive_dir(settings)
+    volumes = {
+        str(settings.cache_dir): {"bind": str(settings.cache_dir), "mode": "ro"},
+        str(archives): {"bind": str(archives), "mode": "rw"},
+    }
+    for folder in (settings.state_dir, *writable):
+        if folder == settings.state_dir or not folder.is_relative_to(settings.state_dir):
+            volumes[str(folder)] = {"bind": str(folder), "mode": "rw"}
+    return {"network_mode": "host", "volumes": volumes}
 
 
 def _runs_own_engine(settings: Settings) -> bool:
@@ -203,7 +226,7 @@ def _provide_images(settings: Settings) -> None:
 
 ENGINE = Service(
     name="docker",
-    wanted=lambda s: s.deployment_backend == "docker" and _runs_own_engine(s),
+    wanted=lambda s: uses_engine(s) and _runs_own_engine(s),
     replaced_by=("docker_host",),
     ports=lambda s: [],
     command=_dockerd_command,

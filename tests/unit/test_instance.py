@@ -1,0 +1,58 @@
+"""The Dagster instance the project writes (``lineage_assets/instance.py``): Dagster loads it, and the
+container profile's run launcher is dagster-docker's, configured without writing a secret."""
+
+from __future__ import annotations
+
+import dagster as dg
+from dagster_docker import DockerRunLauncher
+
+from lineage_assets.instance import dagster_environment, prepare_dagster_home
+from lineage_assets.settings import Settings
+
+
+def test_the_process_profile_keeps_dagsters_default_run_launcher(tmp_path):
+    settings = Settings(state_dir=tmp_path / "state")
+    home = prepare_dagster_home(settings)
+    assert home == tmp_path / "state" / "dagster"
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert type(instance.run_launcher).__name__ == "DefaultRunLauncher"
+    assert dagster_environment(settings, home)["DAGSTER_HOME"] == str(home)
+
+
+def test_the_container_profile_launches_runs_in_containers_of_the_image_with_the_settings_by_name(tmp_path):
+    settings = Settings(
+        state_dir=tmp_path / "state",
+        cache_dir=tmp_path / "cache",
+        run_launcher="docker",
+        docker_image="lineage-assets:test",
+        docker_host="unix:///elsewhere/docker.sock",
+        s3_secret_key="not-in-any-file",
+    )
+    home = prepare_dagster_home(settings, tmp_path / "home")
+    assert "not-in-any-file" not in (home / "dagster.yaml").read_text()
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        launcher = instance.run_launcher
+        assert isinstance(launcher, DockerRunLauncher)
+        assert launcher.image == "lineage-assets:test"
+        assert "LINEAGE_ASSETS_S3_SECRET_KEY" in launcher.env_vars and all("=" not in v for v in launcher.env_vars)
+        options = launcher.container_kwargs
+        assert options["network_mode"] == "host" and options["auto_remove"] is True
+        assert {path: mount["mode"] for path, mount in options["volumes"].items()} == {
+            str(tmp_path / "cache"): "ro",
+            str(tmp_path / "cache" / "class-sharing"): "rw",
+            str(tmp_path / "state"): "rw",
+            str(home): "rw",
+        }
+    environment = dagster_environment(settings, home)
+    # Every variable the launcher names is in the environment of the processes that launch runs.
+    assert set(launcher.env_vars) <= set(environment)
+    assert environment["LINEAGE_ASSETS_S3_SECRET_KEY"] == "not-in-any-file"
+    assert environment["DOCKER_HOST"] == "unix:///elsewhere/docker.sock" and environment["DAGSTER_HOME"] == str(home)
+
+
+def test_an_instance_inside_the_state_folder_is_not_mounted_twice(tmp_path):
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache", run_launcher="docker")
+    home = prepare_dagster_home(settings)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        volumes = instance.run_launcher.container_kwargs["volumes"]
+    assert set(volumes) == {str(tmp_path / "cache"), str(tmp_path / "cache" / "class-sharing"), str(tmp_path / "state")}
