@@ -46,15 +46,20 @@ $(CACHE)/jars/.resolved: infra/pom.xml
 servers: $(BIN)/lineage-assets jars
 	$(BIN)/lineage-assets stack build
 
-# A Docker engine for the docker deployment backend and the container profile: the machine's own when
-# `docker info` answers; otherwise Debian's docker.io, which the stack runs (`lineage-assets stack up
-# docker`: no bridge, no iptables, images under $(CACHE)/docker), and mmdebstrap, which builds the
-# base image from the Debian mirror when no registry answers.
+# A Docker engine for the docker deployment backend, the container profile and the stack as
+# containers: the machine's own when `docker info` answers; otherwise Debian's docker.io, which the
+# stack runs (`lineage-assets stack up docker`: no bridge, no iptables, images under $(CACHE)/docker),
+# and mmdebstrap, which builds the base image from the Debian mirror when no registry answers. Compose
+# (infra/compose.yaml): the machine's `docker compose` or `docker-compose`, else Debian's docker-compose.
 engine: setup
 	@docker info >/dev/null 2>&1 || { command -v dockerd >/dev/null && command -v mmdebstrap >/dev/null; } || { \
 	  echo "installing from Debian: docker.io mmdebstrap"; \
 	  $(SUDO) apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker.io mmdebstrap >/dev/null; }
+	@docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null || { \
+	  echo "installing from Debian: docker-compose"; \
+	  $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose >/dev/null; }
 
 # `make demo CONTINUOUS=1` also leaves the three streaming jobs deployed in continuous mode.
 demo: setup

@@ -24,6 +24,21 @@ def _stack(args: argparse.Namespace, settings: Settings) -> int:
     if args.action == "build":
         supervisor.build(args.services)
         return 0
+    if args.action in ("image", "compose"):
+        from lineage_assets.stack.containers import COMPOSE_FILE, STACK_IMAGE, build_stack_image, compose_text
+
+        if args.action == "image":
+            print(f"{STACK_IMAGE} {build_stack_image(settings)[:19]}")
+        else:
+            COMPOSE_FILE.write_text(compose_text())
+            print(f"wrote {COMPOSE_FILE}")
+        return 0
+    if args.action in ("serve", "check"):
+        if len(args.services) != 1:
+            raise StackError(f"stack {args.action}: name one service, e.g. `stack {args.action} kafka`")
+        if args.action == "serve":
+            return supervisor.serve(args.services[0])
+        return 0 if supervisor.ready(args.services[0]) else 1
     if args.action == "up":
         supervisor.up(args.services)
         # Deployments that died with the machine end now, with the servers their lineage goes to up.
@@ -381,8 +396,12 @@ def build_parser() -> argparse.ArgumentParser:
     stack = commands.add_parser("stack", help="build, start, stop or check the local stack of servers")
     stack.add_argument(
         "action",
-        choices=["build", "up", "down", "status"],
-        help="build: what the servers run, into the cache (`make setup` does it); up, down, status",
+        choices=["build", "up", "down", "status", "image", "compose", "serve", "check"],
+        help="build: what the servers run, into the cache (`make setup` does it); up, down, status; "
+        "image: build the image of the stack as containers (infra/compose.yaml) from those builds; "
+        "compose: write infra/compose.yaml from the services; "
+        "serve: one service in the foreground (a container's main process); "
+        "check: whether a served service is ready (its health check)",
     )
     stack.add_argument("services", nargs="*", help="only these services (default: all)")
     stack.add_argument("--json", action="store_true", help="status as JSON, for scripts")

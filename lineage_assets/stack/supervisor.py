@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -164,32 +165,67 @@ class Supervisor:
             )
         log_path = service.log_file(settings)
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        command = self._prepared_command(service)
+        self.progress(f"{service.name:<12} starting at {service.address(settings)}")
+        with log_path.open("ab") as log:
+            log.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(command)}\n".encode())
+            log.flush()
+            process = self._launch(service, command, stdout=log, start_new_session=True)  # outlives the CLI
+        record = self._record_path(service)
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps({"pid": process.pid, "command": command}))
+        return process
+
+    def _prepared_command(self, service: Service) -> list[str]:
         try:
-            service.prepare(settings)
-            command = service.command(settings)
+            service.prepare(self.settings)
+            return service.command(self.settings)
         except subprocess.CalledProcessError as error:
             raise StackError(
                 f"{service.name}: preparation failed ({' '.join(map(str, error.cmd[:3]))} ...): "
                 f"{(error.stderr or '').strip()[-500:]}"
             ) from error
-        self.progress(f"{service.name:<12} starting at {service.address(settings)}")
-        with log_path.open("ab") as log:
-            log.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(command)}\n".encode())
-            log.flush()
-            process = subprocess.Popen(
-                command,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # outlives the CLI that started it
-                env={**os.environ, **service.env(settings)},
-                cwd=service.data_dir(settings),
-                **as_user(service.run_as()),
-            )
-        record = self._record_path(service)
-        record.parent.mkdir(parents=True, exist_ok=True)
-        record.write_text(json.dumps({"pid": process.pid, "command": command}))
-        return process
+
+    def _launch(self, service: Service, command: list[str], **options) -> subprocess.Popen:
+        return subprocess.Popen(
+            command,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **service.env(self.settings)},
+            cwd=service.data_dir(self.settings),
+            **as_user(service.run_as()),
+            **options,
+        )
+
+    # --- one service in the foreground: a container's main process (infra/compose.yaml) ---------
+    def _ready_path(self, service: Service) -> Path:
+        return service.data_dir(self.settings) / "ready"
+
+    def serve(self, name: str) -> int:
+        """Run one service in the foreground, prepared and started as ``up`` starts it, its output on
+        this process's; once it answers, its after-start work (databases, buckets) is done and
+        ``ready`` says so. A SIGTERM or SIGINT stops it as ``down`` would. Its exit code."""
+        (service,) = self.selected([name])
+        private_folder(self.settings.state_dir)
+        ready = self._ready_path(service)
+        ready.unlink(missing_ok=True)
+        process = self._launch(service, self._prepared_command(service))
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: process.send_signal(service.stop_signal))
+        try:
+            self._await_healthy(service, process, time.monotonic())
+        except StackError as error:
+            self.progress(str(error))
+            process.send_signal(service.stop_signal)
+            process.wait()
+            return 1
+        ready.touch()
+        return process.wait()
+
+    def ready(self, name: str) -> bool:
+        """Whether a served service answers and its after-start work is done (the compose health check)."""
+        (service,) = self.selected([name])
+        return self._ready_path(service).exists() and service.healthy(self.settings)
 
     def _await_healthy(self, service: Service, process: subprocess.Popen | None, since: float) -> None:
         settings = self.settings

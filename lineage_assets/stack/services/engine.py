@@ -189,23 +189,24 @@ def build_project_image(settings: Settings, client=None) -> str:
     """The project's image (``infra/Dockerfile``) tagged ``settings.docker_image``, on the base image.
     Its dependencies are a layer of their own, so with an unchanged ``pyproject.toml`` a rebuild only
     copies the sources again. The image's id."""
-    import docker.errors
-
     client = client or engine_client(settings)
     ensure_base_image(settings, client)
+    with _build_context() as context:
+        return build_image(client, context, settings.docker_image, dockerfile=DOCKERFILE)
+
+
+def build_image(client, context, tag: str, **options) -> str:
+    """An image built from a build context (a tar file) on the host network: no bridge on the
+    stack's engine, and apt and pip reach their mirrors directly. Its id."""
+    import docker.errors
+
     try:
-        with _build_context() as context:
-            image, _ = client.images.build(
-                fileobj=context,
-                custom_context=True,
-                dockerfile=DOCKERFILE,
-                tag=settings.docker_image,
-                network_mode="host",  # no bridge on the stack's engine; apt and pip reach their mirrors directly
-                rm=True,
-            )
+        image, _ = client.images.build(
+            fileobj=context, custom_context=True, tag=tag, network_mode="host", rm=True, **options
+        )
     except docker.errors.BuildError as error:
         lines = "".join(part.get("stream", "") or part.get("error", "") for part in error.build_log)
-        raise StackError(f"docker: building {settings.docker_image} failed: {error.msg}\n{lines[-2000:]}") from error
+        raise StackError(f"docker: building {tag} failed: {error.msg}\n{lines[-2000:]}") from error
     return image.id
 
 

@@ -32,7 +32,7 @@ def _marquez_dir(settings: Settings) -> Path:
     return settings.cache_dir / "marquez"
 
 
-def _marquez_web_dir(settings: Settings) -> Path:
+def marquez_web_dir(settings: Settings) -> Path:
     return _marquez_dir(settings) / "web"
 
 
@@ -157,7 +157,7 @@ def _build_marquez_api(settings: Settings, progress: Progress) -> None:
 
 def _build_marquez_web(settings: Settings, progress: Progress) -> None:
     sources, fingerprint = _marquez_sources(settings, progress)
-    web = _marquez_web_dir(settings)
+    web = marquez_web_dir(settings)
     stamp = web / ".built"
     if _up_to_date(stamp, fingerprint):
         return
@@ -227,8 +227,8 @@ MARQUEZ = Service(
 
 
 def _marquez_web_command(settings: Settings) -> list[str]:
-    server = _marquez_web_dir(settings) / "setupProxy.js"
-    if not (_marquez_web_dir(settings) / "dist" / "index.html").exists():
+    server = marquez_web_dir(settings) / "setupProxy.js"
+    if not (marquez_web_dir(settings) / "dist" / "index.html").exists():
         raise StackError(
             f"marquez-web: no built UI in {server.parent}: run `make setup` (or `lineage-assets stack build`)"
         )

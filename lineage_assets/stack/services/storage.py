@@ -118,7 +118,12 @@ def _create_databases(settings: Settings) -> None:
 
 def _postgres_healthy(settings: Settings) -> bool:
     probe = subprocess.run(
-        [_postgres_binary("pg_isready"), "-h", settings.host, "-p", str(settings.postgres_port), "-t", "2"],
+        # As the stack's user: without -U the probe logs in as the OS user, which the server logs as a FATAL error.
+        [
+            _postgres_binary("pg_isready"),
+            *("-h", settings.host, "-p", str(settings.postgres_port), "-U", settings.postgres_user, "-d", "postgres"),
+            *("-t", "2"),
+        ],
         capture_output=True,
     )
     return probe.returncode == 0

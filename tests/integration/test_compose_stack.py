@@ -1,0 +1,102 @@
+"""The local stack as containers (``infra/compose.yaml``, its image built here from the process stack's
+builds): every service healthy where the settings say, the same server versions as the process stack,
+and the pipeline end to end on it with both lineage checks clean."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+
+import dagster as dg
+import pytest
+
+from lineage_assets.definitions import publish_definitions
+from lineage_assets.demo import run_pipeline
+from lineage_assets.lineage.check import check_log, check_marquez_with_design
+from lineage_assets.lineage.emitter import emitter_for
+from lineage_assets.lineage.marquez import MarquezApi
+from lineage_assets.resources.settings import SettingsResource
+from lineage_assets.settings import ENV_PREFIX
+from lineage_assets.stack.containers import COMPOSE_FILE, SERVER_JARS, STACK_IMAGE, STACK_SERVICES, build_stack_image
+from lineage_assets.stack.services.engine import engine_url
+from lineage_assets.stack.supervisor import Supervisor
+from tests.conftest import isolated_settings, wait_for
+
+COMPOSE_PORT_OFFSET = 13200
+PROJECT = "lineage-assets-compose-test"
+ORDERS = {"count": 200, "seed": 4242, "start": "2026-11-25T08:00:00+00:00", "late_fraction": 0.0, "bad_fraction": 0.05}
+
+
+def compose(settings, *arguments: str) -> str:
+    """`docker compose` (or Debian's docker-compose) on the project's file, with the settings passed
+    as the README says: as LINEAGE_ASSETS_* variables of its environment."""
+    command = ["docker-compose"] if shutil.which("docker-compose") else ["docker", "compose"]
+    folders = {ENV_PREFIX + "STATE_DIR", ENV_PREFIX + "CACHE_DIR"}  # the image's own
+    variables = {name: value for name, value in settings.as_environment().items() if name not in folders}
+    done = subprocess.run(
+        [*command, "-p", PROJECT, "-f", str(COMPOSE_FILE), *arguments],
+        env={**os.environ, **variables, "DOCKER_HOST": engine_url(settings)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def compose_stack(engine, tmp_path_factory):
+    """The compose stack on ports of its own, once healthy (its start time printed); removed with its volume."""
+    settings = isolated_settings("compose", offset=COMPOSE_PORT_OFFSET, state_dir=tmp_path_factory.mktemp("compose"))
+    build_stack_image(settings, engine)
+    started = time.monotonic()
+    compose(settings, "up", "-d")
+    try:
+
+        def containers() -> list:
+            return engine.containers.list(all=True, filters={"label": f"com.docker.compose.project={PROJECT}"})
+
+        wait_for(
+            lambda: (
+                len(containers()) == len(STACK_SERVICES)
+                and all(c.attrs["State"].get("Health", {}).get("Status") == "healthy" for c in containers())
+            ),
+            300,
+            "every container of the compose stack healthy",
+            poll=0.5,
+        )
+        print(f"compose stack healthy after {time.monotonic() - started:.1f} s")
+        yield settings, {c.labels["com.docker.compose.service"]: c for c in containers()}
+    finally:
+        compose(settings, "down", "-v")
+
+
+def test_every_service_runs_from_the_stack_image_and_answers_where_the_settings_say(compose_stack, settings):
+    own, containers = compose_stack
+    assert set(containers) == set(STACK_SERVICES)
+    for name, container in containers.items():
+        assert container.image.tags == [STACK_IMAGE]
+        assert container.attrs["Config"]["Cmd"] == ["lineage-assets", "stack", "serve", name]
+        assert container.attrs["HostConfig"]["NetworkMode"] == "host"
+    statuses = Supervisor(own).status(list(STACK_SERVICES))
+    assert [(s.name, s.healthy, s.pid) for s in statuses] == [(name, True, None) for name in STACK_SERVICES]
+    # The same builds as the process stack: each server's jars, by name and version.
+    kafka = containers["kafka"]
+    for server in SERVER_JARS:
+        listing = kafka.exec_run(["ls", "-A", f"/opt/lineage-assets/cache/jars/{server}"]).output.decode().split()
+        assert sorted(listing) == sorted(path.name for path in (settings.jars_dir / server).iterdir()), server
+
+
+def test_the_pipeline_runs_on_the_compose_stack_and_both_lineage_checks_are_clean(compose_stack):
+    own, _ = compose_stack
+    publish_definitions(own)
+    with dg.instance_for_test() as instance:
+        run = run_pipeline(SettingsResource.of(own), instance, ORDERS)
+    assert run.rows["lakehouse/orders"] > 0 and run.days
+    emitter = emitter_for(own)
+    assert check_log(emitter.log, own) == []
+    assert emitter.flush(timeout=90)
+    gaps, _ = check_marquez_with_design(MarquezApi(own.marquez_api_url), own, emitter.log)
+    assert gaps == []
