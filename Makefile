@@ -62,7 +62,16 @@ engine: setup
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose >/dev/null; }
 
 # `make demo CONTINUOUS=1` also leaves the three streaming jobs deployed in continuous mode.
-demo: setup
+# `make demo CONTAINERS=1`, `make dev CONTAINERS=1`: the container profile. The streaming jobs are
+# deployed as containers of the project's image (the demo deploys them), and `make dev` launches each
+# Dagster run in a container (dagster-docker's DockerRunLauncher), on the engine `make engine` provides.
+ifdef CONTAINERS
+export LINEAGE_ASSETS_DEPLOYMENT_BACKEND := docker
+export LINEAGE_ASSETS_RUN_LAUNCHER := docker
+CONTAINER_ENGINE := engine
+CONTINUOUS := 1
+endif
+demo: setup $(CONTAINER_ENGINE)
 	$(BIN)/lineage-assets demo $(if $(CONTINUOUS),--continuous)
 
 # The pictures in docs/, drawn on a fresh stack of their own (state .state/docs, ports shifted by 3000).
@@ -82,7 +91,7 @@ test-unit: setup
 	$(BIN)/pytest -q -ra tests/unit
 
 # Same Dagster instance as `make demo`, so its runs show in the UI.
-dev: setup stack-up
+dev: setup $(CONTAINER_ENGINE) stack-up
 	$(BIN)/lineage-assets dev
 
 stack-up: setup
