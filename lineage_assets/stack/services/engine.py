@@ -31,6 +31,7 @@ MACHINE_ENGINE = "unix:///var/run/docker.sock"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 DOCKERFILE = "infra/Dockerfile"
 LOCAL_CERTIFICATES = Path("/usr/local/share/ca-certificates")
+BUILT_LABEL = "lineage-assets.image"  # on the images the project builds, so it removes only its own
 
 
 def _engine_dir(settings: Settings) -> Path:
@@ -197,16 +198,19 @@ def build_project_image(settings: Settings, client=None) -> str:
 
 def build_image(client, context, tag: str, **options) -> str:
     """An image built from a build context (a tar file) on the host network: no bridge on the
-    stack's engine, and apt and pip reach their mirrors directly. Its id."""
+    stack's engine, and apt and pip reach their mirrors directly. The build it replaces is removed
+    (it would stay as an untagged image: one per change of the sources). Its id."""
     import docker.errors
 
+    label = {BUILT_LABEL: tag}
     try:
         image, _ = client.images.build(
-            fileobj=context, custom_context=True, tag=tag, network_mode="host", rm=True, **options
+            fileobj=context, custom_context=True, tag=tag, network_mode="host", rm=True, labels=label, **options
         )
     except docker.errors.BuildError as error:
         lines = "".join(part.get("stream", "") or part.get("error", "") for part in error.build_log)
         raise StackError(f"docker: building {tag} failed: {error.msg}\n{lines[-2000:]}") from error
+    client.images.prune(filters={"dangling": True, "label": f"{BUILT_LABEL}={tag}"})
     return image.id
 
 
