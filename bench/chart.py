@@ -42,9 +42,13 @@ def lineage_overhead(ax, result: dict) -> None:
 
 
 def throughput(ax, result: dict) -> None:
-    """Each job's rate beside its Flink peer's, in thousands of orders/s; the raw consumer dashed."""
+    """Each job's rate beside its Flink peer's, in thousands of orders/s; the two raw consumers dashed."""
     rates = result["median_rows_per_s"]
-    jobs = [name for name in rates if name != "ceiling" and not name.startswith("flink_")]
+    baselines = {
+        "ceiling": ("Kafka's consumer (ceiling)", "tab:red"),
+        "python_consumer": ("Python consumer", "tab:gray"),
+    }
+    jobs = [name for name in rates if name not in baselines and not name.startswith("flink_")]
     width = 0.4
     for offset, (label, names) in enumerate(
         (("project (PySpark)", jobs), ("Flink peer", [f"flink_{n}" for n in jobs]))
@@ -55,7 +59,9 @@ def throughput(ax, result: dict) -> None:
         for x, value, name in zip(xs, values, names):
             if name in rates:
                 ax.annotate(f"{value:.0f}", (x, value), ha="center", va="bottom", fontsize=8)
-    ax.axhline(rates["ceiling"] / 1000, color="tab:red", linestyle="--", label="raw consumer (Python)")
+    for name, (label, colour) in baselines.items():
+        if rates.get(name):
+            ax.axhline(rates[name] / 1000, color=colour, linestyle="--", label=label)
     # Wrapped: the continuous subjects' names are longer than their bars are wide.
     ax.set_xticks(range(len(jobs)), [textwrap.fill(name.replace("_", " "), 12) for name in jobs], fontsize=8)
     ax.set_title(f"streaming throughput, k orders/s ({result['orders']:,} orders), higher is better", fontsize=10)

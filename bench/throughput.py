@@ -1,7 +1,8 @@
 """Streaming throughput: orders/s the ingestion job (Kafka -> Iceberg), the archive job (Kafka -> S3
-JSON) and the live windows job (Kafka -> Kafka) process, against the raw read rate of a plain
-confluent-kafka consumer on the same topic (the ceiling) and against Flink peers of the ingestion
-and the windows (the seed lab's jobs in PyFlink, ``bench/flink_peer.py``), alternately.
+JSON) and the live windows job (Kafka -> Kafka) process, against the raw read rate of Kafka's own
+consumer on the same topic (the ceiling), of a plain Python consumer (a second baseline), and
+against Flink peers of the ingestion and the windows (the seed lab's jobs in PyFlink,
+``bench/flink_peer.py``), alternately.
 
 "Sustained" is measured as the catch-up run (Trigger.AvailableNow) of a job over a topic pre-filled
 with N orders, each round from a fresh checkpoint. A job's rate is rows / query time: from the
@@ -9,7 +10,7 @@ query's start to the end of its last micro-batch, as the job's StreamingQueryLis
 records them, so Spark's session start-up and the table set-up before the query are left out (the
 spark-submit wall time, the job's own duration and each batch's are reported beside it), and each
 round's Spark SQL executions with their seconds and tasks say where the query's time went. The
-ceiling reads and counts the raw records, no decoding. The jobs run on their own topic, Iceberg
+baselines read and count the raw records, no decoding. The jobs run on their own topic, Iceberg
 table and archive prefix, emptied at the start.
 The ingestion's peer does less than the ingestion: no dead letters, no check for a batch already committed.
 "Continuous" is the ingestion as a deployment runs it, against the peer unbounded, each over the
@@ -24,6 +25,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shutil
+import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -50,6 +53,7 @@ from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import Settings
+from lineage_assets.stack.services.base import CONF_DIR, jar_classpath, java
 from lineage_assets.streaming.deployments import TRIGGER_SECONDS
 
 TOPIC_PREFIX = "bench-throughput-"  # one topic per size and partition count: a job reads its topic whole
@@ -59,7 +63,8 @@ DEPLOYED_TABLE = "bench_throughput_deployed_orders"
 DEPLOYED_TOPIC_FACTOR = 4
 ARCHIVE_PREFIX = "bench-throughput"
 WINDOWS_TOPIC_PREFIX_PROJECT = "bench-"  # + the round's name: the live windows job's output topic of each round
-TARGET_TO_CEILING = {"ingestion": 0.3, "archive": 0.5}
+TARGET_TO_CEILING = {"ingestion": 0.5}  # to Kafka's own consumer
+FETCH_MAX_BYTES = 52_428_800  # both baseline consumers
 TARGET_TO_PEER = 1.0  # the ingestion against its Flink peer
 
 
@@ -111,14 +116,41 @@ def delete_window_topics(settings: Settings) -> None:
 
 
 def ceiling(settings: Settings, count: int) -> float:
-    """Records/s of a plain consumer reading the whole topic from its first offset, raw."""
+    """Records/s of Kafka's own consumer reading the whole topic from its first offset, raw: the
+    stack's Kafka's consumer perf test (``kafka-consumer-perf-test``'s class) with the fetch settings
+    of ``python_consumer``. Its fetch rate: from its first fetch to its last, without joining the group."""
+    with tempfile.NamedTemporaryFile("w", suffix=".properties") as config:
+        config.write(f"fetch.max.bytes={FETCH_MAX_BYTES}\nauto.offset.reset=earliest\n")
+        config.flush()
+        done = subprocess.run(
+            [
+                java(),
+                "-cp",
+                jar_classpath(settings, "kafka"),
+                f"-Dlog4j2.configurationFile={CONF_DIR / 'jvm-log4j2.properties'}",
+                "org.apache.kafka.tools.ConsumerPerformance",
+                *("--bootstrap-server", settings.kafka_servers, "--topic", settings.orders_topic),
+                *("--messages", str(count), "--group", f"bench-throughput-ceiling-{time.time_ns()}"),
+                *("--consumer.config", config.name, "--timeout", "60000"),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    header, values = [line.split(", ") for line in done.stdout.strip().splitlines()[-2:]]
+    return float(dict(zip(header, values))["fetch.nMsg.sec"])
+
+
+def python_consumer(settings: Settings, count: int) -> float:
+    """Records/s of a plain Python consumer (confluent-kafka) reading the whole topic from its first
+    offset, raw: what a Python process can read, a second baseline below Kafka's own."""
     topic = settings.orders_topic
     consumer = Consumer(
         {
             "bootstrap.servers": settings.kafka_servers,
             "group.id": "bench-throughput-ceiling",
             "enable.auto.commit": False,
-            "fetch.max.bytes": 52_428_800,
+            "fetch.max.bytes": FETCH_MAX_BYTES,
         }
     )
     try:
@@ -342,6 +374,7 @@ def run(environment: SettingsResource, quick: bool, count: int | None = None) ->
     }
     subjects = {
         "ceiling": lambda _: ceiling(settings, count),
+        "python_consumer": lambda _: python_consumer(settings, count),
         **jobs,
         **continuous,
         **{f"flink_{name}": peer for name, peer in peers.items()},
@@ -355,6 +388,11 @@ def run(environment: SettingsResource, quick: bool, count: int | None = None) ->
     }
     ratios = {
         name: round(medians[name] / medians["ceiling"], 4) for name in subjects if name != "ceiling" and medians[name]
+    }
+    to_python_consumer = {
+        name: round(medians[name] / medians["python_consumer"], 4)
+        for name in jobs
+        if medians[name] and medians["python_consumer"]
     }
     to_peer = {
         name: round(medians[name] / medians[f"flink_{name}"], 4)
@@ -384,6 +422,7 @@ def run(environment: SettingsResource, quick: bool, count: int | None = None) ->
         "produced_now": produced,
         "median_rows_per_s": medians,
         "ratios": ratios,
+        "to_python_consumer": to_python_consumer,
         "to_flink_peer": to_peer,
         "ingestion_to_flink_peer_by": catch_up_by,
         "rates_rows_per_s": rounded(rates, 1),
@@ -416,5 +455,6 @@ def summary(result: dict) -> str:
     )
     return (
         f"{result['orders']:,} orders in {result['partitions']} partitions, catch-up, query (job) time; orders/s "
-        f"(ratio to the ceiling): ceiling (raw consumer) {rates['ceiling']:,}/s, {jobs}"
+        f"(ratio to the ceiling): ceiling (Kafka's consumer) {rates['ceiling']:,}/s, Python consumer "
+        f"{rates['python_consumer']:,}/s, {jobs}"
     )
