@@ -3,6 +3,8 @@ chosen for the environment."""
 
 from __future__ import annotations
 
+import gc
+
 import dagster as dg
 from dagster_pyspark import PySparkResource
 
@@ -58,3 +60,6 @@ def publish_definitions(settings: Settings, force: bool = False) -> Published:
 
 
 defs = build_definitions()
+# The definitions and the modules behind them live as long as the process: frozen, they are left out
+# of every later full garbage collection, the interpreter's own at exit included.
+gc.freeze()

@@ -2,6 +2,7 @@
 the one shape of a streaming job's asset."""
 
 import dataclasses
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,7 +14,7 @@ from lineage_assets.datasets import DATASETS, OWNERS, Check, Dataset
 from lineage_assets.job_specs import JobSpec, R, Report, StreamReport
 from lineage_assets.lineage.events import Assertion, RunFacts, SourceRead, orders_read
 from lineage_assets.lineage.observed import ColumnLineage, ObservationError, disagreements, from_facet, from_report
-from lineage_assets.lineage.queries import declared_impact
+from lineage_assets.lineage.queries import declared_graph, declared_impact
 from lineage_assets.lineage.spark_agent import AgentEvidence
 from lineage_assets.preflight import require_services
 from lineage_assets.resources.kafka import KafkaResource
@@ -46,6 +47,10 @@ def column_lineage(lineage: ColumnLineage) -> dg.TableColumnLineage:
     )
 
 
+# The declared graph, built once for all the assets of the definitions loaded for one ``settings``.
+declared_graph_of = functools.cache(declared_graph)
+
+
 def definition_metadata(dataset: Dataset, settings: Settings) -> dict:
     identity = dataset.identity(settings)
     metadata = {
@@ -55,7 +60,7 @@ def definition_metadata(dataset: Dataset, settings: Settings) -> dict:
     }
     if dataset.expected_lineage:  # the definition holds the expectation; a materialization, what ran
         metadata["dagster/column_lineage"] = column_lineage(dataset.expected_lineage)
-    impacted = declared_impact(dataset, settings)
+    impacted = declared_impact(dataset, settings, declared_graph_of(settings))
     if impacted:  # "what breaks if I change this column", on the asset's page
         metadata["lineage/impact"] = dg.MetadataValue.md(f"```\n{impacted}\n```")
     return metadata

@@ -133,11 +133,14 @@ class RunLineageExecutor(dg.Executor):
 
 
 def run_lineage_executor(settings: Settings) -> dg.ExecutorDefinition:
-    """The Definitions' default executor: Dagster's own default, configured the same way, wrapped."""
+    """The Definitions' default executor: Dagster's own default, configured the same way, wrapped;
+    but running a run's steps in the run's own process unless its config asks for ``multiprocess``.
+    Every step's work runs in a process of its own already (a spark-submit, a deployment), and a
+    process per step would load the definitions again before each step could start."""
     default = dg.multi_or_in_process_executor
     return dg.ExecutorDefinition(
         name=default.name,
-        config_schema=default.config_schema,
+        config_schema=dg.Field(default.config_schema.as_field().config_type, default_value={"in_process": {}}),
         requirements=default.get_requirements,
         executor_creation_fn=lambda context: RunLineageExecutor(default.executor_creation_fn(context), settings),
         description=RunLineageExecutor.__doc__,

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import dagster as dg
 from confluent_kafka.admin import AdminClient, NewTopic
-from confluent_kafka.schema_registry import RegisteredSchema, Schema, SchemaRegistryClient
 
 from lineage_assets import topics
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.source_schemas import value_subject
+
+if TYPE_CHECKING:
+    from confluent_kafka.schema_registry import RegisteredSchema, SchemaRegistryClient
 
 
 class RegistryUnavailable(RuntimeError):
@@ -47,10 +51,16 @@ class KafkaResource(dg.ConfigurableResource):
         return topics.end_offsets(self.environment.settings.kafka_servers, topic)
 
     def registry(self) -> SchemaRegistryClient:
+        # Imported here: the registry client brings an async HTTP and OAuth stack that loading the
+        # definitions (every Dagster run and the command line) would otherwise pay for.
+        from confluent_kafka.schema_registry import SchemaRegistryClient
+
         return SchemaRegistryClient({"url": self.environment.settings.schema_registry_url})
 
     def register_value_schema(self, topic: str, schema_json: str) -> RegisteredSchema:
         """Register (or find) the topic's value schema; returns it with its id and version."""
+        from confluent_kafka.schema_registry import Schema
+
         url, subject = self.environment.settings.schema_registry_url, value_subject(topic)
         try:
             registry = self.registry()

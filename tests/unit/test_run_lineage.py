@@ -1,6 +1,6 @@
 """A Dagster run's own lineage run, on a real Dagster instance: started and ended exactly once by the
-executor of a launched run whatever process each step ran in, not at all for a run that reports no
-lineage, and ended by the sensor when the run's process died. (In-process runs and direct invocation:
+executor of a launched run wherever its steps ran, not at all for a run that reports no lineage, and
+ended by the sensor when the run's process died. (In-process runs and direct invocation:
 ``test_emitter.py``.)"""
 
 from __future__ import annotations
@@ -56,15 +56,28 @@ def settings(tmp_path, monkeypatch) -> Settings:
     return Settings.from_env()
 
 
-def test_a_launched_run_starts_and_ends_its_lineage_once_around_steps_in_their_own_processes(settings):
-    with dg.instance_for_test() as instance:
-        result = dg.execute_job(dg.reconstructable(both_job), instance)  # the multiprocess executor
-        assert result.success
-        tag = instance.get_run_by_id(result.run_id).tags[LINEAGE_TAG]
-    recorded = [(e["job"]["name"], e["eventType"]) for e in emitter_for(settings).events()]
+def test_a_launched_run_starts_and_ends_its_lineage_once_around_its_steps(settings):
+    """Whether its steps run in the run's own process (the default) or each in a process of its own.
+    Both runs in one test: Dagster keeps a reconstructed job (and the settings it was built with) per process."""
     asset_job = SUPPLIER_STATS.job.lineage_name
-    assert recorded == [("dagster", "START"), (asset_job, "START"), (asset_job, "COMPLETE"), ("dagster", "COMPLETE")]
-    assert tag == "ended"
+    seen = 0
+    for run_config, step_processes in (({}, 0), ({"execution": {"config": {"multiprocess": {}}}}, 2)):
+        with dg.instance_for_test() as instance:
+            result = dg.execute_job(dg.reconstructable(both_job), instance, run_config=run_config)
+            assert result.success
+            tag = instance.get_run_by_id(result.run_id).tags[LINEAGE_TAG]
+            workers = instance.get_records_for_run(result.run_id, of_type=dg.DagsterEventType.STEP_WORKER_STARTED)
+        events = emitter_for(settings).events()
+        recorded = [(e["job"]["name"], e["eventType"]) for e in events[seen:]]
+        seen = len(events)
+        assert len(workers.records) == step_processes
+        assert recorded == [
+            ("dagster", "START"),
+            (asset_job, "START"),
+            (asset_job, "COMPLETE"),
+            ("dagster", "COMPLETE"),
+        ]
+        assert tag == "ended"
 
 
 def test_a_run_that_reports_no_lineage_has_no_lineage_run(settings):
