@@ -16,10 +16,12 @@ import os
 import subprocess
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from decimal import Decimal
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from bench import iceberg_tables
 from lineage_assets.datasets import LAKEHOUSE_ORDERS
@@ -43,6 +45,26 @@ def interpreter(settings: Settings) -> Path:
 
 def _options(options: dict[str, object]) -> list[str]:
     return [part for key, value in options.items() for part in (f"--{key}", str(value))]
+
+
+def peer_command(
+    settings: Settings, script: Path, report: Path, parallelism: int, output: dict[str, object]
+) -> list[str]:
+    """A peer job reading the settings' orders topic through their registry, writing to ``output``."""
+    return [
+        str(interpreter(settings)),
+        str(script),
+        *_options(
+            {
+                "bootstrap-servers": settings.kafka_servers,
+                "topic": settings.orders_topic,
+                "registry-url": settings.schema_registry_url,
+                "parallelism": parallelism,
+                "report": report,
+                **output,
+            }
+        ),
+    ]
 
 
 def environment(settings: Settings, log_dir: Path) -> dict[str, str]:
@@ -77,21 +99,7 @@ class PeerRounds:
         raise NotImplementedError
 
     def command(self, output: dict[str, str], report: Path) -> list[str]:
-        settings = self.settings
-        return [
-            str(interpreter(settings)),
-            str(self.script),
-            *_options(
-                {
-                    "bootstrap-servers": settings.kafka_servers,
-                    "topic": settings.orders_topic,
-                    "registry-url": settings.schema_registry_url,
-                    "parallelism": settings.spark_cores_per_job,
-                    "report": report,
-                    **output,
-                }
-            ),
-        ]
+        return peer_command(self.settings, self.script, report, self.settings.spark_cores_per_job, output)
 
     def __call__(self, round_number: int) -> float:
         settings = self.settings
@@ -226,6 +234,58 @@ class WindowsPeer(PeerRounds):
                 f"{len(differing)} differ, e.g. {next(iter(differing.items()), None)}; "
                 f"{len(still_open)} the project closed none of, e.g. {still_open[:1]}"
             )
+
+
+class LiveWindowsPeer(AbstractContextManager):
+    """The live windows' peer unbounded, as the lab deployed it: from the start of the settings' orders
+    topic on, each window into ``output_topic`` (a new topic) as the watermark closes it, with a
+    checkpoint every ``checkpoint_ms``. Started on entering, stopped on leaving. One source reader per
+    partition of the topic: Flink's watermark is the least of its readers', so a reader without a
+    partition would hold it back."""
+
+    script = JOBS / "flink_supplier_stats.py"
+
+    def __init__(self, settings: Settings, folder: Path, checkpoint_ms: int, parallelism: int):
+        self.settings, self.folder, self.checkpoint_ms, self.parallelism = settings, folder, checkpoint_ms, parallelism
+        self.output_topic = f"{WINDOWS_TOPIC_PREFIX}{time.time_ns()}"
+        self.log = folder / "live-windows-peer.log"
+        self.process: subprocess.Popen | None = None
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def failure(self) -> str:
+        """Why it stopped: its exit code and the end of its log."""
+        tail = "\n".join(self.log.read_text(errors="replace").splitlines()[-20:])
+        code = self.process.returncode if self.process else None
+        return f"the Flink live windows peer exited {code}; log: {self.log}\n{tail}"
+
+    def __enter__(self) -> LiveWindowsPeer:
+        KafkaResource(environment=SettingsResource.of(self.settings)).ensure_topics(self.output_topic)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        command = peer_command(
+            self.settings,
+            self.script,
+            self.folder / "live-windows-peer-report.json",
+            self.parallelism,
+            {"output-topic": self.output_topic, "checkpoint-ms": self.checkpoint_ms},
+        )
+        with self.log.open("w") as written:
+            self.process = subprocess.Popen(
+                command,
+                stdout=written,
+                stderr=subprocess.STDOUT,
+                env=environment(self.settings, self.folder / "flink-logs"),
+            )
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.running():
+            self.process.terminate()
+            self.process.wait(timeout=60)
+        admin = AdminClient({"bootstrap.servers": self.settings.kafka_servers})
+        for future in admin.delete_topics([self.output_topic]).values():
+            future.result(timeout=30)
 
 
 def windows(settings: Settings, topic: str) -> dict[tuple[str, str, str], tuple[Decimal, int]]:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
+from bench.flink_peer import LiveWindowsPeer
 from bench.measure import percentile
 from lineage_assets import job_specs
 from lineage_assets.datasets import LAKEHOUSE_ORDERS, SUPPLIER_STATS_LIVE, orders_avro_schema_json
@@ -80,9 +81,8 @@ def table_watch(settings: Settings, base_rows: int) -> Watch:
     return Watch(lambda: range(table_rows(settings) - base_rows), interval=0.2)
 
 
-def windows_watch(settings: Settings) -> tuple[Watch, Consumer]:
-    """Sees (window start, supplier) of each window record arriving on `supplier-stats` from now on."""
-    topic = settings.supplier_stats_topic
+def windows_watch(settings: Settings, topic: str) -> tuple[Watch, Consumer]:
+    """Sees (window start, supplier) of each window record arriving on ``topic`` from now on."""
     consumer = Consumer(
         {"bootstrap.servers": settings.kafka_servers, "group.id": "bench-freshness", "enable.auto.commit": False}
     )
@@ -195,8 +195,19 @@ def run(environment: SettingsResource, quick: bool, seconds: int | None = None) 
     kafka.ensure_topics(settings.orders_topic, settings.supplier_stats_topic, settings.dead_letter_topic)
     kafka.register_value_schema(settings.orders_topic, orders_avro_schema_json())
     deployments = LocalDeployments(settings)
+    triggers = {dataset.key: deployments.trigger(dataset.key) for dataset in JOBS}
+    # The lab's windows job on the same stream, checkpointing as often as the live windows trigger
+    # (a checkpoint does not hold its windows back: its Kafka sink writes at least once).
+    peer = LiveWindowsPeer(
+        settings,
+        settings.state_dir / "bench-freshness",
+        checkpoint_ms=max(1000, int(triggers[SUPPLIER_STATS_LIVE.key] * 1000)),
+        parallelism=len(kafka.end_offsets(settings.orders_topic)),
+    )
     watches: list[Watch] = []
+    consumers: list[Consumer] = []
     try:
+        peer.__enter__()
         for dataset in JOBS:
             deployments.deploy(dataset.key)
         ends = kafka.end_offsets(settings.orders_topic)
@@ -209,40 +220,65 @@ def run(environment: SettingsResource, quick: bool, seconds: int | None = None) 
                 300,
             ):
                 raise TimeoutError(f"freshness: {dataset.key} did not catch up with the topic within 300 s")
-        window_watch, consumer = windows_watch(settings)
+        (window_watch, consumer), (peer_watch, peer_consumer) = (
+            windows_watch(settings, topic) for topic in (settings.supplier_stats_topic, peer.output_topic)
+        )
+        consumers = [consumer, peer_consumer]
         rows = table_watch(settings, table_rows(settings))
-        watches = [rows, window_watch]
+        watches = [rows, window_watch, peer_watch]
         for watch in watches:
             watch.start()
         producer = RealTimeProducer(settings, rate)
-        # A fresh job's first batches are slow (JVM warming up): measure once both have shown output.
-        warm_up = producer.produce_for(WARM_UP_SECONDS, until=lambda: rows.seen and window_watch.seen)
+        # A fresh job's first batches are slow (JVM warming up): measure once all three have shown output.
+        warm_up = producer.produce_for(
+            WARM_UP_SECONDS, until=lambda: all(watch.seen for watch in watches) or not peer.running()
+        )
+        if not peer.running():
+            raise RuntimeError(peer.failure())
         measured = producer.produce_for(seconds)
         producer.produce_for(TAIL_SECONDS)
         positions = range(len(warm_up), len(warm_up) + len(measured))  # the n-th order sent is the table's n-th new row
         windows = [window_of(order) for order, _ in measured]
-        wait_until(lambda: all(n in rows.seen for n in positions) and all(w in window_watch.seen for w in windows), 120)
+        wait_until(
+            lambda: (
+                all(n in rows.seen for n in positions)
+                and all(w in watch.seen for w in windows for watch in (window_watch, peer_watch))
+            ),
+            120,
+        )
     finally:
         for watch in watches:
             watch.stopped.set()
             watch.join()
-        with ThreadPoolExecutor() as stopping:  # both at once: each stop waits for its job to exit
+        with ThreadPoolExecutor() as stopping:  # all at once: each stop waits for its job to exit
             list(stopping.map(deployments.stop, [dataset.key for dataset in JOBS]))
-    consumer.close()
+            stopping.submit(peer.__exit__, None, None, None)
+    for each in consumers:
+        each.close()
     sent = [at for _, at in measured]
     table, table_missed = latencies(rows.seen, list(positions), sent)
     window, window_missed = latencies(window_watch.seen, windows, sent)
+    peer_window, peer_missed = latencies(peer_watch.seen, windows, sent)
+    project, flink = quantiles(window), quantiles(peer_window)
     return {
         "name": "freshness",
-        "target": "none set: p50 and p95 reported",
-        "met": None,
+        "target": "window on supplier-stats: project <= Flink peer at p50 and p95",
+        "met": None
+        if None in (project["p50_s"], flink["p50_s"])
+        else project["p50_s"] <= flink["p50_s"] and project["p95_s"] <= flink["p95_s"],
         "orders": len(measured),
         "orders_per_s": rate,
-        "trigger_seconds": deployments.trigger_seconds,
+        "trigger_seconds": triggers,
         "warm_up_s": round(len(warm_up) / rate, 1),
         "table": {**quantiles(table), "not_seen": table_missed},
         # An order whose window was out before it was sent came after the watermark closed it.
-        "window": {**quantiles(window), "not_seen_or_late": window_missed},
+        "window": {**project, "not_seen_or_late": window_missed},
+        "window_flink_peer": {
+            **flink,
+            "not_seen_or_late": peer_missed,
+            "parallelism": peer.parallelism,
+            "checkpoint_ms": peer.checkpoint_ms,
+        },
     }
 
 
@@ -251,5 +287,15 @@ def summary(result: dict) -> str:
     return (
         f"produce -> visible in lakehouse/orders: p50 {table['p50_s']} s, p95 {table['p95_s']} s; "
         f"-> window on supplier-stats: p50 {window['p50_s']} s, p95 {window['p95_s']} s "
-        f"({result['orders']} orders at {result['orders_per_s']}/s, trigger {result['trigger_seconds']} s)"
+        f"({result['orders']} orders at {result['orders_per_s']}/s; triggers: "
+        + ", ".join(f"{key} {seconds} s" for key, seconds in result["trigger_seconds"].items())
+        + ")"
+    )
+
+
+def peer_summary(result: dict) -> str:
+    peer = result["window_flink_peer"]
+    return (
+        f"-> window on its topic: p50 {peer['p50_s']} s, p95 {peer['p95_s']} s "
+        f"(the same orders, a checkpoint every {result['window_flink_peer']['checkpoint_ms'] / 1000} s)"
     )

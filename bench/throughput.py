@@ -16,7 +16,7 @@ The ingestion's peer does less than the ingestion: no dead letters, no check for
 "Continuous" is the ingestion as a deployment runs it, against the peer unbounded, each over the
 same topic: the rate of their Iceberg commits after the first, once the JVMs have warmed up. Twice:
 committing about every second (on the topic above), and at the deployments' own cadence (a commit
-every ``TRIGGER_SECONDS`` or more often, on a topic ``DEPLOYED_TOPIC_FACTOR`` times as large, so
+every ``TRIGGER_SECONDS`` of the ingestion or more often, on a topic ``DEPLOYED_TOPIC_FACTOR`` times as large, so
 that such commits come several times).
 """
 
@@ -369,7 +369,7 @@ def run(environment: SettingsResource, quick: bool, count: int | None = None) ->
             deployed_settings,
             deployed_count,
             reference_table=DEPLOYED_TABLE,
-            checkpoint_ms=scaled_ms(int(TRIGGER_SECONDS * 1000)),
+            checkpoint_ms=scaled_ms(int(TRIGGER_SECONDS[LAKEHOUSE_ORDERS.key] * 1000)),
         ),
     }
     subjects = {
@@ -451,10 +451,10 @@ def summary(result: dict) -> str:
     jobs = ", ".join(
         f"{name.replace('_', ' ')} {rates[name]:,}/s ({ratios[name]})"
         for name in ratios
-        if not name.startswith("flink_")
+        if not name.startswith("flink_") and name != "python_consumer"
     )
     return (
         f"{result['orders']:,} orders in {result['partitions']} partitions, catch-up, query (job) time; orders/s "
         f"(ratio to the ceiling): ceiling (Kafka's consumer) {rates['ceiling']:,}/s, Python consumer "
-        f"{rates['python_consumer']:,}/s, {jobs}"
+        f"{rates['python_consumer']:,}/s ({ratios.get('python_consumer')}), {jobs}"
     )

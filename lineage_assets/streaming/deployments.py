@@ -21,14 +21,18 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS, SUPPLIER_STATS_LIVE
 from lineage_assets.job_specs import STREAMING_JOBS, JobSpec
 from lineage_assets.lineage import events
 from lineage_assets.settings import Settings
 from lineage_assets.streaming.exclusive import running
 from lineage_assets.streaming.folder import JOB_LOG_LINES, DeploymentFolder
 
-# Seconds between a deployment's micro-batches: an order reaches the table about 4 s after it is produced.
-TRIGGER_SECONDS = 5.0
+# Seconds between a deployment's micro-batches, by job. The ingestion and the archive write a snapshot or
+# files with each batch, so every 5 s (an order reaches the table about 4 s after it is produced). The
+# live windows write only the windows that closed, and Spark closes a window in the batch after the one
+# whose orders moved the watermark past it: a batch every second keeps them live.
+TRIGGER_SECONDS = {ARCHIVE.key: 5.0, LAKEHOUSE_ORDERS.key: 5.0, SUPPLIER_STATS_LIVE.key: 1.0}
 
 
 class DeploymentError(RuntimeError):
@@ -73,10 +77,17 @@ class Deployments(abc.ABC):
     (a local process, a container) is a backend's hooks: ``_launch``, ``_running``, ``_signal``, and
     what it can tell of a runner that is gone (``_gone``) and where its output is (``_log``)."""
 
-    def __init__(self, settings: Settings, running_interval: int = 10, trigger_seconds: float = TRIGGER_SECONDS):
+    def __init__(self, settings: Settings, running_interval: int = 10, trigger_seconds: float | None = None):
+        """``trigger_seconds``: every job's, instead of its own (``TRIGGER_SECONDS``)."""
         self.settings = settings
         self.running_interval = running_interval
         self.trigger_seconds = trigger_seconds
+
+    def trigger(self, name: str) -> float:
+        """Seconds between the micro-batches of ``name``'s deployment."""
+        return (
+            self.trigger_seconds if self.trigger_seconds is not None else TRIGGER_SECONDS[self._job(name).dataset.key]
+        )
 
     def folder(self, name: str) -> Path:
         return self.settings.state_dir / "deployments" / self._job(name).dataset.job.name
@@ -100,7 +111,7 @@ class Deployments(abc.ABC):
                 "--mode",
                 "continuous",
                 "--trigger-seconds",
-                str(self.trigger_seconds),
+                str(self.trigger(name)),
                 "--progress-file",
                 str(files.progress_file),
                 "--drain-file",
@@ -263,7 +274,7 @@ class DockerDeployments(Deployments):
         self,
         settings: Settings,
         running_interval: int = 10,
-        trigger_seconds: float = TRIGGER_SECONDS,
+        trigger_seconds: float | None = None,
         container_kwargs: dict | None = None,
         client=None,
     ):

@@ -1,6 +1,6 @@
 """The supervision sensor's reading of a deployment: each Iceberg commit of the continuous ingestion
 becomes one materialization (with the days to rebuild and the table as the commit left it) and one
-evaluation of the schema check, reported once."""
+evaluation of the schema check, reported once. And the cadence each deployment runs at."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import json
 import dagster as dg
 
 from lineage_assets.assets.deployments import new_commits
-from lineage_assets.datasets import LAKEHOUSE_ORDERS
+from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS, SUPPLIER_STATS_LIVE
+from lineage_assets.job_specs import STREAMING_JOBS
 from lineage_assets.settings import Settings
 from lineage_assets.streaming.deployments import LocalDeployments
 
@@ -52,3 +53,21 @@ def test_each_commit_is_reported_once_with_its_days_and_table_and_a_held_back_da
     assert "snapshot_id" not in second.metadata and not second_check.passed
     assert seen == {"run-1": 2}
     assert new_commits(deployments, LAKEHOUSE_ORDERS.key, seen, {}) == []
+
+
+def trigger_of(spec: dict) -> float:
+    arguments = spec["arguments"]
+    return float(arguments[arguments.index("--trigger-seconds") + 1])
+
+
+def test_the_live_windows_run_a_batch_every_second_the_table_and_archive_every_five_unless_one_trigger_is_given(
+    tmp_path,
+):
+    settings = Settings(state_dir=tmp_path)
+    deployments = LocalDeployments(settings)
+    assert {name: trigger_of(deployments.spec(name)) for name in STREAMING_JOBS} == {
+        ARCHIVE.key: 5.0,
+        LAKEHOUSE_ORDERS.key: 5.0,
+        SUPPLIER_STATS_LIVE.key: 1.0,
+    }
+    assert {trigger_of(LocalDeployments(settings, trigger_seconds=2).spec(name)) for name in STREAMING_JOBS} == {2.0}
