@@ -16,7 +16,6 @@ import os
 import subprocess
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from decimal import Decimal
 from pathlib import Path
 
@@ -236,10 +235,10 @@ class WindowsPeer(PeerRounds):
             )
 
 
-class LiveWindowsPeer(AbstractContextManager):
+class LiveWindowsPeer:
     """The live windows' peer unbounded, as the lab deployed it: from the start of the settings' orders
     topic on, each window into ``output_topic`` (a new topic) as the watermark closes it, with a
-    checkpoint every ``checkpoint_ms``. Started on entering, stopped on leaving. One source reader per
+    checkpoint every ``checkpoint_ms``, between ``start`` and ``stop``. One source reader per
     partition of the topic: Flink's watermark is the least of its readers', so a reader without a
     partition would hold it back."""
 
@@ -260,7 +259,7 @@ class LiveWindowsPeer(AbstractContextManager):
         code = self.process.returncode if self.process else None
         return f"the Flink live windows peer exited {code}; log: {self.log}\n{tail}"
 
-    def __enter__(self) -> LiveWindowsPeer:
+    def start(self) -> None:
         KafkaResource(environment=SettingsResource.of(self.settings)).ensure_topics(self.output_topic)
         self.folder.mkdir(parents=True, exist_ok=True)
         command = peer_command(
@@ -277,9 +276,11 @@ class LiveWindowsPeer(AbstractContextManager):
                 stderr=subprocess.STDOUT,
                 env=environment(self.settings, self.folder / "flink-logs"),
             )
-        return self
 
-    def __exit__(self, *exc) -> None:
+    def stop(self) -> None:
+        """Stop the job (if it runs) and delete its topic (if it was started)."""
+        if self.process is None:
+            return
         if self.running():
             self.process.terminate()
             self.process.wait(timeout=60)

@@ -207,7 +207,7 @@ def run(environment: SettingsResource, quick: bool, seconds: int | None = None) 
     watches: list[Watch] = []
     consumers: list[Consumer] = []
     try:
-        peer.__enter__()
+        peer.start()
         for dataset in JOBS:
             deployments.deploy(dataset.key)
         ends = kafka.end_offsets(settings.orders_topic)
@@ -252,7 +252,7 @@ def run(environment: SettingsResource, quick: bool, seconds: int | None = None) 
             watch.join()
         with ThreadPoolExecutor() as stopping:  # all at once: each stop waits for its job to exit
             list(stopping.map(deployments.stop, [dataset.key for dataset in JOBS]))
-            stopping.submit(peer.__exit__, None, None, None)
+            stopping.submit(peer.stop)
     for each in consumers:
         each.close()
     sent = [at for _, at in measured]
@@ -297,5 +297,5 @@ def peer_summary(result: dict) -> str:
     peer = result["window_flink_peer"]
     return (
         f"-> window on its topic: p50 {peer['p50_s']} s, p95 {peer['p95_s']} s "
-        f"(the same orders, a checkpoint every {result['window_flink_peer']['checkpoint_ms'] / 1000} s)"
+        f"(the same orders, a checkpoint every {peer['checkpoint_ms'] / 1000} s)"
     )
