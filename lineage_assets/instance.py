@@ -26,7 +26,7 @@ def dagster_config(settings: Settings, home: Path) -> dict:
     run launcher the settings choose."""
     config: dict = {"telemetry": {"enabled": False}}
     if settings.run_launcher == "docker":
-        from lineage_assets.stack.services.engine import container_options
+        from lineage_assets.stack.services.engine import container_environment, container_options
 
         config["run_launcher"] = {
             "module": "dagster_docker",
@@ -34,8 +34,8 @@ def dagster_config(settings: Settings, home: Path) -> dict:
             "config": {
                 "image": settings.docker_image,
                 # Names only: each value is read from the launching process's environment
-                # (``dagster_environment``), so no secret is written to this file.
-                "env_vars": sorted(settings.as_environment()),
+                # (``dagster_environment``); the secrets reach a run's container in a file.
+                "env_vars": sorted(container_environment(settings)),
                 # A run's record, logs and lineage are in the instance and the state folder, not the container.
                 "container_kwargs": {**container_options(settings, home), "auto_remove": True},
             },
@@ -53,10 +53,12 @@ def prepare_dagster_home(settings: Settings, home: Path | None = None) -> Path:
 
 def dagster_environment(settings: Settings, home: Path) -> dict[str, str]:
     """The environment of Dagster processes on the instance in ``home`` (``dagster dev``, its daemon
-    and code servers): the settings, and the Docker engine a run launcher in containers uses."""
+    and code servers): the settings, and for a run launcher in containers the Docker engine and the
+    file the containers read their secrets from."""
     environment = {**os.environ, **settings.as_environment(), "DAGSTER_HOME": str(home)}
     if settings.run_launcher == "docker":
-        from lineage_assets.stack.services.engine import engine_url
+        from lineage_assets.stack.services.engine import container_environment, engine_url
 
         environment["DOCKER_HOST"] = engine_url(settings)
+        environment.update(container_environment(settings))
     return environment

@@ -17,12 +17,37 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ENV_PREFIX = "LINEAGE_ASSETS_"
+SECRETS_FILE_VARIABLE = ENV_PREFIX + "SECRETS_FILE"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 MARQUEZ_RELEASE_URL = "https://github.com/MarquezProject/marquez/archive/refs/tags/0.51.1.tar.gz"
 
 
 class SettingsError(ValueError):
     """Settings that cannot work: one line per problem, each naming its variable and value."""
+
+
+def _read_secrets(path: Path) -> dict[str, str]:
+    """The variables of a ``secrets_file``: secret settings only, one ``NAME=value`` a line."""
+    variable = SECRETS_FILE_VARIABLE
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise SettingsError(f"{variable}={str(path)!r}: cannot be read ({error.strerror})") from None
+    secret = {ENV_PREFIX + f.name.upper() for f in dataclasses.fields(Settings) if f.metadata["secret"]}
+    found = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, equals, value = line.partition("=")
+        if not equals or name not in secret:
+            # The line is named by its number (and its setting, if it names one), never shown: it may be a secret.
+            known = {ENV_PREFIX + f.name.upper() for f in dataclasses.fields(Settings)}
+            what = f"{name} is not a secret setting" if name in known else "it is not NAME=value"
+            raise SettingsError(
+                f"{variable}={str(path)!r}: line {number}: {what} (the file holds {', '.join(sorted(secret))})"
+            )
+        found[name] = value
+    return found
 
 
 def _parse_bool(raw: str) -> bool:
@@ -74,6 +99,11 @@ class Settings:
     marquez_url: str = _setting("", "Marquez base URL; empty = the local stack's Marquez")
     postgres_user: str = _setting("postgres", "PostgreSQL user of the local stack's databases")
     postgres_password: str = _setting("", "PostgreSQL password (the local stack trusts loopback)", secret=True)
+    secrets_file: str = _setting(
+        "",
+        "owner-only file of secret settings, a LINEAGE_ASSETS_<NAME>=value line each, read for those the "
+        "environment lacks: how the project's containers get them (`docker inspect` shows an environment)",
+    )
 
     kafka_brokers: int = _setting(
         1,
@@ -162,6 +192,8 @@ class Settings:
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
         """Settings with every ``LINEAGE_ASSETS_*`` variable applied; a malformed value names itself."""
         environ = os.environ if environ is None else environ
+        if secrets_file := environ.get(SECRETS_FILE_VARIABLE):
+            environ = {**_read_secrets(Path(secrets_file)), **environ}
         values = {}
         for f in dataclasses.fields(cls):
             name = ENV_PREFIX + f.name.upper()
@@ -244,11 +276,12 @@ class Settings:
 
     def as_environment(self, secrets: bool = True) -> dict[str, str]:
         """These settings as ``LINEAGE_ASSETS_*`` variables (``from_env`` of them gives them back);
-        without ``secrets``, what may be written to a file or shown."""
+        without ``secrets``, what may be written to a file or shown: neither the secrets nor where a
+        process finds them (its own ``SECRETS_FILE``, which such a record must not override)."""
         return {
             ENV_PREFIX + f.name.upper(): str(getattr(self, f.name))
             for f in dataclasses.fields(self)
-            if secrets or not f.metadata["secret"]
+            if secrets or not (f.metadata["secret"] or f.name == "secrets_file")
         }
 
     def secret_environment(self) -> dict[str, str]:
@@ -258,6 +291,15 @@ class Settings:
             for f in dataclasses.fields(self)
             if f.metadata["secret"]
         }
+
+    def secrets_file_text(self) -> str:
+        """The secret settings as a ``secrets_file`` holds them."""
+        lines = []
+        for name, value in self.secret_environment().items():
+            if "\n" in value:
+                raise SettingsError(f"{name}: a secret setting is one line (a secrets file holds it as NAME=value)")
+            lines.append(f"{name}={value}\n")
+        return "".join(lines)
 
     @classmethod
     def documentation(cls) -> list[tuple[str, str, str]]:

@@ -41,12 +41,13 @@ HEALTH_INTERVAL_S = 5
 
 def compose_file() -> dict:
     """``infra/compose.yaml``: one container per service, started once what it requires is healthy."""
-    # Every setting but the two folders, which are the image's: passed through when set where
-    # `docker compose` runs (a variable that is not set there is not set in the container either).
+    # Every setting but the two folders, which are the image's, and a secrets file, which is the host's:
+    # passed through when set where `docker compose` runs (a variable that is not set there is not set
+    # in the container either).
     settings = [
         ENV_PREFIX + field.name.upper()
         for field in dataclasses.fields(Settings)
-        if field.name not in ("state_dir", "cache_dir")
+        if field.name not in ("state_dir", "cache_dir", "secrets_file")
     ]
     services = {}
     for service in SERVICES:

@@ -299,8 +299,9 @@ class DockerDeployments(Deployments):
         return f"lineage-assets-{folder.name}"
 
     def container_spec(self, name: str) -> dict:
-        """Arguments of ``containers.run`` for the deployment (pure: the unit-tested part)."""
-        from lineage_assets.stack.services.engine import container_options
+        """Arguments of ``containers.run`` for the deployment (the unit-tested part; it only writes the
+        containers' secrets file)."""
+        from lineage_assets.stack.services.engine import container_environment, container_options
 
         settings = self.settings
         folder = self.folder(name)
@@ -309,7 +310,7 @@ class DockerDeployments(Deployments):
             "image": self.image,
             "name": self.container_name(folder),
             "command": ["python", "-m", "lineage_assets.streaming.runner", str(folder)],
-            "environment": settings.as_environment(),
+            "environment": container_environment(settings),
             **container_options(settings),
             "labels": {self.LABEL: self._job(name).dataset.job.name},
             "detach": True,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import hashlib
 import subprocess
 from pathlib import Path
 
@@ -18,7 +19,13 @@ from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS, iceberg_table_nam
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import PROJECT_ROOT
-from lineage_assets.stack.services.engine import BASE_IMAGE, engine_client, engine_url
+from lineage_assets.stack.services.engine import (
+    BASE_IMAGE,
+    container_environment,
+    container_options,
+    engine_client,
+    engine_url,
+)
 from lineage_assets.stack.supervisor import Supervisor
 from lineage_assets.streaming.deployments import DockerDeployments, deployments_for
 from tests.conftest import isolated_settings, pipeline_of_its_own, wait_for
@@ -36,19 +43,21 @@ from tests.openlineage_schemas import validate_event
 
 def test_a_container_of_the_project_image_reaches_the_stack_at_the_settings_host(engine, settings):
     reach = (
-        "import json, sys, urllib.request; from lineage_assets.settings import Settings; "
+        "import hashlib, json, sys, urllib.request; from lineage_assets.settings import Settings; "
         "s = Settings.from_env(); "
         "print(json.load(urllib.request.urlopen(s.marquez_api_url + '/api/v1/namespaces'))['namespaces'] != None, "
-        "sys.version_info[:2], s.kafka_port)"
+        "sys.version_info[:2], s.kafka_port, hashlib.sha256(s.s3_secret_key.encode()).hexdigest())"
     )
     output = engine.containers.run(
         settings.docker_image,
         ["python", "-c", reach],
-        environment=settings.as_environment(),
-        network_mode="host",
+        **container_options(settings),
+        environment=container_environment(settings),
         remove=True,
     )
-    assert output.decode().split() == ["True", "(3,", "11)", str(settings.kafka_port)]
+    # The secret reached the container through its file (the digest shows it without printing it).
+    secret_digest = hashlib.sha256(settings.s3_secret_key.encode()).hexdigest()
+    assert output.decode().split() == ["True", "(3,", "11)", str(settings.kafka_port), secret_digest]
     assert engine.images.get(BASE_IMAGE).id  # the image's base, pulled or built from Debian's mirror
 
 
@@ -84,6 +93,8 @@ def test_an_archive_deployed_as_a_container_reports_its_files_and_ends_with_abor
         run_id = deployments.status(ARCHIVE.key).run_id
         container = engine.containers.get(deployments.container_name(deployments.folder(ARCHIVE.key)))
         assert container.status == "running" and container.attrs["HostConfig"]["NetworkMode"] == "host"
+        # What `docker inspect` shows holds no secret; the archive's writes below need the S3 keys.
+        assert not [variable for variable in container.attrs["Config"]["Env"] if own.s3_secret_key in variable]
         start = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=60)
         orders = list(generate_orders(GeneratorConfig(count=40, seed=78, start=start, late_fraction=0, bad_fraction=0)))
         produce_orders(orders, own.kafka_servers, own.schema_registry_url, own.orders_topic)

@@ -3,6 +3,9 @@ stack's engine is in tests/integration/test_engine.py)."""
 
 from __future__ import annotations
 
+import stat
+from pathlib import Path
+
 import pytest
 
 from lineage_assets.settings import Settings
@@ -30,6 +33,16 @@ def test_container_runs_the_runner_on_the_shared_folders_and_network(tmp_path):
     assert spec["network_mode"] == "host" and spec["detach"] is True and spec["mem_limit"] == "4g"
     assert spec["environment"]["LINEAGE_ASSETS_KAFKA_PORT"] == "29999"
     assert spec["labels"] == {"lineage-assets.deployment": "iceberg-ingestion"}
+
+
+def test_a_containers_secrets_are_in_an_owner_only_file_not_its_environment(tmp_path):
+    backend = docker_backend(tmp_path, s3_secret_key="only-in-the-file")
+    environment = backend.container_spec("lakehouse/orders")["environment"]
+    assert "only-in-the-file" not in str(environment)  # `docker inspect` shows a container's environment
+    secrets = Path(environment["LINEAGE_ASSETS_SECRETS_FILE"])
+    assert secrets.parent == tmp_path / "state" and stat.S_IMODE(secrets.stat().st_mode) == 0o600
+    # What the runner in the container reads: the settings, its secrets from the file.
+    assert Settings.from_env(environment).s3_secret_key == "only-in-the-file"
 
 
 def test_bad_docker_configuration_is_named(tmp_path):

@@ -26,15 +26,17 @@ def test_the_container_profile_launches_runs_in_containers_of_the_image_with_the
         run_launcher="docker",
         docker_image="lineage-assets:test",
         docker_host="unix:///elsewhere/docker.sock",
-        s3_secret_key="not-in-any-file",
+        s3_secret_key="not-in-any-shown-file",
     )
     home = prepare_dagster_home(settings, tmp_path / "home")
-    assert "not-in-any-file" not in (home / "dagster.yaml").read_text()
+    assert "not-in-any-shown-file" not in (home / "dagster.yaml").read_text()
     with dg.DagsterInstance.from_config(str(home)) as instance:
         launcher = instance.run_launcher
         assert isinstance(launcher, DockerRunLauncher)
         assert launcher.image == "lineage-assets:test"
-        assert "LINEAGE_ASSETS_S3_SECRET_KEY" in launcher.env_vars and all("=" not in v for v in launcher.env_vars)
+        # Names only, and no secret's: a run's container reads them from the file the environment names.
+        assert all("=" not in v for v in launcher.env_vars) and "LINEAGE_ASSETS_S3_SECRET_KEY" not in launcher.env_vars
+        assert "LINEAGE_ASSETS_SECRETS_FILE" in launcher.env_vars
         options = launcher.container_kwargs
         assert options["network_mode"] == "host" and options["auto_remove"] is True
         assert {path: mount["mode"] for path, mount in options["volumes"].items()} == {
@@ -46,7 +48,12 @@ def test_the_container_profile_launches_runs_in_containers_of_the_image_with_the
     environment = dagster_environment(settings, home)
     # Every variable the launcher names is in the environment of the processes that launch runs.
     assert set(launcher.env_vars) <= set(environment)
-    assert environment["LINEAGE_ASSETS_S3_SECRET_KEY"] == "not-in-any-file"
+    assert environment["LINEAGE_ASSETS_S3_SECRET_KEY"] == "not-in-any-shown-file"  # the host's processes keep it
+    container = {name: environment[name] for name in launcher.env_vars}
+    assert (
+        "not-in-any-shown-file" not in str(container)
+        and Settings.from_env(container).s3_secret_key == "not-in-any-shown-file"
+    )
     assert environment["DOCKER_HOST"] == "unix:///elsewhere/docker.sock" and environment["DAGSTER_HOME"] == str(home)
 
 

@@ -53,3 +53,37 @@ def test_each_problem_is_one_line_naming_the_variable_and_its_value():
 def test_a_value_of_the_wrong_type_names_its_variable():
     with pytest.raises(SettingsError, match="LINEAGE_ASSETS_KAFKA_PORT='nine' is not a valid int"):
         Settings.from_env({"LINEAGE_ASSETS_KAFKA_PORT": "nine"})
+
+
+def test_secrets_come_from_the_secrets_file_for_those_the_environment_lacks(tmp_path):
+    chosen = dataclasses.replace(DEFAULTS, s3_secret_key="from-the-file", postgres_password="p=w", kafka_port=29092)
+    secrets = tmp_path / "secrets.env"
+    secrets.write_text(chosen.secrets_file_text())
+    shown = chosen.as_environment(secrets=False)
+    assert "from-the-file" not in str(shown) and "LINEAGE_ASSETS_SECRETS_FILE" not in shown
+    read = Settings.from_env({**shown, "LINEAGE_ASSETS_SECRETS_FILE": str(secrets)})
+    assert dataclasses.replace(read, secrets_file="") == chosen
+    # A variable in the environment wins over the file.
+    assert (
+        Settings.from_env(
+            {"LINEAGE_ASSETS_SECRETS_FILE": str(secrets), "LINEAGE_ASSETS_S3_SECRET_KEY": "from-the-environment"}
+        ).s3_secret_key
+        == "from-the-environment"
+    )
+
+
+def test_a_bad_secrets_file_is_named_without_showing_its_lines(tmp_path):
+    secrets = tmp_path / "secrets.env"
+    secrets.write_text("LINEAGE_ASSETS_S3_SECRET_KEY=fine\nLINEAGE_ASSETS_KAFKA_PORT=1\n")
+    with pytest.raises(
+        SettingsError, match=r"SECRETS_FILE='.*secrets.env': line 2: LINEAGE_ASSETS_KAFKA_PORT is not a"
+    ):
+        Settings.from_env({"LINEAGE_ASSETS_SECRETS_FILE": str(secrets)})
+    secrets.write_text("a-bare-secret\n")
+    with pytest.raises(SettingsError, match="line 1: it is not NAME=value") as raised:
+        Settings.from_env({"LINEAGE_ASSETS_SECRETS_FILE": str(secrets)})
+    assert "a-bare-secret" not in str(raised.value)
+    with pytest.raises(SettingsError, match=r"SECRETS_FILE='.*missing.env': cannot be read \(No such file"):
+        Settings.from_env({"LINEAGE_ASSETS_SECRETS_FILE": str(tmp_path / "missing.env")})
+    with pytest.raises(SettingsError, match="LINEAGE_ASSETS_S3_SECRET_KEY: a secret setting is one line"):
+        dataclasses.replace(DEFAULTS, s3_secret_key="two\nlines").secrets_file_text()

@@ -22,7 +22,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from lineage_assets.settings import PROJECT_ROOT, Settings
+from lineage_assets.private_files import replace_private
+from lineage_assets.settings import PROJECT_ROOT, SECRETS_FILE_VARIABLE, Settings
 from lineage_assets.spark_conf import class_archive_dir
 from lineage_assets.stack.services.base import Service, StackError, tool
 
@@ -98,6 +99,17 @@ def container_options(settings: Settings, *writable: Path) -> dict:
         if folder == settings.state_dir or not folder.is_relative_to(settings.state_dir):
             volumes[str(folder)] = {"bind": str(folder), "mode": "rw"}
     return {"network_mode": "host", "volumes": volumes}
+
+
+CONTAINER_SECRETS = "container-secrets.env"
+
+
+def container_environment(settings: Settings) -> dict[str, str]:
+    """The environment of the project's containers: the settings without their secrets, which they read
+    from an owner-only file in the state folder (written here): `docker inspect` shows a container's
+    environment to whoever may use the engine."""
+    secrets = replace_private(settings.state_dir / CONTAINER_SECRETS, settings.secrets_file_text())
+    return {**settings.as_environment(secrets=False), SECRETS_FILE_VARIABLE: str(secrets)}
 
 
 def _runs_own_engine(settings: Settings) -> bool:
