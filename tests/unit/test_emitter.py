@@ -87,6 +87,33 @@ def test_a_later_process_delivers_what_an_earlier_one_left(tmp_path):
     assert again.flush(timeout=5) and received(down) == [0, 1, 2, 3, 4, 5]  # nothing sent twice
 
 
+def test_what_a_gone_process_left_is_sent_by_the_next_send_pending_and_nothing_starts_a_sender_for_nothing(tmp_path):
+    down = tmp_path / "backend"
+    container = LineageEmitter(tmp_path / "lineage", backend(down))  # a run in a container...
+    for n in range(3):
+        container.emit(event(n))
+    wait_for_sender(container)
+    container.stop_sender()  # ...gone with its sender before the backend was back
+    down.mkdir()
+    sensor = LineageEmitter(tmp_path / "lineage", backend(down))  # the host's sensor, emitting nothing itself
+    assert sensor.pending() == 3 and not sensor.sender_running()
+    sensor.send_pending()
+    deadline = time.monotonic() + 60
+    while received(down) != [0, 1, 2]:
+        assert time.monotonic() < deadline, f"the sender started for what waited delivered {received(down)}"
+        time.sleep(0.2)
+    assert sensor.pending() == 0
+    sensor.stop_sender()
+
+    idle = LineageEmitter(tmp_path / "idle", backend(down))
+    idle.emit(event(3))
+    assert idle.flush(timeout=30)
+    idle.stop_sender()
+    (tmp_path / "idle" / "sender.log").unlink()  # a sender started would open it again
+    idle.send_pending()  # all delivered: nothing to start a sender for
+    assert not (tmp_path / "idle" / "sender.log").exists() and not idle.sender_running()
+
+
 def test_a_sender_stays_while_events_wait_and_leaves_once_all_is_delivered_and_the_log_is_still(tmp_path):
     recorder = LineageEmitter(tmp_path / "lineage")  # records only
     for n in range(3):
