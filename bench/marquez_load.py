@@ -13,6 +13,10 @@ Marquez's own retention has removed the older half: what its answers cost grows 
 (its job list aggregates the facets of every run it holds), and its retention is the lever that
 bounds it.
 
+Marquez starts empty (its database made again, then migrated by its start): what it answers costs
+grows with all it holds, so a run on a stack that earlier runs and benchmarks fed would measure
+their leftovers too.
+
 Quick: two days of history; full: a week, ending now (a year, about 400,000 events, would take
 Marquez hours to take on this machine: its per-event rate measured here says how many).
 """
@@ -36,7 +40,9 @@ from lineage_assets.lineage.event_log import EventLog, lineage_event
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import PROJECT_ROOT, Settings
-from lineage_assets.stack.services.marquez import marquez_command
+from lineage_assets.stack.services.marquez import MARQUEZ, marquez_command
+from lineage_assets.stack.services.storage import empty_database
+from lineage_assets.stack.supervisor import Supervisor
 
 CALLS = 20
 LINEAGE_ASSETS = PROJECT_ROOT / ".venv" / "bin" / "lineage-assets"
@@ -118,8 +124,17 @@ def apply_retention(settings: Settings, days: int) -> float:
     return time.monotonic() - started
 
 
+def empty_marquez(settings: Settings) -> None:
+    """The stack's Marquez restarted on an empty database (``up`` waits until it answers)."""
+    supervisor = Supervisor(settings)
+    supervisor.down([MARQUEZ.name])
+    empty_database(settings, settings.marquez_database)
+    supervisor.up([MARQUEZ.name])
+
+
 def run(environment: SettingsResource, quick: bool) -> dict:
     settings = environment.settings
+    empty_marquez(settings)
     days = 2 if quick else 7
     api = MarquezApi(settings.marquez_api_url, timeout=600)
     # The history ends now, so that Marquez's retention (by event time) can keep its newer half.

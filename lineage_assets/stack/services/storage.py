@@ -110,6 +110,12 @@ def _psql(settings: Settings, sql: str, database: str = "postgres") -> str:
     return result.stdout.strip()
 
 
+def empty_database(settings: Settings, database: str) -> None:
+    """``database`` of the local PostgreSQL dropped, its sessions closed, and made again empty."""
+    _psql(settings, f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+    _psql(settings, f'CREATE DATABASE "{database}"')
+
+
 def _create_databases(settings: Settings) -> None:
     for database in (settings.catalog_database, settings.marquez_database):
         if not _psql(settings, f"SELECT 1 FROM pg_database WHERE datname = '{database}'"):
