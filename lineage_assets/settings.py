@@ -28,11 +28,10 @@ class SettingsError(ValueError):
 
 def _read_secrets(path: Path) -> dict[str, str]:
     """The variables of a ``secrets_file``: secret settings only, one ``NAME=value`` a line."""
-    variable = SECRETS_FILE_VARIABLE
     try:
         text = path.read_text()
     except OSError as error:
-        raise SettingsError(f"{variable}={str(path)!r}: cannot be read ({error.strerror})") from None
+        raise SettingsError(f"{SECRETS_FILE_VARIABLE}={str(path)!r}: cannot be read ({error.strerror})") from None
     secret = {ENV_PREFIX + f.name.upper() for f in dataclasses.fields(Settings) if f.metadata["secret"]}
     found = {}
     for number, line in enumerate(text.splitlines(), 1):
@@ -44,7 +43,8 @@ def _read_secrets(path: Path) -> dict[str, str]:
             known = {ENV_PREFIX + f.name.upper() for f in dataclasses.fields(Settings)}
             what = f"{name} is not a secret setting" if name in known else "it is not NAME=value"
             raise SettingsError(
-                f"{variable}={str(path)!r}: line {number}: {what} (the file holds {', '.join(sorted(secret))})"
+                f"{SECRETS_FILE_VARIABLE}={str(path)!r}: line {number}: {what} "
+                f"(the file holds {', '.join(sorted(secret))})"
             )
         found[name] = value
     return found
