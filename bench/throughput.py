@@ -53,7 +53,8 @@ from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import Settings
-from lineage_assets.stack.services.base import CONF_DIR, jar_classpath, java
+from lineage_assets.stack.services.base import CONF_DIR, java
+from lineage_assets.stack.services.kafka import KAFKA
 from lineage_assets.streaming.deployments import TRIGGER_SECONDS
 
 TOPIC_PREFIX = "bench-throughput-"  # one topic per size and partition count: a job reads its topic whole
@@ -126,7 +127,7 @@ def ceiling(settings: Settings, count: int) -> float:
             [
                 java(),
                 "-cp",
-                jar_classpath(settings, "kafka"),
+                KAFKA.jar_classpath(settings),
                 f"-Dlog4j2.configurationFile={CONF_DIR / 'jvm-log4j2.properties'}",
                 "org.apache.kafka.tools.ConsumerPerformance",
                 *("--bootstrap-server", settings.kafka_servers, "--topic", settings.orders_topic),

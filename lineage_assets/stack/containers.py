@@ -24,19 +24,21 @@ import yaml
 
 from lineage_assets.settings import ENV_PREFIX, PROJECT_ROOT, Settings
 from lineage_assets.stack.services import SERVICES
-from lineage_assets.stack.services.base import StackError
+from lineage_assets.stack.services.base import Service, StackError
 from lineage_assets.stack.services.engine import build_image, build_project_image, engine_client
 from lineage_assets.stack.services.marquez import marquez_web_dir
 
 STACK_IMAGE = "lineage-assets-stack:latest"
 COMPOSE_FILE = PROJECT_ROOT / "infra" / "compose.yaml"
 DOCKERFILE = PROJECT_ROOT / "infra" / "stack.Dockerfile"
-# The services of the process stack's default profile (the cluster profile's and the engine are not).
-STACK_SERVICES = ("postgres", "kafka", "s3", "iceberg-rest", "registry", "marquez", "marquez-web")
-# Each server's jars, by the folder infra/pom.xml resolves them into.
-SERVER_JARS = ("kafka", "s3proxy", "registry", "iceberg-rest", "marquez")
 STATE_IN_CONTAINERS = "/var/lib/lineage-assets"  # the image's LINEAGE_ASSETS_STATE_DIR: the volume
 HEALTH_INTERVAL_S = 5
+
+
+def stack_services() -> list[Service]:
+    """The services the process stack starts with its default settings (not the cluster profile's,
+    nor the engine)."""
+    return [service for service in SERVICES if service.wanted(Settings())]
 
 
 def compose_file() -> dict:
@@ -50,9 +52,7 @@ def compose_file() -> dict:
         if field.name not in ("state_dir", "cache_dir", "secrets_file")
     ]
     services = {}
-    for service in SERVICES:
-        if service.name not in STACK_SERVICES:
-            continue
+    for service in stack_services():
         services[service.name] = {
             "image": STACK_IMAGE,
             "command": ["lineage-assets", "stack", "serve", service.name],
@@ -114,20 +114,23 @@ def _required_modules(web: Path) -> set[str]:
     return found
 
 
+def _outermost(folders: set[str]) -> list[str]:
+    """``folders`` without those inside another of them, which adding that one adds already."""
+    return sorted(f for f in folders if not any(f.startswith(f"{other}/") for other in folders))
+
+
 def _stack_context(settings: Settings):
     """The stack image's build context: its Dockerfile and the servers' builds under ``cache/``."""
     context = tempfile.TemporaryFile()
     with tarfile.open(fileobj=context, mode="w") as tar:
         tar.add(DOCKERFILE, arcname="Dockerfile")
-        for folder in SERVER_JARS:
-            jars = settings.jars_dir / folder
-            if not jars.is_dir():
-                raise StackError(f"no jars in {jars}: run `make setup`")
-            tar.add(jars, arcname=f"cache/jars/{folder}")
+        for service in stack_services():
+            if service.jars:
+                tar.add(service.jar_folder(settings), arcname=f"cache/jars/{service.jars}")
         web = marquez_web_dir(settings)
         if not (web / "dist" / "index.html").exists():
             raise StackError(f"marquez-web: no built UI in {web}: run `make setup`")
-        for part in ("dist", "setupProxy.js", "package.json", *sorted(_required_modules(web))):
+        for part in ("dist", "setupProxy.js", "package.json", *_outermost(_required_modules(web))):
             tar.add(web / part, arcname=f"cache/marquez/web/{part}")
     context.seek(0)
     return context

@@ -19,13 +19,14 @@ from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import ENV_PREFIX
-from lineage_assets.stack.containers import COMPOSE_FILE, SERVER_JARS, STACK_IMAGE, STACK_SERVICES, build_stack_image
+from lineage_assets.stack.containers import COMPOSE_FILE, STACK_IMAGE, build_stack_image, stack_services
 from lineage_assets.stack.services.engine import engine_url
 from lineage_assets.stack.supervisor import Supervisor
 from tests.conftest import isolated_settings, wait_for
 
 COMPOSE_PORT_OFFSET = 13200
 PROJECT = "lineage-assets-compose-test"
+STACK_SERVICES = [service.name for service in stack_services()]
 ORDERS = {"count": 200, "seed": 4242, "start": "2026-11-25T08:00:00+00:00", "late_fraction": 0.0, "bad_fraction": 0.05}
 
 
@@ -84,7 +85,7 @@ def test_every_service_runs_from_the_stack_image_and_answers_where_the_settings_
     assert [(s.name, s.healthy, s.pid) for s in statuses] == [(name, True, None) for name in STACK_SERVICES]
     # The same builds as the process stack: each server's jars, by name and version.
     kafka = containers["kafka"]
-    for server in SERVER_JARS:
+    for server in [service.jars for service in stack_services() if service.jars]:
         listing = kafka.exec_run(["ls", "-A", f"/opt/lineage-assets/cache/jars/{server}"]).output.decode().split()
         assert sorted(listing) == sorted(path.name for path in (settings.jars_dir / server).iterdir()), server
 

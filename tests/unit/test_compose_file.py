@@ -3,9 +3,25 @@ from them, and a service changed since without the file rewritten is caught here
 
 from __future__ import annotations
 
-from lineage_assets.stack.containers import COMPOSE_FILE, compose_text
+import re
+
+from lineage_assets.settings import PROJECT_ROOT
+from lineage_assets.stack.containers import COMPOSE_FILE, _outermost, compose_text, stack_services
 
 
 def test_the_committed_compose_file_is_the_one_written_from_the_services():
     stale = "infra/compose.yaml is stale: run `lineage-assets stack compose` and commit it"
     assert COMPOSE_FILE.read_text() == compose_text(), stale
+
+
+def test_each_server_runs_from_a_jar_folder_infra_pom_resolves():
+    pom = (PROJECT_ROOT / "infra" / "pom.xml").read_text()
+    resolved = set(re.findall(r"<outputDirectory>\$\{jars\.dir\}/([\w-]+)</outputDirectory>", pom))
+    running = {service.name: service.jars for service in stack_services() if service.jars}
+    assert set(running) == {"kafka", "s3", "iceberg-rest", "registry", "marquez"}
+    assert set(running.values()) <= resolved
+
+
+def test_the_image_context_adds_a_nested_module_folder_once_with_the_folder_holding_it():
+    folders = {"node_modules/a", "node_modules/a/node_modules/b", "node_modules/ab", "node_modules/c/node_modules/d"}
+    assert _outermost(folders) == ["node_modules/a", "node_modules/ab", "node_modules/c/node_modules/d"]

@@ -50,12 +50,31 @@ class Service:
     stop_signal: int = 15
     start_timeout: float = 90.0
     env: Callable[[Settings], dict[str, str]] = field(default=lambda settings: {})
+    # The folder of its jars in the jars cache, named as infra/pom.xml resolves them ("": it runs no jar).
+    jars: str = ""
 
     def data_dir(self, settings: Settings) -> Path:
         return settings.state_dir / self.name
 
     def log_file(self, settings: Settings) -> Path:
         return settings.logs_dir / f"{self.name}.log"
+
+    def jar_folder(self, settings: Settings) -> Path:
+        folder = settings.jars_dir / self.jars
+        if not self.jars or not any(folder.glob("*.jar")):
+            raise StackError(f"no jars in {folder}: run `make setup` (resolves infra/pom.xml into {settings.jars_dir})")
+        return folder
+
+    def jar_classpath(self, settings: Settings) -> str:
+        return f"{self.jar_folder(settings)}/*"
+
+    def single_jar(self, settings: Settings, pattern: str = "*.jar") -> str:
+        jars = sorted(self.jar_folder(settings).glob(pattern))
+        if len(jars) != 1:
+            raise StackError(
+                f"expected one jar {pattern} in {self.jar_folder(settings)}, found {len(jars)}: run `make setup`"
+            )
+        return str(jars[0])
 
     def replaced(self, settings: Settings) -> list[str]:
         """The settings that point elsewhere for this service (empty: the stack runs it)."""
@@ -87,17 +106,3 @@ def tool(name: str, install: str) -> str:
 
 def java() -> str:
     return tool("java", "the stack needs a Java 17+ runtime (apt-get install openjdk-17-jre-headless)")
-
-
-def jar_classpath(settings: Settings, folder: str) -> str:
-    jars = settings.jars_dir / folder
-    if not jars.is_dir() or not any(jars.glob("*.jar")):
-        raise StackError(f"no jars in {jars}: run `make setup` (resolves infra/pom.xml into {settings.jars_dir})")
-    return f"{jars}/*"
-
-
-def single_jar(settings: Settings, folder: str) -> str:
-    jars = sorted((settings.jars_dir / folder).glob("*.jar"))
-    if len(jars) != 1:
-        raise StackError(f"expected one jar in {settings.jars_dir / folder}, found {len(jars)}: run `make setup`")
-    return str(jars[0])

@@ -8,7 +8,6 @@ from lineage_assets.stack.probes import http_ok
 from lineage_assets.stack.services.base import (
     CONF_DIR,
     Service,
-    jar_classpath,
     java,
 )
 
@@ -41,6 +40,7 @@ def _iceberg_rest_env(settings: Settings) -> dict[str, str]:
 
 ICEBERG_REST = Service(
     name="iceberg-rest",
+    jars="iceberg-rest",
     replaced_by=("catalog_url",),
     ports=lambda s: [s.iceberg_rest_port],
     command=lambda s: [
@@ -48,7 +48,7 @@ ICEBERG_REST = Service(
         "-Xmx512m",
         f"-Dlog4j2.configurationFile={CONF_DIR / 'jvm-log4j2.properties'}",
         "-cp",
-        jar_classpath(s, "iceberg-rest"),
+        ICEBERG_REST.jar_classpath(s),
         str(CONF_DIR / "IcebergRestOnHost.java"),  # on the settings' host
     ],
     healthy=lambda s: http_ok(f"{s.iceberg_catalog_url}/v1/config"),
@@ -63,6 +63,7 @@ ICEBERG_REST = Service(
 
 REGISTRY = Service(
     name="registry",
+    jars="registry",
     replaced_by=("registry_url",),
     ports=lambda s: [s.registry_port],
     command=lambda s: [
@@ -73,7 +74,7 @@ REGISTRY = Service(
         # Schemas survive restarts in an H2 file (the 2.6 archive bundles no PostgreSQL driver).
         f"-Dquarkus.datasource.jdbc.url=jdbc:h2:file:{s.state_dir / 'registry' / 'h2' / 'registry'}",
         "-jar",
-        str(next((s.jars_dir / "registry").glob("apicurio-registry-app-*-runner.jar"), "apicurio-runner-jar-missing")),
+        REGISTRY.single_jar(s),  # Quarkus's runner; its libraries are in lib/
     ],
     healthy=lambda s: http_ok(f"http://{s.host}:{s.registry_port}/health/ready"),
     address=lambda s: s.schema_registry_url,

@@ -12,7 +12,6 @@ from lineage_assets.stack.services.base import (
     CONF_DIR,
     Service,
     StackError,
-    jar_classpath,
     java,
     render,
 )
@@ -71,7 +70,7 @@ def _prepare_kafka_node(settings: Settings, node: int) -> None:
         [
             java(),
             "-cp",
-            jar_classpath(settings, "kafka"),
+            KAFKA.jar_classpath(settings),
             f"-Dlog4j2.configurationFile={CONF_DIR / 'jvm-log4j2.properties'}",
             # `=` form: a base64 id may start with "-" and must not be read as an option.
             "kafka.tools.StorageTool",
@@ -113,13 +112,14 @@ def kafka_node(node: int) -> Service:
             "-XX:+UseG1GC",
             f"-Dlog4j2.configurationFile={CONF_DIR / 'jvm-log4j2.properties'}",
             "-cp",
-            jar_classpath(settings, "kafka"),
+            service.jar_classpath(settings),
             "kafka.Kafka",
             str(settings.state_dir / _kafka_name(node) / "server.properties"),
         ]
 
-    return Service(
+    service = Service(
         name=_kafka_name(node),
+        jars="kafka",  # every node runs the same build
         replaced_by=("kafka_bootstrap",),
         wanted=lambda s: node <= s.kafka_brokers,
         ports=lambda s: list(s.kafka_node_ports(node)),
@@ -128,6 +128,7 @@ def kafka_node(node: int) -> Service:
         address=lambda s: f"{s.host}:{s.kafka_node_ports(node)[0]}",
         prepare=lambda s: _prepare_kafka_node(s, node),
     )
+    return service
 
 
 KAFKA, *KAFKA_NODES = (kafka_node(1), kafka_node(2), kafka_node(3))

@@ -18,7 +18,6 @@ from lineage_assets.stack.services.base import (
     Progress,
     Service,
     StackError,
-    jar_classpath,
     java,
     render,
     tool,
@@ -185,7 +184,7 @@ def marquez_command(settings: Settings, command: str, *options: str) -> list[str
         java(),
         "-Xmx1g",
         "-cp",
-        jar_classpath(settings, "marquez"),
+        MARQUEZ.jar_classpath(settings),
         "marquez.MarquezApp",
         command,
         *options,
@@ -214,6 +213,7 @@ def _prepare_marquez(settings: Settings) -> None:
 
 MARQUEZ = Service(
     name="marquez",
+    jars="marquez",
     replaced_by=("marquez_url",),
     ports=lambda s: [s.marquez_port, s.marquez_admin_port],
     command=lambda s: marquez_command(s, "server"),

@@ -17,7 +17,6 @@ from lineage_assets.stack.services.base import (
     as_user,
     java,
     render,
-    single_jar,
 )
 
 POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
@@ -219,13 +218,14 @@ def _create_buckets(settings: Settings) -> None:
 
 S3 = Service(
     name="s3",
+    jars="s3proxy",
     replaced_by=("s3_endpoint",),
     ports=lambda s: [s.s3_port],
     command=lambda s: [
         java(),
         "-Xmx512m",
         "-jar",
-        single_jar(s, "s3proxy"),
+        S3.single_jar(s),
         "--properties",
         str(s.state_dir / "s3" / "s3proxy.properties"),
     ],
