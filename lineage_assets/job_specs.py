@@ -121,6 +121,13 @@ class SupplierStatsReport(Report):
     totals: list[dict] = field(default_factory=list)
 
 
+@dataclass(frozen=True, kw_only=True)
+class SnapshotExpiryReport(Report):
+    # Per table that exists: table, snapshots_before, snapshots_after, current_snapshot_id and the
+    # expire_snapshots procedure's counts of the files it deleted (deleted_data_files_count, ...).
+    tables: list[dict]
+
+
 R = TypeVar("R", bound=Report)
 
 
@@ -226,6 +233,24 @@ def supplier_stats_job(settings: Settings, day: dt.date | str) -> JobSpec[Suppli
             str(day),
         ),
         SupplierStatsReport,
+    )
+
+
+EXPIRE_SNAPSHOTS_SCRIPT = "spark/expire_snapshots.py"
+# Kept whatever their age: a restarted stream finds its last batch's snapshot among them (each writer
+# of a lakehouse table commits far fewer than this between two runs of the expiry).
+SNAPSHOTS_RETAINED = 100
+
+
+def snapshot_expiry_arguments(settings: Settings, now: dt.datetime) -> tuple[str, ...]:
+    """``spark/expire_snapshots.py``'s arguments: the lakehouse tables, snapshots older than the
+    settings' retention before ``now`` (UTC)."""
+    older_than = now.astimezone(dt.UTC) - dt.timedelta(hours=settings.snapshot_retention_hours)
+    return (
+        *("--table", iceberg_table_name(settings, "orders")),
+        *("--table", iceberg_table_name(settings, "supplier_stats")),
+        *("--older-than", older_than.replace(tzinfo=None).isoformat(timespec="seconds")),
+        *("--retain-last", str(SNAPSHOTS_RETAINED)),
     )
 
 

@@ -137,6 +137,12 @@ class Settings:
         "days the local Marquez keeps runs, versions and events (its own retention job, hourly); "
         "0 = keep all. Its job list and lineage graph cost grows with what it holds",
     )
+    snapshot_retention_hours: int = _setting(
+        6,
+        "hours of snapshots the lakehouse tables keep for time travel: the hourly lakehouse_maintenance "
+        "job expires older ones, always keeping the last 100. Each snapshot kept makes every commit "
+        "slower (a deployment committing every 5 s makes 720 an hour)",
+    )
 
     spark_master: str = _setting(
         "local[2]",
@@ -242,6 +248,7 @@ class Settings:
             "max_records_per_batch",
             "lineage_retention_days",
             "marquez_retention_days",
+            "snapshot_retention_hours",
         ):
             if getattr(self, name) < 0:
                 bad(name, "0 or more")

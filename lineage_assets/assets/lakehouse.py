@@ -1,6 +1,8 @@
 """The Iceberg tables: `orders` (streaming ingestion) and `supplier_stats` (daily batch), their
-checks, and the sensor that recomputes `supplier_stats` for the days new orders landed in."""
+checks, the sensor that recomputes `supplier_stats` for the days new orders landed in, and the
+tables' hourly upkeep."""
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +23,14 @@ from lineage_assets.assets.common import (
 )
 from lineage_assets.datasets import CHECKS, LAKEHOUSE_ORDERS, SUPPLIER_STATS, iceberg_table_name
 from lineage_assets.dead_letters import TEACH_THEN_REPLAY
-from lineage_assets.job_specs import IngestionReport, ingestion_job, supplier_stats_job
+from lineage_assets.job_specs import (
+    EXPIRE_SNAPSHOTS_SCRIPT,
+    IngestionReport,
+    SnapshotExpiryReport,
+    ingestion_job,
+    snapshot_expiry_arguments,
+    supplier_stats_job,
+)
 from lineage_assets.lineage.events import Assertion, OutputStatistics, RunFacts, snapshot_written, table_read
 from lineage_assets.preflight import require_services
 from lineage_assets.resources.kafka import KafkaResource
@@ -354,6 +363,39 @@ def orders_values_in_range(
         )
 
 
+@dg.op(
+    description="Expire the lakehouse tables' snapshots older than LINEAGE_ASSETS_SNAPSHOT_RETENTION_HOURS, keeping "
+    "the last 100 (Iceberg's expire_snapshots), and the files only they referenced. No data changes."
+)
+def expire_lakehouse_snapshots(
+    context: dg.OpExecutionContext, environment: SettingsResource, spark_jobs: SparkJobsResource
+) -> dg.Output[list[dict]]:
+    settings = environment.settings
+    require_services(settings)
+    arguments = snapshot_expiry_arguments(settings, dt.datetime.now(dt.UTC))
+    report = SnapshotExpiryReport(**spark_jobs.submit(EXPIRE_SNAPSHOTS_SCRIPT, list(arguments), log=context.log))
+    for table in report.tables:
+        context.log.info(f"{table['table']}: {table['snapshots_before']} snapshots, {table['snapshots_after']} kept")
+    return dg.Output(
+        report.tables,
+        metadata={
+            "duration_seconds": report.duration_seconds,
+            **{table["table"]: dg.MetadataValue.json(table) for table in report.tables},
+        },
+    )
+
+
+@dg.job(description="The lakehouse tables' upkeep: their old snapshots expired, so that commits stay fast.")
+def lakehouse_maintenance():
+    expire_lakehouse_snapshots()
+
+
+# Running by default: each snapshot a continuous deployment leaves makes its every later commit slower.
+lakehouse_maintenance_hourly = dg.ScheduleDefinition(
+    job=lakehouse_maintenance, cron_schedule="23 * * * *", default_status=dg.DefaultScheduleStatus.RUNNING
+)
+
+
 def lakehouse_definitions(settings: Settings) -> dg.Definitions:
     orders = streaming_asset(
         ingestion_job,
@@ -370,6 +412,7 @@ def lakehouse_definitions(settings: Settings) -> dg.Definitions:
     return dg.Definitions(
         assets=[orders, supplier_stats_asset(settings)],
         asset_checks=[orders_reconcile_with_topic, orders_values_in_range],
-        jobs=[rebuild_supplier_stats],
+        jobs=[rebuild_supplier_stats, lakehouse_maintenance],
+        schedules=[lakehouse_maintenance_hourly],
         sensors=[supplier_stats_on_new_orders],
     )

@@ -10,6 +10,10 @@ from pyspark.sql import SparkSession
 
 from spark.support.quality import files_totals, table_quality_entry
 
+# Every commit writes a metadata file; Iceberg keeps each earlier one too unless told to delete those
+# that fall out of its metadata log (``write.metadata.previous-versions-max``, 100 by default).
+METADATA_PROPERTIES = {"write.metadata.delete-after-commit.enabled": "true"}
+
 
 def table_schema_id(spark: SparkSession, table: str) -> int | None:
     """The id of the table's current schema, from Iceberg's metadata log."""
@@ -61,8 +65,8 @@ def table_totals(spark: SparkSession, table: str, snapshot_id: int | None) -> tu
 def create_table(
     spark: SparkSession, table: str, columns: str, partitioned_by: str, properties: dict[str, str] | None = None
 ) -> bool:
-    """Create the Iceberg table (format v2, parquet, snappy, and ``properties``) and its namespace if
-    missing; True when this call created it. ``columns``: the catalog's, as
+    """Create the Iceberg table (format v2, parquet, snappy, ``METADATA_PROPERTIES`` and ``properties``)
+    and its namespace if missing; True when this call created it. ``columns``: the catalog's, as
     ``lineage_assets.job_specs.table_columns`` lists them.
 
     What exists is asked of the catalog, not left to ``IF NOT EXISTS``: such a statement ends at once,
@@ -76,6 +80,7 @@ def create_table(
         "format-version": "2",
         "write.format.default": "parquet",
         "write.parquet.compression-codec": "snappy",
+        **METADATA_PROPERTIES,
         **(properties or {}),
     }
     spark.sql(f"""
@@ -83,6 +88,15 @@ def create_table(
         USING iceberg PARTITIONED BY ({partitioned_by})
         TBLPROPERTIES ({", ".join(f"'{key}'='{value}'" for key, value in chosen.items())})""")
     return True
+
+
+def bound_metadata_files(spark: SparkSession, table: str) -> None:
+    """``METADATA_PROPERTIES`` on ``table``, made before they were a table's defaults."""
+    current = {row.key: row.value for row in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
+    missing = {key: value for key, value in METADATA_PROPERTIES.items() if current.get(key) != value}
+    if missing:
+        listed = ", ".join(f"'{key}'='{value}'" for key, value in missing.items())
+        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({listed})")
 
 
 def _hadoop_path(spark: SparkSession, location: str):

@@ -104,6 +104,13 @@ def test_every_sensor_runs_by_default_so_dagster_dev_keeps_lineage_truthful():
     assert set(sensors.values()) == {dg.DefaultSensorStatus.RUNNING}, sensors
 
 
+def test_the_lakehouse_upkeep_is_scheduled_hourly_and_on_by_default():
+    # Stopped, a continuous deployment's snapshots would pile up and slow every commit of the table.
+    (schedule,) = defs.schedules
+    assert (schedule.job_name, schedule.cron_schedule) == ("lakehouse_maintenance", "23 * * * *")
+    assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+
+
 def test_the_definitions_and_every_resource_follow_one_environment():
     environment = SettingsResource(
         overrides={"LINEAGE_ASSETS_ORDERS_TOPIC": "sales", "LINEAGE_ASSETS_KAFKA_BOOTSTRAP": "k1:9092"}
@@ -120,4 +127,8 @@ def test_the_definitions_and_every_resource_follow_one_environment():
         *CHECKS,
         "orders_schema_readable",
     }
-    assert {job.name for job in definitions.jobs} == {"supplier_stats_job", "streaming_deployments"}
+    assert {job.name for job in definitions.jobs} == {
+        "supplier_stats_job",
+        "streaming_deployments",
+        "lakehouse_maintenance",
+    }

@@ -3,6 +3,7 @@ back as the class the job wrote."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
@@ -105,3 +106,13 @@ def test_a_batch_bound_that_is_not_a_positive_number_is_refused_naming_it(value,
     with pytest.raises(SystemExit):
         parser.parse_args([*required, "--max-records-per-batch", value])
     assert f"'{value}' is not a positive whole number" in capsys.readouterr().err
+
+
+def test_snapshot_expiry_covers_both_lakehouse_tables_back_to_the_retention_keeping_the_last_hundred():
+    settings = Settings(catalog_name="lake", iceberg_namespace="sales", snapshot_retention_hours=6)
+    now = dt.datetime(2026, 11, 28, 3, 30, tzinfo=dt.timezone(dt.timedelta(hours=1)))  # 02:30 UTC
+    arguments = job_specs.snapshot_expiry_arguments(settings, now)
+    tables = [arguments[i + 1] for i, name in enumerate(arguments) if name == "--table"]
+    assert tables == ["lake.`sales`.orders", "lake.`sales`.supplier_stats"]
+    assert option(arguments, "--older-than") == "2026-11-27T20:30:00"  # UTC, as the job reads it
+    assert option(arguments, "--retain-last") == "100"
