@@ -30,6 +30,7 @@ from bench import (
     lineage_overhead,
     marquez_load,
     scaling,
+    table_upkeep,
     throughput,
 )
 from bench.spark_profile import driver_options
@@ -61,6 +62,7 @@ BENCHMARKS = {
     "freshness": Benchmark(freshness, lambda args: {"seconds": args.freshness_seconds}),
     "batch_scaling": Benchmark(scaling, lambda args: {"sizes": args.scaling_sizes}),
     "cold_start": Benchmark(cold_start, lambda args: {"orders": args.cold_start_orders}),
+    "table_upkeep": Benchmark(table_upkeep),
 }
 
 

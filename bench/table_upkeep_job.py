@@ -1,0 +1,100 @@
+"""spark-submit job: commit to a fresh Iceberg table until it has aged, run the upkeep, commit again
+(the ``table_upkeep`` benchmark).
+
+    spark-submit bench/table_upkeep_job.py --table lakehouse.`default`.bench_upkeep --commits 2000 \
+        --window 50 --report report.json
+
+Each commit appends a few orders with the ingestion's table and snapshot properties, as a continuous
+deployment's micro-batch does, after as many to a table of its own to warm the JVM up. After
+``--commits`` of them, the upkeep's own ``expire`` runs with every
+snapshot past the retention (the newest 100 stay), and ``--window`` commits follow, in the same JVM, so
+that no warm-up lies between the commits compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import time
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from lineage_assets.datasets import LAKEHOUSE_ORDERS
+from lineage_assets.job_specs import SNAPSHOTS_RETAINED, Report, table_columns
+from spark.expire_snapshots import expire
+from spark.ingest_orders import BATCH_PROPERTY, PARTITIONED_BY, QUERY_PROPERTY, WRITE_PROPERTIES
+from spark.support import reports, tables
+
+ROWS_PER_COMMIT = 100
+WARM_UP_COMMITS = 150
+
+
+@dataclass(frozen=True, kw_only=True)
+class TableUpkeepReport(Report):
+    commit_ms: list[float]  # each commit before the upkeep, in order
+    upkeep: dict  # expire()'s account of the table
+    upkeep_s: float
+    commit_after_ms: list[float]  # each commit after it
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--table", required=True)
+    parser.add_argument("--commits", type=int, required=True, help="commits before the upkeep")
+    parser.add_argument("--window", type=int, required=True, help="commits after it")
+    parser.add_argument("--report", required=True)
+    args = parser.parse_args()
+    started = time.monotonic()
+    spark = SparkSession.builder.getOrCreate()
+    rows = (
+        spark.range(ROWS_PER_COMMIT)
+        .select(
+            F.concat(F.lit("o-"), F.col("id").cast("string")).alias("order_id"),
+            F.lit("Desk Lamp").alias("item"),
+            F.lit("12.50").cast("decimal(10,2)").alias("price"),
+            F.concat(F.lit("supplier-"), (F.col("id") % 7).cast("string")).alias("supplier"),
+            (F.lit(dt.datetime(2026, 11, 20, 10)) + F.make_interval(secs=F.col("id")))
+            .cast("timestamp_ntz")
+            .alias("bid_time"),
+        )
+        .cache()
+    )
+    rows.count()
+
+    def fresh(table: str) -> str:
+        spark.sql(f"DROP TABLE IF EXISTS {table} PURGE")
+        tables.create_table(spark, table, table_columns(LAKEHOUSE_ORDERS), PARTITIONED_BY, WRITE_PROPERTIES)
+        return table
+
+    def commits(table: str, first: int, count: int) -> list[float]:
+        taken = []
+        for batch in range(first, first + count):
+            before = time.perf_counter()
+            (
+                rows.writeTo(table)
+                .option(f"snapshot-property.{QUERY_PROPERTY}", "bench/table_upkeep/checkpoint")
+                .option(f"snapshot-property.{BATCH_PROPERTY}", str(batch))
+                .append()
+            )
+            taken.append(round((time.perf_counter() - before) * 1000, 1))
+        return taken
+
+    # Commits to a table of its own first, dropped after: the JVM's code is compiled before the measure.
+    commits(fresh(f"{args.table}_warm_up"), 0, WARM_UP_COMMITS)
+    spark.sql(f"DROP TABLE {args.table}_warm_up PURGE")
+    aged = commits(fresh(args.table), 0, args.commits)
+    before = time.perf_counter()
+    upkeep = expire(spark, args.table, dt.datetime.now(dt.UTC).replace(tzinfo=None), SNAPSHOTS_RETAINED)
+    upkeep_s = round(time.perf_counter() - before, 2)
+    after = commits(args.table, args.commits, args.window)
+    spark.sql(f"DROP TABLE {args.table} PURGE")
+    reports.write_report(
+        args.report, TableUpkeepReport, started, commit_ms=aged, upkeep=upkeep, upkeep_s=upkeep_s, commit_after_ms=after
+    )
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
