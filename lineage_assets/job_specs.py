@@ -237,8 +237,8 @@ def supplier_stats_job(settings: Settings, day: dt.date | str) -> JobSpec[Suppli
 
 
 EXPIRE_SNAPSHOTS_SCRIPT = "spark/expire_snapshots.py"
-# Kept whatever their age: a restarted stream finds its last batch's snapshot among them (each writer
-# of a lakehouse table commits far fewer than this between two runs of the expiry).
+# Kept whatever their age: a restarted stream looks its last batch's snapshot up among them, and only
+# that stream's runs (one checkpoint, one run at a time) append to `orders`, so it is among the newest.
 SNAPSHOTS_RETAINED = 100
 
 
