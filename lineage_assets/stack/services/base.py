@@ -68,12 +68,10 @@ class Service:
     def jar_classpath(self, settings: Settings) -> str:
         return f"{self.jar_folder(settings)}/*"
 
-    def single_jar(self, settings: Settings, pattern: str = "*.jar") -> str:
-        jars = sorted(self.jar_folder(settings).glob(pattern))
+    def single_jar(self, settings: Settings) -> str:
+        jars = sorted(self.jar_folder(settings).glob("*.jar"))
         if len(jars) != 1:
-            raise StackError(
-                f"expected one jar {pattern} in {self.jar_folder(settings)}, found {len(jars)}: run `make setup`"
-            )
+            raise StackError(f"expected one jar in {self.jar_folder(settings)}, found {len(jars)}: run `make setup`")
         return str(jars[0])
 
     def replaced(self, settings: Settings) -> list[str]:
