@@ -4,11 +4,12 @@
     spark-submit bench/table_upkeep_job.py --table lakehouse.`default`.bench_upkeep --commits 2000 \
         --window 50 --report report.json
 
-Each commit appends a few orders with the ingestion's table and snapshot properties, as a continuous
-deployment's micro-batch does, after as many to a table of its own to warm the JVM up. After
-``--commits`` of them, the upkeep's own ``expire`` runs with every
-snapshot past the retention (the newest 100 stay), and ``--window`` commits follow, in the same JVM, so
-that no warm-up lies between the commits compared.
+Each commit appends a few orders of one day with the ingestion's table and snapshot properties, as a
+continuous deployment's micro-batch does, after as many to a table of its own to warm the JVM up.
+After ``--commits`` of them, `supplier_stats`' aggregation reads the day, the upkeep's own
+``compact`` and ``expire`` run (the day closed, every snapshot past the retention: the newest 100
+stay), the day is read again, and ``--window`` commits follow, in the same JVM, so that no warm-up
+lies between the commits or the reads compared.
 """
 
 from __future__ import annotations
@@ -23,20 +24,27 @@ from pyspark.sql import functions as F
 
 from lineage_assets.datasets import LAKEHOUSE_ORDERS
 from lineage_assets.job_specs import SNAPSHOTS_RETAINED, Report, table_columns
-from spark.expire_snapshots import expire
+from spark import transforms
 from spark.ingest_orders import BATCH_PROPERTY, PARTITIONED_BY, QUERY_PROPERTY, WRITE_PROPERTIES
+from spark.lakehouse_upkeep import compact, expire
 from spark.support import reports, tables
 
 ROWS_PER_COMMIT = 100
 WARM_UP_COMMITS = 150
+DAY = dt.date(2026, 11, 20)  # the orders' day, closed for the compaction
+READS = 2  # of the day, before and after the upkeep: the faster counts (the first also warms up)
 
 
 @dataclass(frozen=True, kw_only=True)
 class TableUpkeepReport(Report):
     commit_ms: list[float]  # each commit before the upkeep, in order
-    upkeep: dict  # expire()'s account of the table
+    compacted: dict  # compact()'s account of the table
+    expired: dict  # expire()'s
     upkeep_s: float
-    commit_after_ms: list[float]  # each commit after it
+    read_ms: float  # `supplier_stats`' aggregation of the day before the upkeep
+    read_after_ms: float  # and after it
+    same_totals: bool  # whether both reads gave the same totals
+    commit_after_ms: list[float]  # each commit after the upkeep
 
 
 def main() -> None:
@@ -55,7 +63,7 @@ def main() -> None:
             F.lit("Desk Lamp").alias("item"),
             F.lit("12.50").cast("decimal(10,2)").alias("price"),
             F.concat(F.lit("supplier-"), (F.col("id") % 7).cast("string")).alias("supplier"),
-            (F.lit(dt.datetime(2026, 11, 20, 10)) + F.make_interval(secs=F.col("id")))
+            (F.lit(dt.datetime.combine(DAY, dt.time(10))) + F.make_interval(secs=F.col("id")))
             .cast("timestamp_ntz")
             .alias("bid_time"),
         )
@@ -81,17 +89,39 @@ def main() -> None:
             taken.append(round((time.perf_counter() - before) * 1000, 1))
         return taken
 
+    def read_day(table: str) -> tuple[float, list]:
+        """The fastest of ``READS`` aggregations of the day, and the totals."""
+        taken = []
+        for _ in range(READS):
+            before = time.perf_counter()
+            totals = transforms.hourly_supplier_stats(transforms.orders_of_day(spark.table(table), DAY)).collect()
+            taken.append(round((time.perf_counter() - before) * 1000, 1))
+        return min(taken), sorted(totals)
+
     # Commits to a table of its own first, dropped after: the JVM's code is compiled before the measure.
     commits(fresh(f"{args.table}_warm_up"), 0, WARM_UP_COMMITS)
     spark.sql(f"DROP TABLE {args.table}_warm_up PURGE")
     aged = commits(fresh(args.table), 0, args.commits)
+    read_ms, totals = read_day(args.table)
     before = time.perf_counter()
-    upkeep = expire(spark, args.table, dt.datetime.now(dt.UTC).replace(tzinfo=None), SNAPSHOTS_RETAINED)
+    compacted = compact(spark, args.table, DAY + dt.timedelta(days=1))
+    expired = expire(spark, args.table, dt.datetime.now(dt.UTC).replace(tzinfo=None), SNAPSHOTS_RETAINED)
     upkeep_s = round(time.perf_counter() - before, 2)
+    read_after_ms, totals_after = read_day(args.table)
     after = commits(args.table, args.commits, args.window)
     spark.sql(f"DROP TABLE {args.table} PURGE")
     reports.write_report(
-        args.report, TableUpkeepReport, started, commit_ms=aged, upkeep=upkeep, upkeep_s=upkeep_s, commit_after_ms=after
+        args.report,
+        TableUpkeepReport,
+        started,
+        commit_ms=aged,
+        compacted=compacted,
+        expired=expired,
+        upkeep_s=upkeep_s,
+        read_ms=read_ms,
+        read_after_ms=read_after_ms,
+        same_totals=totals == totals_after,
+        commit_after_ms=after,
     )
     spark.stop()
 

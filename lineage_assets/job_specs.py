@@ -99,6 +99,7 @@ class IngestionReport(StreamReport):
     table_created: bool
     snapshot_id: int | None
     parent_snapshot_id: int | None  # the table's snapshot when the run began, which its first commit built on
+    parent_data_snapshot_id: int | None = None  # whose rows that snapshot holds, when a compaction made it
     schema_id: int | None
     table_rows: int
     quality: dict | None  # the whole table after the run, from its manifests
@@ -112,6 +113,7 @@ class SupplierStatsReport(Report):
     table_created: bool
     source_snapshot_id: int | None = None  # the snapshot of the source table the run read (None: it had none)
     source_schema_id: int | None = None
+    source_data_snapshot_id: int | None = None  # whose rows the snapshot read holds, when a compaction made it
     snapshot_id: int | None = None
     parent_snapshot_id: int | None = None  # the snapshot the run's commit replaced its day in
     schema_id: int | None = None
@@ -122,10 +124,13 @@ class SupplierStatsReport(Report):
 
 
 @dataclass(frozen=True, kw_only=True)
-class SnapshotExpiryReport(Report):
+class LakehouseUpkeepReport(Report):
+    # Per table compacted that exists: table, closed_before, current_snapshot_id and the
+    # rewrite_data_files procedure's counts (rewritten_data_files_count, added_data_files_count, ...).
+    compacted: list[dict]
     # Per table that exists: table, snapshots_before, snapshots_after, current_snapshot_id and the
     # expire_snapshots procedure's counts of the files it deleted (deleted_data_files_count, ...).
-    tables: list[dict]
+    expired: list[dict]
 
 
 R = TypeVar("R", bound=Report)
@@ -236,17 +241,22 @@ def supplier_stats_job(settings: Settings, day: dt.date | str) -> JobSpec[Suppli
     )
 
 
-EXPIRE_SNAPSHOTS_SCRIPT = "spark/expire_snapshots.py"
+LAKEHOUSE_UPKEEP_SCRIPT = "spark/lakehouse_upkeep.py"
 # Kept whatever their age: a restarted stream looks its last batch's snapshot up among them, and only
-# that stream's runs (one checkpoint, one run at a time) append to `orders`, so it is among the newest.
+# that stream's runs (one checkpoint, one run at a time) and an hourly compaction commit to `orders`,
+# so it is among the newest.
 SNAPSHOTS_RETAINED = 100
 
 
-def snapshot_expiry_arguments(settings: Settings, now: dt.datetime) -> tuple[str, ...]:
-    """``spark/expire_snapshots.py``'s arguments: the lakehouse tables, snapshots older than the
-    settings' retention before ``now`` (UTC)."""
-    older_than = now.astimezone(dt.UTC) - dt.timedelta(hours=settings.snapshot_retention_hours)
+def lakehouse_upkeep_arguments(settings: Settings, now: dt.datetime) -> tuple[str, ...]:
+    """``spark/lakehouse_upkeep.py``'s arguments: `orders`' days before ``now``'s UTC day compacted
+    (the ingestion writes small files; `supplier_stats` rewrites a day whole); both lakehouse tables'
+    snapshots older than the settings' retention before ``now`` expired."""
+    now = now.astimezone(dt.UTC)
+    older_than = now - dt.timedelta(hours=settings.snapshot_retention_hours)
     return (
+        *("--compact", iceberg_table_name(settings, "orders")),
+        *("--closed-before", now.date().isoformat()),
         *("--table", iceberg_table_name(settings, "orders")),
         *("--table", iceberg_table_name(settings, "supplier_stats")),
         *("--older-than", older_than.replace(tzinfo=None).isoformat(timespec="seconds")),

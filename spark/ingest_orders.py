@@ -138,6 +138,10 @@ def main() -> None:
     spark = SparkSession.builder.getOrCreate()
     created = tables.create_table(spark, args.table, args.columns, PARTITIONED_BY, WRITE_PROPERTIES)
     parent_snapshot_id = tables.current_snapshot_id(spark, args.table)  # what the run's first commit builds on
+    parent = {
+        "parent_snapshot_id": parent_snapshot_id,
+        "parent_data_snapshot_id": tables.data_snapshot_id(spark, args.table, parent_snapshot_id),
+    }
     totals = Counter()
     reasons = Counter()
     days: set[str] = set()
@@ -227,7 +231,7 @@ def main() -> None:
                     "schema_incompatible": incompatible,
                     "dead_letters_replayed": returned,
                     "schema_versions": versions.summary(by_version),
-                    **({**table_after, "parent_snapshot_id": parent_snapshot_id} if written and table_after else {}),
+                    **({**table_after, **parent} if written and table_after else {}),
                 },
             )
         versions.batches[batch_id] = by_version
@@ -258,7 +262,7 @@ def main() -> None:
         column_lineage=observed.get("lineage"),
         table_created=created,
         snapshot_id=table["snapshot_id"],
-        parent_snapshot_id=parent_snapshot_id,
+        **parent,
         schema_id=table["schema_id"],
         # The manifests' count is exact without delete files (none here: the table is only appended to).
         table_rows=table_quality["rows"] if table_quality else spark.table(args.table).count(),

@@ -41,6 +41,7 @@ def main() -> None:
     # One snapshot of the source, read and reported: the figures can be traced to the very data they come from.
     read = {"source_snapshot_id": tables.current_snapshot_id(spark, args.source)}
     read["source_schema_id"] = tables.table_schema_id(spark, args.source) if read["source_snapshot_id"] else None
+    read["source_data_snapshot_id"] = tables.data_snapshot_id(spark, args.source, read["source_snapshot_id"])
     source = tables.table_as_of(spark, args.source, read["source_snapshot_id"])
     day = args.day or latest_day(source)
     if day is None:

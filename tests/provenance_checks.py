@@ -47,7 +47,7 @@ def recomputed_day(spark, settings: Settings, ranges: list[dict], day: str) -> l
         part = (
             spark.read.format("kafka")
             .option("kafka.bootstrap.servers", settings.kafka_servers)
-            .option("subscribe", topic)
+            .option("assign", json.dumps({topic: [r["partition"]]}))  # that partition alone, of however many
             .option("startingOffsets", json.dumps({topic: {str(r["partition"]): r["start"]}}))
             .option("endingOffsets", json.dumps({topic: {str(r["partition"]): r["end"]}}))
             .load()
@@ -67,3 +67,16 @@ def written_day(spark, settings: Settings, version: str, day: str) -> list:
     table = iceberg_table_name(settings, "supplier_stats")
     written = spark.sql(f"SELECT * FROM {table} VERSION AS OF {version}").where(f"bid_date = DATE'{day}'")
     return sorted(written.select(STATS_COLUMNS).collect())
+
+
+def without_times(answer: dict) -> dict:
+    """``answer`` without its runs' times (the log's are its events' times, Marquez's its runs' own)."""
+    return {
+        key: [without_times(item) if isinstance(item, dict) else item for item in value]
+        if isinstance(value, list)
+        else without_times(value)
+        if isinstance(value, dict)
+        else value
+        for key, value in answer.items()
+        if key != "time"
+    }

@@ -126,9 +126,10 @@ def read_metadata(facts: RunFacts) -> dict:
     metadata = {}
     for read in facts.reads:
         if read.snapshot is not None:
-            metadata[f"read/{read.dataset}"] = dg.MetadataValue.json(
-                {"snapshot_id": read.snapshot.version, "schema_id": read.snapshot.schema_id}
-            )
+            read_at = {"snapshot_id": read.snapshot.version, "schema_id": read.snapshot.schema_id}
+            if read.snapshot.data is not None:  # a compaction's snapshot, holding the rows of this one
+                read_at["data_snapshot_id"] = read.snapshot.data
+            metadata[f"read/{read.dataset}"] = dg.MetadataValue.json(read_at)
         elif read.offsets is not None:
             metadata[f"read/{read.dataset}"] = dg.MetadataValue.json(
                 {"offsets": [{"partition": r.partition, "start": r.start, "end": r.end} for r in read.offsets]}

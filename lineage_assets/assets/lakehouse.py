@@ -24,11 +24,11 @@ from lineage_assets.assets.common import (
 from lineage_assets.datasets import CHECKS, LAKEHOUSE_ORDERS, SUPPLIER_STATS, iceberg_table_name
 from lineage_assets.dead_letters import TEACH_THEN_REPLAY
 from lineage_assets.job_specs import (
-    EXPIRE_SNAPSHOTS_SCRIPT,
+    LAKEHOUSE_UPKEEP_SCRIPT,
     IngestionReport,
-    SnapshotExpiryReport,
+    LakehouseUpkeepReport,
     ingestion_job,
-    snapshot_expiry_arguments,
+    lakehouse_upkeep_arguments,
     supplier_stats_job,
 )
 from lineage_assets.lineage.events import Assertion, OutputStatistics, RunFacts, snapshot_written, table_read
@@ -159,7 +159,8 @@ def _materializations(instance: dg.DagsterInstance, records: dg.AssetRecordsFilt
 def snapshot_written_by(instance: dg.DagsterInstance, snapshot_id: int | None, settings: Settings) -> dict:
     """A link, in Dagster's UI, to the `lakehouse/orders` materialization that made ``snapshot_id``
     (the first of its recent ones to report it: a run that committed nothing names the table's
-    snapshot again): on a `supplier_stats` partition's page, the ingestion it was computed from."""
+    snapshot again): on a `supplier_stats` partition's page, the ingestion it was computed from. Of a
+    compaction's snapshot, pass the one whose rows it holds: no ingestion made the compaction's."""
     if snapshot_id is None:
         return {}
     newest = instance.fetch_materializations(
@@ -212,7 +213,9 @@ def ingested(run: StreamingRun[IngestionReport]) -> Outcome:
         RunFacts(
             OutputStatistics(rows=report.rows_written),
             "CREATE" if report.table_created else None,
-            version=snapshot_written(report.snapshot_id, report.schema_id, report.parent_snapshot_id),
+            version=snapshot_written(
+                report.snapshot_id, report.schema_id, report.parent_snapshot_id, report.parent_data_snapshot_id
+            ),
             quality=report.quality,
             reads=(orders_read_by(settings, report, (rebuild.assertion(),)),),
             partitions=tuple(report.days),
@@ -259,7 +262,14 @@ def supplier_stats_asset(settings: Settings) -> dg.AssetsDefinition:
                 "CREATE" if report.table_created else "OVERWRITE",
                 version=snapshot_written(report.snapshot_id, report.schema_id, report.parent_snapshot_id),
                 quality=report.quality,
-                reads=(table_read(LAKEHOUSE_ORDERS, report.source_snapshot_id, report.source_schema_id),),
+                reads=(
+                    table_read(
+                        LAKEHOUSE_ORDERS,
+                        report.source_snapshot_id,
+                        report.source_schema_id,
+                        report.source_data_snapshot_id,
+                    ),
+                ),
                 partitions=(report.day,) if report.day else (),
                 column_lineage=observed_lineage(SUPPLIER_STATS, report, environment.settings, context.log, agent),
             )
@@ -267,7 +277,9 @@ def supplier_stats_asset(settings: Settings) -> dg.AssetsDefinition:
         return dg.MaterializeResult(
             metadata={
                 **run_metadata(report, facts),
-                **snapshot_written_by(context.instance, report.source_snapshot_id, environment.settings),
+                **snapshot_written_by(
+                    context.instance, report.source_data_snapshot_id or report.source_snapshot_id, environment.settings
+                ),
                 "day": report.day,
                 "files_written": report.files_written,
                 "bytes_written": report.bytes_written,
@@ -364,30 +376,40 @@ def orders_values_in_range(
 
 
 @dg.op(
-    description="Expire the lakehouse tables' snapshots older than LINEAGE_ASSETS_SNAPSHOT_RETENTION_HOURS, keeping "
-    "the last 100 (Iceberg's expire_snapshots), and the files only they referenced. No data changes."
+    description="Compact the small files of `orders`' days before today (UTC; Iceberg's rewrite_data_files), then "
+    "expire the lakehouse tables' snapshots older than LINEAGE_ASSETS_SNAPSHOT_RETENTION_HOURS, keeping the last "
+    "100 (Iceberg's expire_snapshots), and the files only they referenced. No row changes."
 )
-def expire_lakehouse_snapshots(
+def lakehouse_upkeep(
     context: dg.OpExecutionContext, environment: SettingsResource, spark_jobs: SparkJobsResource
-) -> dg.Output[list[dict]]:
+) -> dg.Output[dict]:
     settings = environment.settings
     require_services(settings)
-    arguments = snapshot_expiry_arguments(settings, dt.datetime.now(dt.UTC))
-    report = SnapshotExpiryReport(**spark_jobs.submit(EXPIRE_SNAPSHOTS_SCRIPT, list(arguments), log=context.log))
-    for table in report.tables:
+    arguments = lakehouse_upkeep_arguments(settings, dt.datetime.now(dt.UTC))
+    report = LakehouseUpkeepReport(**spark_jobs.submit(LAKEHOUSE_UPKEEP_SCRIPT, list(arguments), log=context.log))
+    for table in report.compacted:
+        context.log.info(
+            f"{table['table']}: {table['rewritten_data_files_count']} files of the days before "
+            f"{table['closed_before']} compacted into {table['added_data_files_count']}"
+        )
+    for table in report.expired:
         context.log.info(f"{table['table']}: {table['snapshots_before']} snapshots, {table['snapshots_after']} kept")
     return dg.Output(
-        report.tables,
+        {"compacted": report.compacted, "expired": report.expired},
         metadata={
             "duration_seconds": report.duration_seconds,
-            **{table["table"]: dg.MetadataValue.json(table) for table in report.tables},
+            **{f"compacted/{table['table']}": dg.MetadataValue.json(table) for table in report.compacted},
+            **{f"expired/{table['table']}": dg.MetadataValue.json(table) for table in report.expired},
         },
     )
 
 
-@dg.job(description="The lakehouse tables' upkeep: their old snapshots expired, so that commits stay fast.")
+@dg.job(
+    description="The lakehouse tables' upkeep: the closed days of `orders` compacted, so that reads stay fast, and "
+    "old snapshots expired, so that commits stay fast."
+)
 def lakehouse_maintenance():
-    expire_lakehouse_snapshots()
+    lakehouse_upkeep()
 
 
 # Running by default: each snapshot a continuous deployment leaves makes its every later commit slower.

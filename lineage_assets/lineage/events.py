@@ -166,6 +166,8 @@ class IcebergSnapshotInputDatasetFacet(InputDatasetFacet):
 
     snapshotId: int  # noqa: N815
     schemaId: int | None = attr.field(default=None)  # noqa: N815
+    # Whose rows it holds, when a compaction made it (a ``replace`` keeps its parent's rows).
+    dataSnapshotId: int | None = attr.field(default=None)  # noqa: N815
 
     @staticmethod
     def _get_schema() -> str:
@@ -180,6 +182,7 @@ class IcebergSnapshotOutputDatasetFacet(OutputDatasetFacet):
 
     snapshotId: int  # noqa: N815
     parentSnapshotId: int | None = attr.field(default=None)  # noqa: N815  none: the run began the table
+    parentDataSnapshotId: int | None = attr.field(default=None)  # noqa: N815  whose rows the parent holds, if other
 
     @staticmethod
     def _get_schema() -> str:
@@ -218,22 +221,34 @@ class TableVersionDatasetFacet(dataset_version_dataset.DatasetVersionDatasetFace
 
 @dataclass(frozen=True)
 class DatasetVersion:
-    """What a run wrote: a registry version (``orders-value:2``), an Iceberg snapshot and schema id,
-    and of a snapshot its ``parent``: the table's snapshot the run's first commit built on (None:
-    the table had none)."""
+    """What a run read or wrote: a registry version (``orders-value:2``), an Iceberg snapshot and
+    schema id, and of a snapshot written its ``parent``: the table's snapshot the run's first commit
+    built on (None: the table had none). A compaction's snapshot (a ``replace``) holds the rows of
+    another, which ``data`` names for a snapshot read and ``parent_data`` for a parent (None: its own)."""
 
     version: str
     schema_id: int | None = None
     parent: str | None = None
+    data: str | None = None
+    parent_data: str | None = None
+
+
+def _snapshot(snapshot_id: int | None) -> str | None:
+    return None if snapshot_id is None else str(snapshot_id)
 
 
 def snapshot_written(
-    snapshot_id: int | None, schema_id: int | None, parent_snapshot_id: int | None
+    snapshot_id: int | None,
+    schema_id: int | None,
+    parent_snapshot_id: int | None,
+    parent_data_snapshot_id: int | None = None,
 ) -> DatasetVersion | None:
     """The version of an Iceberg table a run left (None: the table has no snapshot yet)."""
     if snapshot_id is None:
         return None
-    return DatasetVersion(str(snapshot_id), schema_id, None if parent_snapshot_id is None else str(parent_snapshot_id))
+    return DatasetVersion(
+        str(snapshot_id), schema_id, _snapshot(parent_snapshot_id), parent_data=_snapshot(parent_data_snapshot_id)
+    )
 
 
 @dataclass(frozen=True)
@@ -340,9 +355,13 @@ def orders_read(
     )
 
 
-def table_read(table: Dataset, snapshot_id: int | None, schema_id: int | None = None) -> SourceRead:
+def table_read(
+    table: Dataset, snapshot_id: int | None, schema_id: int | None = None, data_snapshot_id: int | None = None
+) -> SourceRead:
     """What a run read of a table: one snapshot of it (none while the table had none)."""
-    snapshot = None if snapshot_id is None else DatasetVersion(str(snapshot_id), schema_id)
+    snapshot = (
+        None if snapshot_id is None else DatasetVersion(str(snapshot_id), schema_id, data=_snapshot(data_snapshot_id))
+    )
     return SourceRead(dataset=table.key, snapshot=snapshot)
 
 
@@ -495,11 +514,15 @@ def _read_facets(upstream: Dataset, read: SourceRead, settings: Settings) -> tup
             KafkaOffsetsInputDatasetFacet, upstream.identity(settings).name, read.offsets
         )
     if read.snapshot is not None:
+        # The version of the rows read: of a compaction's snapshot, the one whose rows it holds, which a
+        # run wrote (Marquez keeps a read's dataset facets on the table's latest version, the writer's).
         facets["version"] = TableVersionDatasetFacet(
-            datasetVersion=read.snapshot.version, schemaId=read.snapshot.schema_id
+            datasetVersion=read.snapshot.data or read.snapshot.version, schemaId=read.snapshot.schema_id
         )
         input_facets["icebergSnapshot"] = IcebergSnapshotInputDatasetFacet(
-            snapshotId=int(read.snapshot.version), schemaId=read.snapshot.schema_id
+            snapshotId=int(read.snapshot.version),
+            schemaId=read.snapshot.schema_id,
+            dataSnapshotId=None if read.snapshot.data is None else int(read.snapshot.data),
         )
     newest = read.newest_readable()
     if newest is not None:
@@ -624,6 +647,7 @@ def output(dataset: Dataset, settings: Settings, facts: RunFacts) -> OutputDatas
         output_facets["icebergSnapshot"] = IcebergSnapshotOutputDatasetFacet(
             snapshotId=int(facts.version.version),
             parentSnapshotId=None if facts.version.parent is None else int(facts.version.parent),
+            parentDataSnapshotId=None if facts.version.parent_data is None else int(facts.version.parent_data),
         )
     if facts.offsets is not None:
         output_facets["kafkaOffsets"] = offsets_facet(KafkaOffsetsOutputDatasetFacet, identity.name, facts.offsets)

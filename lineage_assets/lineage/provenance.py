@@ -6,7 +6,9 @@ Each run's events say which version of each input it read (a table's snapshot, a
 ranges) and what it wrote (a snapshot, offset ranges, files, the days it wrote rows into); see
 ``lineage/events.py``. A version of an Iceberg table holds what every run whose snapshot is among
 its ancestors wrote (each run records the snapshot its first commit built on), so the writers of a
-snapshot that matter for one day are those of its ancestors that wrote rows of that day.
+snapshot that matter for one day are those of its ancestors that wrote rows of that day. A
+compaction (the lakehouse upkeep) commits snapshots no run reports; a run that read or built on one
+also records whose rows it holds, so the chain passes over it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class Version:
 
     node: Node
     version: str | None = None  # a table's snapshot, a subject's schema version
+    data_version: str | None = None  # a compaction's snapshot read: the snapshot whose rows it holds
     offsets: tuple[OffsetRange, ...] = ()  # a topic's records
     partitions: tuple[str, ...] = ()  # the days it wrote rows into
     files: tuple[str, ...] = ()  # the files it added
@@ -39,7 +42,13 @@ class Version:
     # the run recorded it (``parent_recorded``; older events did not).
     parent: str | None = None
     parent_recorded: bool = False
+    parent_data: str | None = None  # whose rows the parent holds, when a compaction made it
     versions: tuple[str, ...] = ()  # every version its events named, oldest first (a streaming run's commits)
+
+    @property
+    def rows_of(self) -> str | None:
+        """The version whose rows this one holds: itself, unless a compaction made it."""
+        return self.data_version or self.version
 
     @property
     def written(self) -> tuple[str, ...]:
@@ -50,6 +59,8 @@ class Version:
         found = {"dataset": names.get(self.node, f"{self.node[0]}:{self.node[1]}")}
         if self.version is not None:
             found["version"] = self.version
+        if self.data_version is not None:
+            found["data_version"] = self.data_version
         if self.offsets:
             found["offsets"] = [{"partition": r.partition, "start": r.start, "end": r.end} for r in self.offsets]
         if self.partitions:
@@ -86,22 +97,27 @@ def _version(dataset: dict, output: bool) -> Version:
     """What a run read of an input (its input facets) or wrote of an output (its output facets, and
     the version its dataset facets name)."""
     run_facets = (dataset.get("outputFacets") if output else dataset.get("inputFacets")) or {}
+    snapshot = run_facets.get("icebergSnapshot")
     if output:  # the version a run wrote is its output dataset's own, which Marquez keeps per run
         version = ((dataset.get("facets") or {}).get("version") or {}).get("datasetVersion")
     else:  # a read's version is in its input facets only (Marquez keeps no dataset facet of a read per run)
-        snapshot = (run_facets.get("icebergSnapshot") or {}).get("snapshotId")
-        version = None if snapshot is None else str(snapshot)
-    made = run_facets.get("icebergSnapshot") if output else None  # a written snapshot and its parent
-    parent = None if made is None else made.get("parentSnapshotId")
+        version = _id((snapshot or {}).get("snapshotId"))
+    made = (snapshot if output else None) or {}  # a written snapshot and its parent
     return Version(
         node=(dataset["namespace"], dataset["name"]),
         version=version,
+        data_version=None if output else _id((snapshot or {}).get("dataSnapshotId")),
         offsets=_ranges(run_facets.get("kafkaOffsets")),
         partitions=tuple((run_facets.get("partitionsWritten") or {}).get("partitions") or ()),
         files=tuple(f["path"] for f in (run_facets.get("filesWritten") or {}).get("files") or ()),
-        parent=None if parent is None else str(parent),
-        parent_recorded=made is not None,
+        parent=_id(made.get("parentSnapshotId")),
+        parent_recorded=bool(made),
+        parent_data=_id(made.get("parentDataSnapshotId")),
     )
+
+
+def _id(snapshot_id: int | None) -> str | None:
+    return None if snapshot_id is None else str(snapshot_id)
 
 
 @dataclass
@@ -278,7 +294,10 @@ class Provenance:
             if version.offsets:
                 lines.append(f"{indent}  read {name}: {_ranges_text(version.offsets)}")
             else:
-                lines.append(f"{indent}  read {name}" + (f" at snapshot {version.version}" if version.version else ""))
+                at = f" at snapshot {version.version}" if version.version else ""
+                if version.data_version:
+                    at += f" (a compaction: the rows of snapshot {version.data_version})"
+                lines.append(f"{indent}  read {name}{at}")
             for run in runs:
                 self._lines(run, lines, indent + "    ")
         for run, files in step.archived:
@@ -352,7 +371,8 @@ def _ancestry(runs: list[RunRecord], node: Node, version: str) -> set[str]:
     """The versions of a table whose rows ``version`` holds: itself and its ancestors. Each run
     records the snapshot its first commit built on; a run that did not is taken to have built on the
     version written before it. A rolled-back or rebuilt table's new versions are then no descendants
-    of what it held before."""
+    of what it held before. A compaction's snapshots are passed over: a run that built on one
+    records whose rows it held, and ``version`` is never one."""
     parents: dict[str, str | None] = {}
     previous = None
     for run in runs:
@@ -360,9 +380,9 @@ def _ancestry(runs: list[RunRecord], node: Node, version: str) -> set[str]:
         if wrote is None or not wrote.written:
             continue
         # A streaming run's commits follow each other, the first on the snapshot the run began with.
-        base = wrote.parent if wrote.parent_recorded else previous
+        base = (wrote.parent_data or wrote.parent) if wrote.parent_recorded else previous
         for made in wrote.written:
-            if made not in parents and made != base:
+            if made not in parents and made not in (base, wrote.parent):
                 parents[made] = base
             base = made
         previous = wrote.written[-1]
@@ -394,7 +414,7 @@ def _writers(runs: list[RunRecord], reader: RunRecord, read: Version, partition:
         return [_step(runs, run, read.node, None) for run in chain]
     if read.version is None:
         return []
-    held = _ancestry(runs, read.node, read.version)
+    held = _ancestry(runs, read.node, read.rows_of)
     chain = [
         run
         for run in writers
@@ -451,7 +471,7 @@ def _reads_what_was_written(runs: list[RunRecord], writer: RunRecord, wrote: Ver
         return False
     if wrote.offsets or read.offsets:
         return _overlaps(wrote.offsets, read.offsets)
-    if read.version is None or not _made_any(wrote, _ancestry(runs, wrote.node, read.version)):
+    if read.version is None or not _made_any(wrote, _ancestry(runs, wrote.node, read.rows_of)):
         return False
     days = {day for written in reader.writes for day in written.partitions}
     return not wrote.partitions or not days or bool(days & set(wrote.partitions))

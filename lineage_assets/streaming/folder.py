@@ -158,7 +158,10 @@ class DeploymentFolder:
         if tables:
             table = tables[-1]
             written = events.snapshot_written(
-                table["snapshot_id"], table["schema_id"], tables[0].get("parent_snapshot_id")
+                table["snapshot_id"],
+                table["schema_id"],
+                tables[0].get("parent_snapshot_id"),
+                tables[0].get("parent_data_snapshot_id"),
             )
             return written, table["quality"]
         progress = self.progress()

@@ -34,6 +34,30 @@ def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
     return main[0].snapshot_id if main else None
 
 
+def data_snapshot_id(spark: SparkSession, table: str, snapshot_id: int | None) -> int | None:
+    """The snapshot whose rows ``snapshot_id`` holds, when that is another: a compaction commits a
+    ``replace``, which rewrites files without changing the table's rows (Iceberg's spec), so its rows
+    are those of its nearest ancestor that is no ``replace``. None when ``snapshot_id`` is none or its
+    rows are its own. Through the table's metadata, not a query: no Spark job for a lookup."""
+    if snapshot_id is None:
+        return None
+    iceberg = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+    found, snapshot = None, iceberg.snapshot(snapshot_id)
+    while snapshot is not None and snapshot.operation() == "replace":
+        found = snapshot.parentId()  # kept on the snapshot even once its parent has expired
+        snapshot = None if found is None else iceberg.snapshot(found)
+    return found
+
+
+def day_partition_column(spark: SparkSession, table: str) -> str | None:
+    """The column whose UTC day partitions ``table`` (Iceberg's ``days`` transform), if one does."""
+    iceberg = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+    for field in iceberg.spec().fields():
+        if str(field.transform().toString()) == "day":
+            return str(iceberg.schema().findColumnName(field.sourceId()))
+    return None
+
+
 def table_as_of(spark: SparkSession, table: str, snapshot_id: int | None):
     """The table's rows at one snapshot: what a job reads is then exactly the version it reports."""
     return (

@@ -21,7 +21,7 @@ from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.stack.services.storage import s3_client
 from tests.e2e.conftest import GENERATOR
-from tests.provenance_checks import completed, offsets_behind, recomputed_day, written_day
+from tests.provenance_checks import completed, offsets_behind, recomputed_day, without_times, written_day
 
 
 def read_of(event: dict, dataset, settings) -> dict:
@@ -132,18 +132,6 @@ def test_a_days_provenance_leads_to_offsets_whose_records_recompute_its_totals(r
     ranges = offsets_behind(answer)
     assert ranges
     assert recomputed_day(spark, settings, ranges, day) == written_day(spark, settings, stats["wrote"]["version"], day)
-
-
-def without_times(answer: dict) -> dict:
-    return {
-        key: [without_times(item) if isinstance(item, dict) else item for item in value]
-        if isinstance(value, list)
-        else without_times(value)
-        if isinstance(value, dict)
-        else value
-        for key, value in answer.items()
-        if key != "time"
-    }
 
 
 def test_marquez_gives_the_provenance_and_the_reach_the_log_gives(marquez, settings):

@@ -1,16 +1,30 @@
-"""The lakehouse tables' upkeep on the real catalog: the `lakehouse_maintenance` job expires old
-snapshots through Iceberg's own procedure, keeps the newest and the data, and stops the metadata
-files of a table made before that was a table's default from piling up."""
+"""The lakehouse tables' upkeep on the real catalog: the `lakehouse_maintenance` job compacts the
+small files of `orders`' closed days and expires old snapshots through Iceberg's own procedures,
+keeps the newest and the data, and stops the metadata files of a table made before that was a
+table's default from piling up; a day read after its compaction is still traced to the ingestion
+runs that wrote it, in the log and in Marquez."""
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 
-from lineage_assets.datasets import LAKEHOUSE_ORDERS, iceberg_table_name
+import dagster as dg
+
+from lineage_assets.assets.common import asset_key
+from lineage_assets.datasets import LAKEHOUSE_ORDERS, SUPPLIER_STATS, iceberg_table_name
 from lineage_assets.definitions import build_definitions
+from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.job_specs import SNAPSHOTS_RETAINED, table_columns
+from lineage_assets.lineage.emitter import emitter_for
+from lineage_assets.lineage.marquez import MarquezApi
+from lineage_assets.lineage.provenance import marquez_runs, provenance, runs_of
 from lineage_assets.resources.settings import SettingsResource
 from spark.support.tables import METADATA_PROPERTIES, files_under
+from tests.conftest import pipeline_of_its_own
+from tests.e2e.conftest import DELIVERY_TIMEOUT_S
+from tests.integration.test_deployments import orders_topic_ready
+from tests.provenance_checks import offsets_behind, recomputed_day, without_times, written_day
 
 COMMITS = SNAPSHOTS_RETAINED + 12
 
@@ -20,7 +34,9 @@ def metadata_files(spark, table: str) -> int:
     return sum(name.endswith(".metadata.json") for name in files_under(spark, f"{location}/metadata"))
 
 
-def test_the_upkeep_expires_all_but_the_newest_snapshots_and_keeps_every_row(stack, settings, spark):
+def test_the_upkeep_packs_a_closed_days_files_expires_all_but_the_newest_snapshots_and_keeps_every_row(
+    stack, settings, spark
+):
     # A namespace of its own, with every snapshot older than the retention: only the newest 100 stay.
     probe = dataclasses.replace(settings, iceberg_namespace="maintenance_probe", snapshot_retention_hours=0)
     table = iceberg_table_name(probe, "orders")
@@ -39,14 +55,17 @@ def test_the_upkeep_expires_all_but_the_newest_snapshots_and_keeps_every_row(sta
     result = job.execute_in_process()
 
     assert result.success
-    (expired,) = result.output_for_node("expire_lakehouse_snapshots")  # supplier_stats is not there: skipped
+    upkeep = result.output_for_node("lakehouse_upkeep")
+    (expired,) = upkeep["expired"]  # supplier_stats is not there: skipped
+    (compacted,) = upkeep["compacted"]  # a file per commit, all in a day before today: packed into one
+    assert (compacted["rewritten_data_files_count"], compacted["added_data_files_count"]) == (COMMITS, 1)
     assert (expired["table"], expired["snapshots_before"], expired["snapshots_after"]) == (
         table,
-        COMMITS,
+        COMMITS + 1,  # the compaction's own
         SNAPSHOTS_RETAINED,
     )
-    assert expired["current_snapshot_id"] == current
-    assert expired["deleted_manifest_lists_count"] == COMMITS - SNAPSHOTS_RETAINED
+    assert expired["current_snapshot_id"] == compacted["current_snapshot_id"] != current
+    assert expired["deleted_manifest_lists_count"] == COMMITS + 1 - SNAPSHOTS_RETAINED
     spark.catalog.refreshTable(table)
     assert spark.table(f"{table}.snapshots").count() == SNAPSHOTS_RETAINED
     assert spark.table(table).count() == COMMITS  # no data changes
@@ -59,3 +78,69 @@ def test_the_upkeep_expires_all_but_the_newest_snapshots_and_keeps_every_row(sta
             f"INSERT INTO {table} VALUES ('o-{commit}', 'lamp', 1.50, 'Bob', TIMESTAMP_NTZ '2026-11-20 11:00:00')"
         )
     assert metadata_files(spark, table) == before
+
+
+DAY = dt.date(2026, 11, 20)
+INGESTIONS = 3
+
+
+def test_a_compacted_day_reads_the_same_and_is_still_traced_to_the_ingestion_runs_that_wrote_it(stack, settings, spark):
+    """Three catch-up ingestions leave a file per Kafka partition each in one closed day; the upkeep
+    packs them into one (a `replace` snapshot no run reports), and the day's `supplier_stats`,
+    computed from that snapshot, is traced through it to the three runs and the offsets they read,
+    whose records give its totals again."""
+    own = dataclasses.replace(pipeline_of_its_own(settings, "compaction"), orders_partitions=3)
+    environment = orders_topic_ready(own)
+    definitions = build_definitions(environment)
+    assets, instance = [*definitions.assets, *definitions.asset_checks], dg.DagsterInstance.ephemeral()
+    table = iceberg_table_name(own, "orders")
+    for seed in range(INGESTIONS):
+        start = dt.datetime.combine(DAY, dt.time(10 + seed), tzinfo=dt.UTC)
+        orders = generate_orders(GeneratorConfig(count=30, seed=seed, start=start))
+        produce_orders(list(orders), own.kafka_servers, own.schema_registry_url, own.orders_topic)
+        dg.materialize(
+            assets, selection=[asset_key(LAKEHOUSE_ORDERS)], resources=definitions.resources, instance=instance
+        )
+    spark.catalog.refreshTable(table)
+    small_files = spark.table(f"{table}.files").count()
+    ingested = spark.sql(f"SELECT snapshot_id FROM {table}.refs WHERE name = 'main'").first().snapshot_id
+    assert small_files >= 5  # what rewrite_data_files packs by default
+
+    result = definitions.resolve_job_def("lakehouse_maintenance").execute_in_process(instance=instance)
+
+    (compacted,) = result.output_for_node("lakehouse_upkeep")["compacted"]
+    assert (compacted["rewritten_data_files_count"], compacted["added_data_files_count"]) == (small_files, 1)
+    spark.catalog.refreshTable(table)
+    assert spark.table(f"{table}.files").count() == 1
+    current = spark.sql(f"SELECT snapshot_id, parent_id, operation FROM {table}.snapshots ORDER BY committed_at DESC")
+    assert current.first().asDict() == {
+        "snapshot_id": compacted["current_snapshot_id"],
+        "parent_id": ingested,
+        "operation": "replace",
+    }
+
+    dg.materialize(
+        assets,
+        selection=[asset_key(SUPPLIER_STATS)],
+        partition_key=DAY.isoformat(),
+        resources=definitions.resources,
+        instance=instance,
+    )
+    answer = provenance(runs_of(emitter_for(own).events()), SUPPLIER_STATS, own, partition=DAY.isoformat()).as_dict()
+    (stats,) = answer["made_by"]
+    (read,) = stats["read"]
+    assert (read["version"], read["data_version"]) == (str(compacted["current_snapshot_id"]), str(ingested))
+    assert [step["job"] for step in read["made_by"]] == [
+        f"{own.lineage_namespace}/{LAKEHOUSE_ORDERS.job.lineage_name}"
+    ] * INGESTIONS
+    ranges = offsets_behind(answer)
+    assert sum(r["end"] - r["start"] for r in ranges) == 30 * INGESTIONS
+    assert recomputed_day(spark, own, ranges, DAY.isoformat()) == written_day(
+        spark, own, stats["wrote"]["version"], DAY.isoformat()
+    )
+
+    assert emitter_for(own).flush(timeout=DELIVERY_TIMEOUT_S), "the event log was not delivered to Marquez"
+    shown = provenance(
+        marquez_runs(MarquezApi(own.marquez_api_url), own), SUPPLIER_STATS, own, partition=DAY.isoformat()
+    )
+    assert without_times(shown.as_dict()) == without_times(answer)

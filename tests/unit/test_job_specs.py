@@ -108,11 +108,14 @@ def test_a_batch_bound_that_is_not_a_positive_number_is_refused_naming_it(value,
     assert f"'{value}' is not a positive whole number" in capsys.readouterr().err
 
 
-def test_snapshot_expiry_covers_both_lakehouse_tables_back_to_the_retention_keeping_the_last_hundred():
+def test_the_upkeep_compacts_orders_closed_days_and_expires_both_tables_back_to_the_retention():
     settings = Settings(catalog_name="lake", iceberg_namespace="sales", snapshot_retention_hours=6)
-    now = dt.datetime(2026, 11, 28, 3, 30, tzinfo=dt.timezone(dt.timedelta(hours=1)))  # 02:30 UTC
-    arguments = job_specs.snapshot_expiry_arguments(settings, now)
+    now = dt.datetime(2026, 11, 28, 0, 30, tzinfo=dt.timezone(dt.timedelta(hours=1)))  # 23:30 UTC the day before
+    arguments = job_specs.lakehouse_upkeep_arguments(settings, now)
+    compacted = [arguments[i + 1] for i, name in enumerate(arguments) if name == "--compact"]
+    assert compacted == ["lake.`sales`.orders"]  # supplier_stats rewrites a day whole: no small files
+    assert option(arguments, "--closed-before") == "2026-11-27"  # the UTC day still written to is left
     tables = [arguments[i + 1] for i, name in enumerate(arguments) if name == "--table"]
     assert tables == ["lake.`sales`.orders", "lake.`sales`.supplier_stats"]
-    assert option(arguments, "--older-than") == "2026-11-27T20:30:00"  # UTC, as the job reads it
+    assert option(arguments, "--older-than") == "2026-11-27T17:30:00"  # UTC, as the job reads it
     assert option(arguments, "--retain-last") == "100"

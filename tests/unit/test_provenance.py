@@ -16,6 +16,7 @@ from lineage_assets.lineage.events import OffsetRange, RunFacts, WrittenFile
 from lineage_assets.lineage.provenance import ProvenanceError, provenance, reached, runs_of
 from lineage_assets.lineage.transport import event_line
 from lineage_assets.settings import Settings
+from tests.openlineage_schemas import validate_event
 
 SETTINGS = Settings()
 T0 = dt.datetime(2026, 11, 21, 12, 0, tzinfo=dt.UTC)
@@ -199,6 +200,58 @@ def test_runs_that_did_not_record_their_parent_snapshot_are_taken_to_build_on_th
     assert run_id(9, SUPPLIER_STATS) in [
         run.run_id for run, _ in reached(runs, run_id(5, LAKEHOUSE_ORDERS), SETTINGS).downstream
     ]
+
+
+def compacted(recorded: bool) -> list[dict]:
+    """LOG, with the upkeep's compactions in it: 150 rewrites 101's files (a ``replace`` no run reports),
+    102 is ingested on 150, 151 rewrites 102's, and 2026-11-21 is computed from 151. The runs record
+    whose rows 150 and 151 hold, unless not ``recorded``."""
+    return [
+        *LOG,
+        *run(
+            8,
+            LAKEHOUSE_ORDERS,
+            RunFacts(
+                reads=(orders_read(15, 20),),
+                version=events.DatasetVersion("102", parent="150", parent_data="101" if recorded else None),
+                partitions=("2026-11-21",),
+            ),
+        ),
+        *run(
+            9,
+            SUPPLIER_STATS,
+            RunFacts(
+                reads=(events.table_read(LAKEHOUSE_ORDERS, 151, data_snapshot_id=102 if recorded else None),),
+                version=events.DatasetVersion("202", parent="201"),
+                partitions=("2026-11-21",),
+            ),
+        ),
+    ]
+
+
+def test_a_day_read_from_a_compacted_snapshot_is_traced_through_the_compactions_to_every_ingestion_run():
+    log = compacted(recorded=True)
+    assert all(validate_event(event) == [] for event in log)  # the facets' new fields
+    (read,) = log[-1]["inputs"]  # the version of its rows, which a run wrote; the snapshot itself beside it
+    assert (read["facets"]["version"]["datasetVersion"], read["inputFacets"]["icebergSnapshot"]["snapshotId"]) == (
+        "102",
+        151,
+    )
+    answer = provenance(runs_of(compacted(recorded=True)), SUPPLIER_STATS, SETTINGS, partition="2026-11-21")
+    (stats,) = answer.as_dict()["made_by"]
+    (table,) = stats["read"]
+    assert (table["version"], table["data_version"]) == ("151", "102")
+    assert [made["run"] for made in table["made_by"]] == [
+        run_id(3, LAKEHOUSE_ORDERS),
+        run_id(5, LAKEHOUSE_ORDERS),
+        run_id(8, LAKEHOUSE_ORDERS),
+    ]
+    assert "at snapshot 151 (a compaction: the rows of snapshot 102)" in answer.tree()
+    reach = reached(runs_of(compacted(recorded=True)), run_id(3, LAKEHOUSE_ORDERS), SETTINGS)
+    assert run_id(9, SUPPLIER_STATS) in [run.run_id for run, _ in reach.downstream]
+    # Without whose rows the compactions hold, the chain would stop at the snapshots no run wrote.
+    unrecorded = provenance(runs_of(compacted(recorded=False)), SUPPLIER_STATS, SETTINGS, partition="2026-11-21")
+    assert unrecorded.as_dict()["made_by"][0]["read"][0]["made_by"] == []
 
 
 def test_a_deployments_files_are_all_those_its_events_named():
