@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import threading
+import time
 
 import dagster as dg
 
@@ -20,10 +22,16 @@ from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.lineage.provenance import marquez_runs, provenance, runs_of
 from lineage_assets.resources.settings import SettingsResource
+from lineage_assets.streaming.deployments import LocalDeployments
 from spark.support.tables import METADATA_PROPERTIES, files_under
-from tests.conftest import pipeline_of_its_own
+from tests.conftest import pipeline_of_its_own, wait_for
 from tests.e2e.conftest import DELIVERY_TIMEOUT_S
-from tests.integration.test_deployments import orders_topic_ready
+from tests.integration.test_deployments import (
+    assert_metrics_match_the_snapshot,
+    orders_topic_ready,
+    rows_and_orders,
+    run_events,
+)
 from tests.provenance_checks import offsets_behind, recomputed_day, without_times, written_day
 
 COMMITS = SNAPSHOTS_RETAINED + 12
@@ -144,3 +152,81 @@ def test_a_compacted_day_reads_the_same_and_is_still_traced_to_the_ingestion_run
         marquez_runs(MarquezApi(own.marquez_api_url), own), SUPPLIER_STATS, own, partition=DAY.isoformat()
     )
     assert without_times(shown.as_dict()) == without_times(answer)
+
+
+def test_the_upkeep_compacts_while_a_deployment_appends_and_no_order_is_lost_or_doubled(stack, settings, spark):
+    """A deployment commits a closed day's orders, then keeps committing today's while the upkeep
+    compacts that day: Iceberg commits both (an append does not conflict with a rewrite), every order
+    is in the table once, and the deployment's next events report the table as it is."""
+    own = dataclasses.replace(pipeline_of_its_own(settings, "compaction-live"), orders_partitions=3)
+    orders_topic_ready(own)
+    table = iceberg_table_name(own, "orders")
+    produced: list[str] = []
+
+    def produce(count: int, seed: int, start: dt.datetime) -> None:
+        orders = list(generate_orders(GeneratorConfig(count=count, seed=seed, start=start)))
+        produce_orders(orders, own.kafka_servers, own.schema_registry_url, own.orders_topic)
+        produced.extend(order.key for order in orders)
+
+    def all_once() -> bool:
+        return rows_and_orders(spark, table, produced) == (len(produced), len(produced))
+
+    deployments = LocalDeployments(own, running_interval=3, trigger_seconds=1)
+    assert deployments.deploy(LAKEHOUSE_ORDERS.key) == "started"
+    run_id = deployments.status(LAKEHOUSE_ORDERS.key).run_id
+    try:
+        for seed in range(2):  # a commit each: a file per Kafka partition each, in the closed day
+            produce(30, seed, dt.datetime.combine(DAY, dt.time(10 + seed), tzinfo=dt.UTC))
+            wait_for(all_once, 180, "the deployment to commit the closed day's orders")
+        spark.catalog.refreshTable(table)
+        closed_files = spark.table(f"{table}.files").count()
+        assert closed_files >= 5
+
+        stop = threading.Event()
+
+        def keep_producing() -> None:
+            seed = 100
+            while not stop.is_set():
+                produce(10, seed, dt.datetime.now(dt.UTC) - dt.timedelta(seconds=10))
+                seed += 1
+                time.sleep(0.5)
+
+        producer = threading.Thread(target=keep_producing)
+        producer.start()
+        try:
+            job = build_definitions(SettingsResource.of(own)).resolve_job_def("lakehouse_maintenance")
+            result = job.execute_in_process()
+        finally:
+            stop.set()
+            producer.join()
+
+        (compacted,) = result.output_for_node("lakehouse_upkeep")["compacted"]
+        assert (compacted["rewritten_data_files_count"], compacted["added_data_files_count"]) == (closed_files, 1)
+        wait_for(all_once, 180, "every order produced during the upkeep, once")
+        operations = [row.operation for row in spark.sql(f"SELECT operation FROM {table}.snapshots").collect()]
+        assert "replace" in operations and operations.count("append") >= 3  # the deployment committed on after
+        assert deployments.status(LAKEHOUSE_ORDERS.key).running
+
+        # Its events after the compaction: the table's metrics as of the snapshot each names.
+        def reported_after_compaction() -> dict | None:
+            spark.catalog.refreshTable(table)
+            later = {  # the snapshots committed after the compaction's
+                str(row.snapshot_id)
+                for row in spark.sql(
+                    f"SELECT snapshot_id FROM {table}.snapshots WHERE committed_at > "
+                    f"(SELECT committed_at FROM {table}.snapshots WHERE operation = 'replace')"
+                ).collect()
+            }
+            versions = [
+                e["outputs"][0]["facets"]
+                for e in run_events(own, run_id)
+                if e["eventType"] == "RUNNING"
+                and (e["outputs"][0]["facets"].get("version") or {}).get("datasetVersion") in later
+            ]
+            return versions[-1] if versions else None
+
+        assert_metrics_match_the_snapshot(
+            spark, table, wait_for(reported_after_compaction, 60, "a RUNNING event after the compaction")
+        )
+    finally:
+        deployments.stop(LAKEHOUSE_ORDERS.key)
