@@ -102,12 +102,15 @@ def test_a_compacted_day_reads_the_same_and_is_still_traced_to_the_ingestion_run
     definitions = build_definitions(environment)
     assets, instance = [*definitions.assets, *definitions.asset_checks], dg.DagsterInstance.ephemeral()
     table = iceberg_table_name(own, "orders")
+    ingestions = []
     for seed in range(INGESTIONS):
         start = dt.datetime.combine(DAY, dt.time(10 + seed), tzinfo=dt.UTC)
         orders = generate_orders(GeneratorConfig(count=30, seed=seed, start=start))
         produce_orders(list(orders), own.kafka_servers, own.schema_registry_url, own.orders_topic)
-        dg.materialize(
-            assets, selection=[asset_key(LAKEHOUSE_ORDERS)], resources=definitions.resources, instance=instance
+        ingestions.append(
+            dg.materialize(
+                assets, selection=[asset_key(LAKEHOUSE_ORDERS)], resources=definitions.resources, instance=instance
+            ).run_id
         )
     spark.catalog.refreshTable(table)
     small_files = spark.table(f"{table}.files").count()
@@ -134,6 +137,14 @@ def test_a_compacted_day_reads_the_same_and_is_still_traced_to_the_ingestion_run
         resources=definitions.resources,
         instance=instance,
     )
+    # On the partition's page in Dagster: the snapshot read, whose rows it holds, and the ingestion run that wrote them.
+    stats_metadata = instance.get_latest_materialization_event(asset_key(SUPPLIER_STATS)).asset_materialization.metadata
+    assert stats_metadata[f"read/{LAKEHOUSE_ORDERS.key}"].value == {
+        "snapshot_id": str(compacted["current_snapshot_id"]),
+        "schema_id": 0,
+        "data_snapshot_id": str(ingested),
+    }
+    assert stats_metadata[f"read/{LAKEHOUSE_ORDERS.key}/written_by"].value == f"{own.dagster_url}/runs/{ingestions[-1]}"
     answer = provenance(runs_of(emitter_for(own).events()), SUPPLIER_STATS, own, partition=DAY.isoformat()).as_dict()
     (stats,) = answer["made_by"]
     (read,) = stats["read"]
