@@ -233,7 +233,8 @@ class DatasetVersion:
     parent_data: str | None = None
 
 
-def _snapshot(snapshot_id: int | None) -> str | None:
+def snapshot_version(snapshot_id: int | None) -> str | None:
+    """An Iceberg snapshot id as a version (the text of ``datasetVersion``); None for none."""
     return None if snapshot_id is None else str(snapshot_id)
 
 
@@ -247,7 +248,10 @@ def snapshot_written(
     if snapshot_id is None:
         return None
     return DatasetVersion(
-        str(snapshot_id), schema_id, _snapshot(parent_snapshot_id), parent_data=_snapshot(parent_data_snapshot_id)
+        str(snapshot_id),
+        schema_id,
+        snapshot_version(parent_snapshot_id),
+        parent_data=snapshot_version(parent_data_snapshot_id),
     )
 
 
@@ -359,9 +363,9 @@ def table_read(
     table: Dataset, snapshot_id: int | None, schema_id: int | None = None, data_snapshot_id: int | None = None
 ) -> SourceRead:
     """What a run read of a table: one snapshot of it (none while the table had none)."""
-    snapshot = (
-        None if snapshot_id is None else DatasetVersion(str(snapshot_id), schema_id, data=_snapshot(data_snapshot_id))
-    )
+    if snapshot_id is None:
+        return SourceRead(dataset=table.key)
+    snapshot = DatasetVersion(str(snapshot_id), schema_id, data=snapshot_version(data_snapshot_id))
     return SourceRead(dataset=table.key, snapshot=snapshot)
 
 

@@ -18,7 +18,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 from lineage_assets.datasets import DATASETS, Dataset
-from lineage_assets.lineage.events import OffsetRange
+from lineage_assets.lineage.events import OffsetRange, snapshot_version
 from lineage_assets.lineage.graph import Node, job_key
 from lineage_assets.lineage.marquez import RUN_STATE_EVENTS, MarquezApi
 from lineage_assets.settings import Settings
@@ -101,23 +101,19 @@ def _version(dataset: dict, output: bool) -> Version:
     if output:  # the version a run wrote is its output dataset's own, which Marquez keeps per run
         version = ((dataset.get("facets") or {}).get("version") or {}).get("datasetVersion")
     else:  # a read's version is in its input facets only (Marquez keeps no dataset facet of a read per run)
-        version = _id((snapshot or {}).get("snapshotId"))
+        version = snapshot_version((snapshot or {}).get("snapshotId"))
     made = (snapshot if output else None) or {}  # a written snapshot and its parent
     return Version(
         node=(dataset["namespace"], dataset["name"]),
         version=version,
-        data_version=None if output else _id((snapshot or {}).get("dataSnapshotId")),
+        data_version=None if output else snapshot_version((snapshot or {}).get("dataSnapshotId")),
         offsets=_ranges(run_facets.get("kafkaOffsets")),
         partitions=tuple((run_facets.get("partitionsWritten") or {}).get("partitions") or ()),
         files=tuple(f["path"] for f in (run_facets.get("filesWritten") or {}).get("files") or ()),
-        parent=_id(made.get("parentSnapshotId")),
+        parent=snapshot_version(made.get("parentSnapshotId")),
         parent_recorded=bool(made),
-        parent_data=_id(made.get("parentDataSnapshotId")),
+        parent_data=snapshot_version(made.get("parentDataSnapshotId")),
     )
-
-
-def _id(snapshot_id: int | None) -> str | None:
-    return None if snapshot_id is None else str(snapshot_id)
 
 
 @dataclass
