@@ -76,7 +76,7 @@ class CommittedTable:
 
     def _current(self, session: SparkSession):
         """The Iceberg table as ``session``'s catalog has it."""
-        return session._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(session._jsparkSession, self.table)
+        return tables.iceberg_table(session, self.table)
 
     def _read(self, session: SparkSession, snapshot) -> int | None:
         """Read the totals of ``snapshot`` (None: the table has none yet) from its manifests; its id."""

@@ -34,6 +34,11 @@ def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
     return main[0].snapshot_id if main else None
 
 
+def iceberg_table(spark: SparkSession, table: str):
+    """The Iceberg table (its Java API) as ``spark``'s catalog holds it: its metadata without a query."""
+    return spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+
+
 def data_snapshot_id(spark: SparkSession, table: str, snapshot_id: int | None) -> int | None:
     """The snapshot whose rows ``snapshot_id`` holds, when that is another: a compaction commits a
     ``replace``, which rewrites files without changing the table's rows (Iceberg's spec), so its rows
@@ -41,7 +46,7 @@ def data_snapshot_id(spark: SparkSession, table: str, snapshot_id: int | None) -
     rows are its own. Through the table's metadata, not a query: no Spark job for a lookup."""
     if snapshot_id is None:
         return None
-    iceberg = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+    iceberg = iceberg_table(spark, table)
     found, snapshot = None, iceberg.snapshot(snapshot_id)
     while snapshot is not None and snapshot.operation() == "replace":
         found = snapshot.parentId()  # kept on the snapshot even once its parent has expired
@@ -51,7 +56,7 @@ def data_snapshot_id(spark: SparkSession, table: str, snapshot_id: int | None) -
 
 def day_partition_column(spark: SparkSession, table: str) -> str | None:
     """The column whose UTC day partitions ``table`` (Iceberg's ``days`` transform), if one does."""
-    iceberg = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+    iceberg = iceberg_table(spark, table)
     for field in iceberg.spec().fields():
         if str(field.transform().toString()) == "day":
             return str(iceberg.schema().findColumnName(field.sourceId()))
