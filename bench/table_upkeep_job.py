@@ -7,8 +7,9 @@
 Each commit appends a few orders of one day with the ingestion's table and snapshot properties, as a
 continuous deployment's micro-batch does, after as many to a table of its own to warm the JVM up.
 After ``--commits`` of them, `supplier_stats`' aggregation reads the day, the upkeep's own
-``compact`` and ``expire`` run (the day closed, every snapshot past the retention: the newest 100
-stay), the day is read again, and ``--window`` commits follow, in the same JVM, so that no warm-up
+``compact``, ``expire`` (the day closed, every snapshot past the retention: the newest 100 stay) and
+``remove_orphans`` (the default orphan age: no file is that old, so it costs the whole scan and
+deletes nothing) run, the day is read again, and ``--window`` commits follow, in the same JVM, so that no warm-up
 lies between the commits or the reads compared.
 """
 
@@ -24,9 +25,10 @@ from pyspark.sql import functions as F
 
 from lineage_assets.datasets import LAKEHOUSE_ORDERS
 from lineage_assets.job_specs import SNAPSHOTS_RETAINED, Report, table_columns
+from lineage_assets.settings import Settings
 from spark import transforms
 from spark.ingest_orders import BATCH_PROPERTY, PARTITIONED_BY, QUERY_PROPERTY, WRITE_PROPERTIES
-from spark.lakehouse_upkeep import compact, expire
+from spark.lakehouse_upkeep import compact, expire, remove_orphans
 from spark.support import reports, tables
 
 ROWS_PER_COMMIT = 100
@@ -40,7 +42,9 @@ class TableUpkeepReport(Report):
     commit_ms: list[float]  # each commit before the upkeep, in order
     compacted: dict  # compact()'s account of the table
     expired: dict  # expire()'s
-    upkeep_s: float
+    orphans: dict  # remove_orphans()'s
+    upkeep_s: float  # the three
+    orphans_s: float  # remove_orphans() alone
     read_ms: float  # `supplier_stats`' aggregation of the day before the upkeep
     read_after_ms: float  # and after it
     same_totals: bool  # whether both reads gave the same totals
@@ -105,8 +109,12 @@ def main() -> None:
     read_ms, totals = read_day(args.table)
     before = time.perf_counter()
     compacted = compact(spark, args.table, DAY + dt.timedelta(days=1))
-    expired = expire(spark, args.table, dt.datetime.now(dt.UTC).replace(tzinfo=None), SNAPSHOTS_RETAINED)
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    expired = expire(spark, args.table, now, SNAPSHOTS_RETAINED)
+    orphans_started = time.perf_counter()
+    orphans = remove_orphans(spark, args.table, now - dt.timedelta(hours=Settings.orphan_file_age_hours))
     upkeep_s = round(time.perf_counter() - before, 2)
+    orphans_s = round(time.perf_counter() - orphans_started, 2)
     read_after_ms, totals_after = read_day(args.table)
     after = commits(args.table, args.commits, args.window)
     spark.sql(f"DROP TABLE {args.table} PURGE")
@@ -117,7 +125,9 @@ def main() -> None:
         commit_ms=aged,
         compacted=compacted,
         expired=expired,
+        orphans=orphans,
         upkeep_s=upkeep_s,
+        orphans_s=orphans_s,
         read_ms=read_ms,
         read_after_ms=read_after_ms,
         same_totals=totals == totals_after,

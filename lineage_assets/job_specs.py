@@ -131,6 +131,8 @@ class LakehouseUpkeepReport(Report):
     # Per table that exists: table, snapshots_before, snapshots_after, current_snapshot_id and the
     # expire_snapshots procedure's counts of the files it deleted (deleted_data_files_count, ...).
     expired: list[dict]
+    # Per table that exists: table, older_than and the files remove_orphan_files deleted.
+    orphans: list[dict]
 
 
 R = TypeVar("R", bound=Report)
@@ -251,16 +253,21 @@ SNAPSHOTS_RETAINED = 100
 def lakehouse_upkeep_arguments(settings: Settings, now: dt.datetime) -> tuple[str, ...]:
     """``spark/lakehouse_upkeep.py``'s arguments: `orders`' days before ``now``'s UTC day compacted
     (the ingestion writes small files; `supplier_stats` rewrites a day whole); both lakehouse tables'
-    snapshots older than the settings' retention before ``now`` expired."""
+    snapshots older than the settings' retention before ``now`` expired, and their unreferenced files
+    older than the settings' orphan age deleted."""
     now = now.astimezone(dt.UTC)
-    older_than = now - dt.timedelta(hours=settings.snapshot_retention_hours)
+
+    def before_now(hours: int) -> str:
+        return (now - dt.timedelta(hours=hours)).replace(tzinfo=None).isoformat(timespec="seconds")
+
     return (
         *("--compact", iceberg_table_name(settings, "orders")),
         *("--closed-before", now.date().isoformat()),
         *("--table", iceberg_table_name(settings, "orders")),
         *("--table", iceberg_table_name(settings, "supplier_stats")),
-        *("--older-than", older_than.replace(tzinfo=None).isoformat(timespec="seconds")),
+        *("--older-than", before_now(settings.snapshot_retention_hours)),
         *("--retain-last", str(SNAPSHOTS_RETAINED)),
+        *("--orphans-older-than", before_now(settings.orphan_file_age_hours)),
     )
 
 

@@ -143,6 +143,12 @@ class Settings:
         "job expires older ones, always keeping the last 100. Each snapshot kept makes every commit "
         "slower (a deployment committing every 5 s makes 720 an hour)",
     )
+    orphan_file_age_hours: int = _setting(
+        72,
+        "hours a file in a lakehouse table's location that nothing in the table references must be old "
+        "before the hourly lakehouse_maintenance job deletes it (the files of failed writes); at least 24, "
+        "and longer than any write takes, since a write's files are unreferenced until it commits",
+    )
 
     spark_master: str = _setting(
         "local[2]",
@@ -252,6 +258,8 @@ class Settings:
         ):
             if getattr(self, name) < 0:
                 bad(name, "0 or more")
+        if self.orphan_file_age_hours < 24:
+            bad("orphan_file_age_hours", "24 or more: younger files may belong to a write still in flight")
         if self.deployment_backend not in ("local", "docker"):
             bad("deployment_backend", "local or docker")
         if self.run_launcher not in ("process", "docker"):

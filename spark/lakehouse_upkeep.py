@@ -1,10 +1,11 @@
 """The lakehouse tables' upkeep, with Iceberg's own procedures: compact the small files of a table's
-closed days, expire old snapshots, and bound the metadata files.
+closed days, expire old snapshots, bound the metadata files, and delete the files no snapshot holds.
 
     spark-submit spark/lakehouse_upkeep.py --compact lakehouse.`default`.orders \
         --closed-before 2026-11-28 \
         --table lakehouse.`default`.orders --table lakehouse.`default`.supplier_stats \
-        --older-than 2026-11-28T06:00:00 --retain-last 100 --report report.json
+        --older-than 2026-11-28T06:00:00 --retain-last 100 \
+        --orphans-older-than 2026-11-25T12:00:00 --report report.json
 
 A continuous deployment commits every few seconds, and each commit writes a file per Kafka partition
 and day: a day of 5 s commits is thousands of files, which every read of that day opens one by one.
@@ -18,6 +19,13 @@ thousands an hour make every later commit slower and every metadata file larger.
 than ``--older-than`` (UTC) go, but never the last ``--retain-last``: a restarted stream looks for its
 last batch's snapshot to tell whether that batch was committed. Files only the expired snapshots
 reference are deleted (the compacted small files among them, once their snapshots have expired).
+
+A write that fails before its commit (a deployment killed mid-batch, a job that ran out of memory)
+leaves its files in the table's location, and so does a table's metadata file that no log lists any
+more: no snapshot's expiry deletes them. The files older than ``--orphans-older-than`` that neither a
+snapshot nor the metadata references go (``remove_orphan_files``). A write still in flight has
+written files it has not committed yet, so the cut-off must lie before the start of the longest
+write: Iceberg's procedure refuses one less than 24 hours ago.
 
 A table that does not exist yet is skipped. No row changes, so the job reports no lineage.
 """
@@ -36,11 +44,13 @@ from spark.support import reports, tables
 CONCURRENT_DELETES = 8
 
 
-def _procedure(spark: SparkSession, table: str, name: str, arguments: str) -> dict:
-    """One row of counts Iceberg's procedure ``name`` returns for ``table`` (catalog.namespace.table)."""
+def _procedure(spark: SparkSession, table: str, name: str, arguments: str) -> list[dict]:
+    """The rows Iceberg's procedure ``name`` returns for ``table`` (catalog.namespace.table)."""
     catalog, identifier = table.split(".", 1)
-    (counts,) = spark.sql(f"CALL {catalog}.system.{name}(table => '{identifier}', {arguments})").collect()
-    return counts.asDict()
+    return [
+        row.asDict()
+        for row in spark.sql(f"CALL {catalog}.system.{name}(table => '{identifier}', {arguments})").collect()
+    ]
 
 
 def compact(spark: SparkSession, table: str, closed_before: dt.date) -> dict:
@@ -48,7 +58,7 @@ def compact(spark: SparkSession, table: str, closed_before: dt.date) -> dict:
     day_column = tables.day_partition_column(spark, table)
     if day_column is None:
         raise ValueError(f"--compact {table}: the table is not partitioned by the day of a column")
-    counts = _procedure(
+    (counts,) = _procedure(
         spark, table, "rewrite_data_files", f"where => \"{day_column} < TIMESTAMP_NTZ '{closed_before}'\""
     )
     return {
@@ -64,7 +74,7 @@ def expire(spark: SparkSession, table: str, older_than: dt.datetime, retain_last
     tables.bound_metadata_files(spark, table)
     before = spark.table(f"{table}.snapshots").count()
     # Deletes in parallel: the file system deletes one file per call (an hour of 5 s commits leaves 1,200).
-    deleted = _procedure(
+    (deleted,) = _procedure(
         spark,
         table,
         "expire_snapshots",
@@ -80,13 +90,32 @@ def expire(spark: SparkSession, table: str, older_than: dt.datetime, retain_last
     }
 
 
+def remove_orphans(spark: SparkSession, table: str, older_than: dt.datetime) -> dict:
+    """Delete the files in ``table``'s location older than ``older_than`` that neither a snapshot nor
+    the table's metadata references; which went."""
+    deleted = _procedure(
+        spark,
+        table,
+        "remove_orphan_files",
+        f"older_than => TIMESTAMP '{older_than:%Y-%m-%d %H:%M:%S}', max_concurrent_deletes => {CONCURRENT_DELETES}",
+    )
+    return {
+        "table": table,
+        "older_than": older_than.isoformat(timespec="seconds"),
+        "deleted_orphan_files": sorted(row["orphan_file_location"] for row in deleted),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--compact", action="append", default=[], help="an Iceberg table whose closed days to compact")
     parser.add_argument("--closed-before", type=dt.date.fromisoformat, help="UTC day: the days before it are closed")
-    parser.add_argument("--table", action="append", required=True, help="an Iceberg table whose snapshots to expire")
+    parser.add_argument(
+        "--table", action="append", required=True, help="an Iceberg table to expire and clear of orphans"
+    )
     parser.add_argument("--older-than", required=True, type=dt.datetime.fromisoformat, help="UTC, ISO 8601")
     parser.add_argument("--retain-last", required=True, type=int, help="snapshots kept whatever their age")
+    parser.add_argument("--orphans-older-than", required=True, type=dt.datetime.fromisoformat, help="UTC, ISO 8601")
     parser.add_argument("--report", required=True)
     args = parser.parse_args()
     if args.retain_last < 1:
@@ -102,7 +131,11 @@ def main() -> None:
     # Compacted first: the small files' snapshots then expire with the others, and their files go.
     compacted = [compact(spark, table, args.closed_before) for table in args.compact if exists(table)]
     expired = [expire(spark, table, args.older_than, args.retain_last) for table in args.table if exists(table)]
-    reports.write_report(args.report, LakehouseUpkeepReport, started, compacted=compacted, expired=expired)
+    # After the expiry: fewer snapshots' manifests to read, and the files it deleted are not listed.
+    orphans = [remove_orphans(spark, table, args.orphans_older_than) for table in args.table if exists(table)]
+    reports.write_report(
+        args.report, LakehouseUpkeepReport, started, compacted=compacted, expired=expired, orphans=orphans
+    )
     spark.stop()
 
 

@@ -378,7 +378,8 @@ def orders_values_in_range(
 @dg.op(
     description="Compact the small files of `orders`' days before today (UTC; Iceberg's rewrite_data_files), then "
     "expire the lakehouse tables' snapshots older than LINEAGE_ASSETS_SNAPSHOT_RETENTION_HOURS, keeping the last "
-    "100 (Iceberg's expire_snapshots), and the files only they referenced. No row changes."
+    "100 (Iceberg's expire_snapshots), and the files only they referenced; then delete the files nothing in a "
+    "table references older than LINEAGE_ASSETS_ORPHAN_FILE_AGE_HOURS (Iceberg's remove_orphan_files). No row changes."
 )
 def lakehouse_upkeep(
     context: dg.OpExecutionContext, environment: SettingsResource, spark_jobs: SparkJobsResource
@@ -394,19 +395,26 @@ def lakehouse_upkeep(
         )
     for table in report.expired:
         context.log.info(f"{table['table']}: {table['snapshots_before']} snapshots, {table['snapshots_after']} kept")
+    for table in report.orphans:
+        deleted = table["deleted_orphan_files"]
+        context.log.info(
+            f"{table['table']}: {len(deleted)} files no snapshot references, older than {table['older_than']}, "
+            "deleted" + "".join(f"\n  {location}" for location in deleted)
+        )
     return dg.Output(
-        {"compacted": report.compacted, "expired": report.expired},
+        {"compacted": report.compacted, "expired": report.expired, "orphans": report.orphans},
         metadata={
             "duration_seconds": report.duration_seconds,
             **{f"compacted/{table['table']}": dg.MetadataValue.json(table) for table in report.compacted},
             **{f"expired/{table['table']}": dg.MetadataValue.json(table) for table in report.expired},
+            **{f"orphans_deleted/{table['table']}": len(table["deleted_orphan_files"]) for table in report.orphans},
         },
     )
 
 
 @dg.job(
-    description="The lakehouse tables' upkeep: the closed days of `orders` compacted, so that reads stay fast, and "
-    "old snapshots expired, so that commits stay fast."
+    description="The lakehouse tables' upkeep: the closed days of `orders` compacted, so that reads stay fast, "
+    "old snapshots expired, so that commits stay fast, and the files of failed writes deleted."
 )
 def lakehouse_maintenance():
     lakehouse_upkeep()

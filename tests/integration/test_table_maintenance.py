@@ -1,13 +1,14 @@
 """The lakehouse tables' upkeep on the real catalog: the `lakehouse_maintenance` job compacts the
-small files of `orders`' closed days and expires old snapshots through Iceberg's own procedures,
-keeps the newest and the data, and stops the metadata files of a table made before that was a
-table's default from piling up; a day read after its compaction is still traced to the ingestion
-runs that wrote it, in the log and in Marquez."""
+small files of `orders`' closed days, expires old snapshots and deletes the files of failed writes
+through Iceberg's own procedures, keeps the newest and the data, and stops the metadata files of a
+table made before that was a table's default from piling up; a day read after its compaction is
+still traced to the ingestion runs that wrote it, in the log and in Marquez."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import os
 import threading
 import time
 
@@ -22,6 +23,7 @@ from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.lineage.provenance import marquez_runs, provenance, runs_of
 from lineage_assets.resources.settings import SettingsResource
+from lineage_assets.stack.services.storage import S3, s3_client
 from lineage_assets.streaming.deployments import LocalDeployments
 from spark.support.tables import METADATA_PROPERTIES, files_under
 from tests.conftest import pipeline_of_its_own, wait_for
@@ -74,6 +76,9 @@ def test_the_upkeep_packs_a_closed_days_files_expires_all_but_the_newest_snapsho
     )
     assert expired["current_snapshot_id"] == compacted["current_snapshot_id"] != current
     assert expired["deleted_manifest_lists_count"] == COMMITS + 1 - SNAPSHOTS_RETAINED
+    assert upkeep["orphans"] == [  # every file just written, unreferenced or not, is younger than the orphan age
+        {"table": table, "older_than": upkeep["orphans"][0]["older_than"], "deleted_orphan_files": []}
+    ]
     spark.catalog.refreshTable(table)
     assert spark.table(f"{table}.snapshots").count() == SNAPSHOTS_RETAINED
     assert spark.table(table).count() == COMMITS  # no data changes
@@ -86,6 +91,72 @@ def test_the_upkeep_packs_a_closed_days_files_expires_all_but_the_newest_snapsho
             f"INSERT INTO {table} VALUES ('o-{commit}', 'lamp', 1.50, 'Bob', TIMESTAMP_NTZ '2026-11-20 11:00:00')"
         )
     assert metadata_files(spark, table) == before
+
+
+def test_the_upkeep_deletes_the_files_nothing_references_once_past_the_orphan_age_and_keeps_the_rest(
+    stack, settings, spark
+):
+    """The files a failed write left (a data file and its commit's manifest list) and the metadata files
+    a table made without METADATA_PROPERTIES kept beyond its log go once older than
+    LINEAGE_ASSETS_ORPHAN_FILE_AGE_HOURS; a younger unreferenced file, as a write still in flight has,
+    stays, and so does every file the table references, however old."""
+    probe = dataclasses.replace(settings, iceberg_namespace="orphans_probe", orphan_file_age_hours=72)
+    table = iceberg_table_name(probe, "orders")
+    spark.sql(f"DROP TABLE IF EXISTS {table} PURGE")
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {probe.catalog_name}.`{probe.iceberg_namespace}`")
+    # A metadata log of one earlier file, none deleted: the table's first metadata files fall out of it.
+    spark.sql(
+        f"CREATE TABLE {table} ({table_columns(LAKEHOUSE_ORDERS)}) USING iceberg PARTITIONED BY (days(bid_time)) "
+        "TBLPROPERTIES ('write.metadata.previous-versions-max' = '1')"
+    )
+    for commit in range(3):
+        spark.sql(
+            f"INSERT INTO {table} VALUES ('o-{commit}', 'lamp', 1.50, 'Alice', TIMESTAMP_NTZ '2026-11-20 10:00:00')"
+        )
+    location = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").where("col_name = 'Location'").first().data_type
+    bucket, prefix = location.split("://", 1)[1].split("/", 1)
+    logged = {
+        row.file.split("://", 1)[1] for row in spark.sql(f"SELECT file FROM {table}.metadata_log_entries").collect()
+    }
+    past_the_log = [
+        f"{prefix}/metadata/{name}"
+        for name in files_under(spark, f"{location}/metadata")
+        if name.endswith(".metadata.json") and f"{bucket}/{prefix}/metadata/{name}" not in logged
+    ]
+    assert len(past_the_log) == 2  # of 4: the current one and the one before it are in the log
+    failed_write = [
+        f"{prefix}/data/bid_time_day=2026-11-20/00000-7-failed-00001.parquet",
+        f"{prefix}/metadata/snap-7-failed.avro",
+    ]
+    in_flight = f"{prefix}/data/bid_time_day=2026-11-20/00000-8-in-flight-00001.parquet"
+    client = s3_client(probe)
+    for key in (*failed_write, in_flight):
+        client.put_object(Bucket=bucket, Key=key, Body=b"PAR1")
+    # The store's clock cannot be turned, so its files are dated back (s3proxy reports a file's mtime).
+    blobs = S3.data_dir(probe) / "blobs" / bucket
+
+    def date_back(path, hours: float) -> None:
+        os.utime(path, (time.time() - hours * 3600,) * 2)
+
+    for path in (blobs / prefix).rglob("*"):
+        if path.is_file():
+            date_back(path, 96)
+    date_back(blobs / in_flight, probe.orphan_file_age_hours - 1)
+
+    result = build_definitions(SettingsResource.of(probe)).resolve_job_def("lakehouse_maintenance").execute_in_process()
+
+    assert result.success
+    (orphans,) = result.output_for_node("lakehouse_upkeep")["orphans"]
+    assert orphans["table"] == table
+    orphaned = [*failed_write, *past_the_log]
+    assert orphans["deleted_orphan_files"] == sorted(f"{location.split('://')[0]}://{bucket}/{key}" for key in orphaned)
+    left = {item["Key"] for item in client.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/")["Contents"]}
+    assert in_flight in left and not left & set(orphaned)
+    (output,) = [event for event in result.all_node_events if event.is_successful_output]
+    assert output.step_output_data.metadata[f"orphans_deleted/{table}"].value == len(orphaned)
+    spark.catalog.refreshTable(table)
+    assert sorted(row.order_id for row in spark.table(table).collect()) == ["o-0", "o-1", "o-2"]
+    assert spark.table(f"{table}.snapshots").count() == 3  # younger than the retention: every one kept
 
 
 DAY = dt.date(2026, 11, 20)

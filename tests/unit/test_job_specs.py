@@ -108,8 +108,10 @@ def test_a_batch_bound_that_is_not_a_positive_number_is_refused_naming_it(value,
     assert f"'{value}' is not a positive whole number" in capsys.readouterr().err
 
 
-def test_the_upkeep_compacts_orders_closed_days_and_expires_both_tables_back_to_the_retention():
-    settings = Settings(catalog_name="lake", iceberg_namespace="sales", snapshot_retention_hours=6)
+def test_the_upkeep_compacts_orders_closed_days_expires_both_tables_and_deletes_their_files_past_the_orphan_age():
+    settings = Settings(
+        catalog_name="lake", iceberg_namespace="sales", snapshot_retention_hours=6, orphan_file_age_hours=48
+    )
     now = dt.datetime(2026, 11, 28, 0, 30, tzinfo=dt.timezone(dt.timedelta(hours=1)))  # 23:30 UTC the day before
     arguments = job_specs.lakehouse_upkeep_arguments(settings, now)
     compacted = [arguments[i + 1] for i, name in enumerate(arguments) if name == "--compact"]
@@ -119,3 +121,4 @@ def test_the_upkeep_compacts_orders_closed_days_and_expires_both_tables_back_to_
     assert tables == ["lake.`sales`.orders", "lake.`sales`.supplier_stats"]
     assert option(arguments, "--older-than") == "2026-11-27T17:30:00"  # UTC, as the job reads it
     assert option(arguments, "--retain-last") == "100"
+    assert option(arguments, "--orphans-older-than") == "2026-11-25T23:30:00"

@@ -33,6 +33,7 @@ def test_each_problem_is_one_line_naming_the_variable_and_its_value():
         warehouse_bucket="Warehouse",
         deployment_backend="k8s",
         max_records_per_batch=-1,
+        orphan_file_age_hours=1,
     )
     assert bad.problems() == [
         "LINEAGE_ASSETS_CATALOG_URL='ftp://catalog.example': an http:// or https:// URL with a host",
@@ -41,6 +42,7 @@ def test_each_problem_is_one_line_naming_the_variable_and_its_value():
         "LINEAGE_ASSETS_SPARK_EXECUTOR_MEMORY='lots': a JVM memory size such as 512m or 2g",
         "LINEAGE_ASSETS_KAFKA_BROKERS=2: the local Kafka has 1 or 3 brokers",
         "LINEAGE_ASSETS_MAX_RECORDS_PER_BATCH=-1: 0 or more",
+        "LINEAGE_ASSETS_ORPHAN_FILE_AGE_HOURS=1: 24 or more: younger files may belong to a write still in flight",
         "LINEAGE_ASSETS_DEPLOYMENT_BACKEND='k8s': local or docker",
         "LINEAGE_ASSETS_WAREHOUSE_BUCKET='Warehouse': an S3 bucket name: 3 to 63 lower-case letters, "
         "digits, '.' and '-'",
