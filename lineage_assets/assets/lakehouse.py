@@ -420,10 +420,29 @@ def lakehouse_maintenance():
     lakehouse_upkeep()
 
 
+UNFINISHED_RUN_STATUSES = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
+
+
 # Running by default: each snapshot a continuous deployment leaves makes its every later commit slower.
-lakehouse_maintenance_hourly = dg.ScheduleDefinition(
-    job=lakehouse_maintenance, cron_schedule="23 * * * *", default_status=dg.DefaultScheduleStatus.RUNNING
-)
+@dg.schedule(job=lakehouse_maintenance, cron_schedule="23 * * * *", default_status=dg.DefaultScheduleStatus.RUNNING)
+def lakehouse_maintenance_hourly(context: dg.ScheduleEvaluationContext):
+    # An upkeep that outlasts the hour (a backlog of days to compact) is not joined by a second one,
+    # which would compact the same days and fail at its commit.
+    unfinished = context.instance.get_run_records(
+        filters=dg.RunsFilter(job_name=lakehouse_maintenance.name, statuses=UNFINISHED_RUN_STATUSES), limit=1
+    )
+    if unfinished:
+        run = unfinished[0].dagster_run
+        return dg.SkipReason(
+            f"{lakehouse_maintenance.name} run {run.run_id} has not ended ({run.status.value}): this upkeep skipped"
+        )
+    return dg.RunRequest()
 
 
 def lakehouse_definitions(settings: Settings) -> dg.Definitions:

@@ -111,6 +111,21 @@ def test_the_lakehouse_upkeep_is_scheduled_hourly_and_on_by_default():
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
 
 
+def test_the_hourly_upkeep_is_skipped_while_the_last_one_still_runs():
+    (schedule,) = defs.schedules
+    job = defs.resolve_job_def("lakehouse_maintenance")
+    with dg.instance_for_test() as instance:
+        assert isinstance(schedule.evaluate_tick(dg.build_schedule_context(instance)).run_requests[0], dg.RunRequest)
+        run = instance.create_run_for_job(job, status=dg.DagsterRunStatus.STARTED)  # as its process marks it
+        skipped = schedule.evaluate_tick(dg.build_schedule_context(instance))
+        assert not skipped.run_requests
+        assert skipped.skip_message == (
+            f"lakehouse_maintenance run {run.run_id} has not ended (STARTED): this upkeep skipped"
+        )
+        instance.report_run_failed(instance.get_run_by_id(run.run_id))
+        assert schedule.evaluate_tick(dg.build_schedule_context(instance)).run_requests
+
+
 def test_the_definitions_and_every_resource_follow_one_environment():
     environment = SettingsResource(
         overrides={"LINEAGE_ASSETS_ORDERS_TOPIC": "sales", "LINEAGE_ASSETS_KAFKA_BOOTSTRAP": "k1:9092"}
