@@ -46,11 +46,10 @@ CONCURRENT_DELETES = 8
 
 def _procedure(spark: SparkSession, table: str, name: str, arguments: str) -> list[dict]:
     """The rows Iceberg's procedure ``name`` returns for ``table`` (catalog.namespace.table)."""
-    catalog, identifier = table.split(".", 1)
-    return [
-        row.asDict()
-        for row in spark.sql(f"CALL {catalog}.system.{name}(table => '{identifier}', {arguments})").collect()
-    ]
+    # Named with its catalog: Iceberg would first take a bare namespace for a catalog, and log a failure.
+    catalog = table.split(".", 1)[0]
+    rows = spark.sql(f"CALL {catalog}.system.{name}(table => '{table}', {arguments})").collect()
+    return [row.asDict() for row in rows]
 
 
 def compact(spark: SparkSession, table: str, closed_before: dt.date) -> dict:
