@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from lineage_assets.settings import ENV_PREFIX, PROJECT_ROOT, Settings
+from lineage_assets.settings import ENV_PREFIX, PROJECT_ROOT, SECRETS_FILE_VARIABLE, Settings
 from lineage_assets.stack.services import SERVICES
 from lineage_assets.stack.services.base import Service, StackError
 from lineage_assets.stack.services.engine import build_image, build_project_image, engine_client
@@ -33,6 +33,7 @@ COMPOSE_FILE = PROJECT_ROOT / "infra" / "compose.yaml"
 DOCKERFILE = PROJECT_ROOT / "infra" / "stack.Dockerfile"
 STATE_IN_CONTAINERS = "/var/lib/lineage-assets"  # the image's LINEAGE_ASSETS_STATE_DIR: the volume
 HEALTH_INTERVAL_S = 5
+COMPOSE_SECRET = "lineage_assets"  # the host's LINEAGE_ASSETS_SECRETS_FILE, at /run/secrets/<this> inside
 
 
 def stack_services() -> list[Service]:
@@ -43,14 +44,16 @@ def stack_services() -> list[Service]:
 
 def compose_file() -> dict:
     """``infra/compose.yaml``: one container per service, started once what it requires is healthy."""
-    # Every setting but the two folders, which are the image's, and a secrets file, which is the host's:
-    # passed through when set where `docker compose` runs (a variable that is not set there is not set
-    # in the container either).
+    # Every setting but the two folders, which are the image's, and the secret ones: passed through when
+    # set where `docker compose` runs (a variable that is not set there is not set in the container
+    # either). The secret ones come from the host's secrets file, mounted as a compose secret, since an
+    # environment shows in `docker inspect`; without one the file is empty and the defaults hold.
     settings = [
         ENV_PREFIX + field.name.upper()
         for field in dataclasses.fields(Settings)
-        if field.name not in ("state_dir", "cache_dir", "secrets_file")
+        if field.name not in ("state_dir", "cache_dir", "secrets_file") and not field.metadata["secret"]
     ]
+    settings.append(f"{SECRETS_FILE_VARIABLE}=/run/secrets/{COMPOSE_SECRET}")
     services = {}
     for service in stack_services():
         services[service.name] = {
@@ -59,6 +62,7 @@ def compose_file() -> dict:
             "network_mode": "host",
             "environment": settings,
             "volumes": [f"state:{STATE_IN_CONTAINERS}"],
+            "secrets": [COMPOSE_SECRET],
             "healthcheck": {
                 "test": ["CMD", "lineage-assets", "stack", "check", service.name],
                 "interval": f"{HEALTH_INTERVAL_S}s",
@@ -69,7 +73,11 @@ def compose_file() -> dict:
         }
         if service.requires:
             services[service.name]["depends_on"] = {name: {"condition": "service_healthy"} for name in service.requires}
-    return {"services": services, "volumes": {"state": {}}}
+    return {
+        "services": services,
+        "secrets": {COMPOSE_SECRET: {"file": f"${{{SECRETS_FILE_VARIABLE}:-/dev/null}}"}},
+        "volumes": {"state": {}},
+    }
 
 
 def compose_text() -> str:
@@ -77,6 +85,7 @@ def compose_text() -> str:
         "# The local stack as containers: written by `lineage-assets stack compose` from the stack's services\n"
         "# (lineage_assets/stack/containers.py); edit those, not this file. Build the image first:\n"
         "#   lineage-assets stack image && docker compose -f infra/compose.yaml up -d\n"
+        "# Settings pass from the environment, secret ones only from the file LINEAGE_ASSETS_SECRETS_FILE names.\n"
     )
     return header + yaml.safe_dump(compose_file(), sort_keys=False, width=120)
 

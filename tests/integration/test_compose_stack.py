@@ -17,8 +17,9 @@ from lineage_assets.demo import run_pipeline
 from lineage_assets.lineage.check import check_log, check_marquez_with_design
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.marquez import MarquezApi
+from lineage_assets.private_files import replace_private
 from lineage_assets.resources.settings import SettingsResource
-from lineage_assets.settings import ENV_PREFIX
+from lineage_assets.settings import ENV_PREFIX, SECRETS_FILE_VARIABLE, Settings
 from lineage_assets.stack.containers import COMPOSE_FILE, STACK_IMAGE, build_stack_image, stack_services
 from lineage_assets.stack.services.engine import engine_url
 from lineage_assets.stack.supervisor import Supervisor
@@ -32,13 +33,20 @@ ORDERS = {"count": 200, "seed": 4242, "start": "2026-11-25T08:00:00+00:00", "lat
 
 def compose(settings, *arguments: str) -> str:
     """`docker compose` (or Debian's docker-compose) on the project's file, with the settings passed
-    as the README says: as LINEAGE_ASSETS_* variables of its environment."""
+    as docs/production.md says: as LINEAGE_ASSETS_* variables of its environment, the secret ones in
+    the secrets file it names."""
     command = ["docker-compose"] if shutil.which("docker-compose") else ["docker", "compose"]
     folders = {ENV_PREFIX + "STATE_DIR", ENV_PREFIX + "CACHE_DIR"}  # the image's own
-    variables = {name: value for name, value in settings.as_environment().items() if name not in folders}
+    variables = {name: value for name, value in settings.as_environment(secrets=False).items() if name not in folders}
+    secrets = replace_private(settings.state_dir / "compose-secrets.env", settings.secrets_file_text())
     done = subprocess.run(
         [*command, "-p", PROJECT, "-f", str(COMPOSE_FILE), *arguments],
-        env={**os.environ, **variables, "DOCKER_HOST": engine_url(settings)},
+        env={
+            **{name: value for name, value in os.environ.items() if not name.startswith(ENV_PREFIX)},
+            **variables,
+            SECRETS_FILE_VARIABLE: str(secrets),
+            "DOCKER_HOST": engine_url(settings),
+        },
         capture_output=True,
         text=True,
         timeout=300,
@@ -77,10 +85,17 @@ def compose_stack(engine, tmp_path_factory):
 def test_every_service_runs_from_the_stack_image_and_answers_where_the_settings_say(compose_stack, settings):
     own, containers = compose_stack
     assert set(containers) == set(STACK_SERVICES)
+    secrets = own.secret_environment()
+    assert secrets[ENV_PREFIX + "S3_SECRET_KEY"] != Settings().s3_secret_key  # the services run with this one
     for name, container in containers.items():
         assert container.image.tags == [STACK_IMAGE]
         assert container.attrs["Config"]["Cmd"] == ["lineage-assets", "stack", "serve", name]
         assert container.attrs["HostConfig"]["NetworkMode"] == "host"
+        # What `docker inspect` shows names the secrets' file, never a secret.
+        shown = dict(variable.split("=", 1) for variable in container.attrs["Config"]["Env"])
+        assert shown[SECRETS_FILE_VARIABLE] == "/run/secrets/lineage_assets"
+        assert not set(secrets) & set(shown), name
+        assert not {value for value in secrets.values() if value} & set(shown.values()), name
     statuses = Supervisor(own).status(list(STACK_SERVICES))
     assert [(s.name, s.healthy, s.pid) for s in statuses] == [(name, True, None) for name in STACK_SERVICES]
     # The same builds as the process stack: each server's jars, by name and version.
