@@ -22,9 +22,11 @@ def dagster_home(settings: Settings) -> Path:
 
 
 def dagster_config(settings: Settings, home: Path) -> dict:
-    """The instance's ``dagster.yaml``: storage in ``home`` (Dagster's default), no telemetry, and the
-    run launcher the settings choose."""
-    config: dict = {"telemetry": {"enabled": False}}
+    """The instance's ``dagster.yaml``: storage in ``home`` (Dagster's default), no telemetry, run
+    monitoring, and the run launcher the settings choose."""
+    # Run monitoring (in `dagster dev`'s daemon) ends a run past its `dagster/max_runtime` tag, one stuck
+    # starting or canceling, and a container run whose container is gone; it never resumes one.
+    config: dict = {"telemetry": {"enabled": False}, "run_monitoring": {"enabled": True, "max_resume_run_attempts": 0}}
     if settings.run_launcher == "docker":
         from lineage_assets.stack.services.engine import container_environment, container_options
 

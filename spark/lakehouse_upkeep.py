@@ -57,8 +57,14 @@ def compact(spark: SparkSession, table: str, closed_before: dt.date) -> dict:
     day_column = tables.day_partition_column(spark, table)
     if day_column is None:
         raise ValueError(f"--compact {table}: the table is not partitioned by the day of a column")
+    # Partial progress: each group of files (a day, mostly) commits when packed, so an upkeep stopped
+    # midway through a backlog of days (its run's maximum runtime) keeps what it packed.
     (counts,) = _procedure(
-        spark, table, "rewrite_data_files", f"where => \"{day_column} < TIMESTAMP_NTZ '{closed_before}'\""
+        spark,
+        table,
+        "rewrite_data_files",
+        f"where => \"{day_column} < TIMESTAMP_NTZ '{closed_before}'\", "
+        "options => map('partial-progress.enabled', 'true')",
     )
     return {
         "table": table,

@@ -16,6 +16,8 @@ def test_the_process_profile_keeps_dagsters_default_run_launcher(tmp_path):
     assert home == tmp_path / "state" / "dagster"
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert type(instance.run_launcher).__name__ == "DefaultRunLauncher"
+        # What cancels an upkeep past its maximum runtime, so that a dead one does not hold the schedule.
+        assert instance.run_monitoring_enabled and instance.run_monitoring_max_resume_run_attempts == 0
     assert dagster_environment(settings, home)["DAGSTER_HOME"] == str(home)
 
 
