@@ -16,6 +16,7 @@ import socket
 import statistics
 import tempfile
 import time
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 from openlineage.client.event_v2 import RunState
@@ -47,7 +48,7 @@ def _serve(delay: float, port) -> None:
     server.serve_forever()
 
 
-def _backend(delay: float) -> tuple[multiprocessing.Process, str]:
+def _backend(delay: float) -> tuple[BaseProcess, str]:
     """A receiver process answering after ``delay`` seconds, and its URL."""
     ours, theirs = multiprocessing.Pipe()
     process = multiprocessing.get_context("spawn").Process(target=_serve, args=(delay, theirs), daemon=True)

@@ -15,7 +15,7 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from pathlib import Path
 
@@ -42,12 +42,12 @@ def interpreter(settings: Settings) -> Path:
     return python
 
 
-def _options(options: dict[str, object]) -> list[str]:
+def _options(options: Mapping[str, object]) -> list[str]:
     return [part for key, value in options.items() for part in (f"--{key}", str(value))]
 
 
 def peer_command(
-    settings: Settings, script: Path, report: Path, parallelism: int, output: dict[str, object]
+    settings: Settings, script: Path, report: Path, parallelism: int, output: Mapping[str, object]
 ) -> list[str]:
     """A peer job reading the settings' orders topic through their registry, writing to ``output``."""
     return [
@@ -100,7 +100,8 @@ class PeerRounds:
     def command(self, output: dict[str, str], report: Path) -> list[str]:
         return peer_command(self.settings, self.script, report, self.settings.spark_cores_per_job, output)
 
-    def __call__(self, round_number: int) -> float:
+    def __call__(self, round_number: int) -> float | None:
+        """Orders/s of one round; None when the round measured no rate (a continuous peer's)."""
         settings = self.settings
         self.folder.mkdir(parents=True, exist_ok=True)
         report, log = self.folder / "report.json", self.folder / f"round-{round_number}.log"
@@ -310,11 +311,16 @@ def topic_values(settings: Settings, topic: str) -> list[bytes]:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions if ends[p]])
-        values, remaining = [], sum(ends.values())
+        values: list[bytes] = []
+        remaining = sum(ends.values())
         while remaining:
             for message in consumer.consume(10_000, timeout=10):
                 if message.error() is None:
-                    values.append(message.value())
+                    if (value := message.value()) is None:
+                        raise RuntimeError(
+                            f"{topic} partition {message.partition()} offset {message.offset()}: no value"
+                        )
+                    values.append(value)
                     remaining -= 1
         return values
     finally:

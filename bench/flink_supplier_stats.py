@@ -13,8 +13,14 @@ project's run leaves the last ones open for the orders still to come.
 
 from __future__ import annotations
 
-# The same folder's module (the peer imports nothing from the project).
-from flink_ingestion import SOURCE_COLUMNS, arguments, orders_source, run, with_options
+from typing import TYPE_CHECKING
+
+# The same folder's module (the peer imports nothing from the project): bench/flink_peer.py runs this file
+# as a script, so bench/ is on its path; mypy checks the folder as the bench package.
+if TYPE_CHECKING:
+    from bench.flink_ingestion import SOURCE_COLUMNS, arguments, orders_source, run, with_options
+else:
+    from flink_ingestion import SOURCE_COLUMNS, arguments, orders_source, run, with_options
 
 
 def main() -> None:

@@ -166,7 +166,7 @@ class RealTimeProducer:
             produce_orders(
                 due, self.settings.kafka_servers, self.settings.schema_registry_url, self.settings.orders_topic
             )
-            self.sent += [(o.order, now) for o in due]
+            self.sent += [(o.record(), now) for o in due]  # valid orders only: the config has no bad_fraction
             done, tick = done + len(due), tick + 1
         return self.sent[first:]
 

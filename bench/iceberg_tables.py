@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.table.snapshots import Snapshot
 
 from lineage_assets.settings import Settings
 
@@ -59,10 +60,17 @@ def first_difference(settings: Settings, table: str, reference: str, columns: tu
     return next((pair for pair in itertools.zip_longest(ours, theirs) if pair[0] != pair[1]), None)
 
 
+def _summary_count(table: str, snapshot: Snapshot, name: str) -> int:
+    """A count of the snapshot's summary; a snapshot without one is an error (Iceberg's writers always write it)."""
+    if snapshot.summary is None:
+        raise RuntimeError(f"{table}: snapshot {snapshot.snapshot_id} has no summary to read {name} from")
+    return int(snapshot.summary.additional_properties.get(name, 0))
+
+
 def row_count(settings: Settings, table: str) -> int:
     """The rows of the table's current snapshot, from its summary (the tables here are only appended to)."""
     snapshot = catalog(settings).load_table((settings.iceberg_namespace, table)).current_snapshot()
-    return int(snapshot.summary.additional_properties.get("total-records", 0)) if snapshot else 0
+    return _summary_count(table, snapshot, "total-records") if snapshot else 0
 
 
 def commits(settings: Settings, table: str) -> list[tuple[int, int]]:
@@ -71,10 +79,7 @@ def commits(settings: Settings, table: str) -> list[tuple[int, int]]:
         snapshots = catalog(settings).load_table((settings.iceberg_namespace, table)).snapshots()
     except NoSuchTableError:
         return []
-    added = (
-        (snapshot.timestamp_ms, int(snapshot.summary.additional_properties.get("added-records", 0)))
-        for snapshot in snapshots
-    )
+    added = ((snapshot.timestamp_ms, _summary_count(table, snapshot, "added-records")) for snapshot in snapshots)
     return sorted(commit for commit in added if commit[1])
 
 

@@ -43,6 +43,7 @@ from lineage_assets.datasets import (
     ORDERS_AVRO_SCHEMA,
     SUPPLIER_STATS,
     SUPPLIER_STATS_LIVE,
+    Dataset,
 )
 from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import LineageEmitter
@@ -114,7 +115,7 @@ def table_quality(rows: int) -> dict:
 
 @dataclass
 class Deployment:
-    dataset: object
+    dataset: Dataset
     run_id: str = ""
     started: dt.datetime | None = None
     read_from: dict = field(default_factory=dict)
@@ -237,7 +238,7 @@ class History:
         deployment.rows += interval_orders
         deployment.days.add(at.date().isoformat())
         readable = [writer_version(1, deployment.rows, True)]
-        assertions = ()
+        assertions: tuple[events.Assertion, ...] = ()
         dataset = deployment.dataset
         if drifted or self.schema_version == 2:  # waiting in the dead letters, or read once taught
             readable.append(writer_version(2, interval_orders // 10, not drifted))

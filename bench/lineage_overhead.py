@@ -48,6 +48,8 @@ def run(environment: SettingsResource, quick: bool) -> dict:
         run.emit(RunState.START)
         application = run.spark_application()
         report = bare_submit(spark_jobs, day, extra_conf=application.conf())
+        if report.column_lineage is None:
+            raise RuntimeError(f"supplier_stats for {day} reported no column lineage: it observed no plan")
         observing.append(report.column_lineage["seconds"])
         agent = run.forward_spark_events(application)
         run.complete(

@@ -34,7 +34,7 @@ from pathlib import Path
 from bench.lineage_history import write_history
 from bench.measure import percentile
 from lineage_assets.datasets import SUPPLIER_STATS
-from lineage_assets.lineage.delivery import Backend
+from lineage_assets.lineage.delivery import Backend, emit_data
 from lineage_assets.lineage.emitter import LineageEmitter
 from lineage_assets.lineage.event_log import EventLog, lineage_event
 from lineage_assets.lineage.marquez import MarquezApi
@@ -64,9 +64,11 @@ def history(
 def post_directly(settings: Settings, lines: list[bytes]) -> float:
     """Seconds to post ``lines``' events to Marquez, in order, on one connection."""
     transport = Backend.marquez(settings.marquez_api_url).transport()  # the client the sender uses
+    if transport is None:
+        raise RuntimeError(f"no lineage transport for Marquez at {settings.marquez_api_url}")
     started = time.monotonic()
     for text in lines:
-        transport.emit(lineage_event(text))
+        emit_data(transport, lineage_event(text))
     return time.monotonic() - started
 
 

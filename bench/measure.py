@@ -5,12 +5,15 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
+
+M = TypeVar("M")  # what one round of a subject measures: seconds, a rate, or None when it measured nothing
 
 
-def alternate(rounds: int, subjects: dict[str, Callable[[int], float]]) -> dict[str, list[float]]:
+def alternate(rounds: int, subjects: Mapping[str, Callable[[int], M]]) -> dict[str, list[M]]:
     """Each subject measured once per round, in turn (baseline first), so drift hits all alike."""
-    values: dict[str, list[float]] = {name: [] for name in subjects}
+    values: dict[str, list[M]] = {name: [] for name in subjects}
     for round_number in range(rounds):
         for name, measure in subjects.items():
             values[name].append(measure(round_number))
@@ -37,7 +40,7 @@ def median(values: list[float], digits: int = 3) -> float:
     return round(statistics.median(values), digits)
 
 
-def rounded(values: dict[str, list[float | None]], digits: int = 3) -> dict[str, list[float | None]]:
+def rounded(values: Mapping[str, Sequence[float | None]], digits: int = 3) -> dict[str, list[float | None]]:
     """Each series rounded; a round that measured nothing (None) stays None."""
     return {name: [None if v is None else round(v, digits) for v in series] for name, series in values.items()}
 

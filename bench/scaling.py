@@ -11,6 +11,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+from collections.abc import Callable
+from typing import Any
 
 from bench.measure import alternate, growth_exponent, median, rounded, wall_seconds
 from bench.supplier_stats_runs import bare_submit, materialize
@@ -55,20 +57,24 @@ def day_sizes(quick: bool, sizes: tuple[int, ...] | None = None) -> tuple[int, .
     return tuple(sizes or (QUICK_SIZES if quick else FULL_SIZES))
 
 
+def floor_and_asset(
+    spark_jobs: SparkJobsResource, environment: SettingsResource, day: str
+) -> dict[str, Callable[[int], float]]:
+    """The subjects measured on one day: the bare job and the asset."""
+    return {
+        "floor": wall_seconds(lambda _: bare_submit(spark_jobs, day)),
+        "asset": wall_seconds(lambda _: materialize(environment, day)),
+    }
+
+
 def run(environment: SettingsResource, quick: bool, sizes: tuple[int, ...] | None = None) -> dict:
     sizes, rounds = day_sizes(quick, sizes), 1 if quick else ROUNDS
     spark_jobs = SparkJobsResource(environment=environment)
     filled = fill_days(spark_jobs, sizes)
-    measured = []
+    measured: list[dict[str, Any]] = []  # per size, as the result reports it
     for size in sizes:
         day = day_for(size)
-        timings = alternate(
-            rounds,
-            {
-                "floor": wall_seconds(lambda _, day=day: bare_submit(spark_jobs, day)),
-                "asset": wall_seconds(lambda _, day=day: materialize(environment, day)),
-            },
-        )
+        timings = alternate(rounds, floor_and_asset(spark_jobs, environment, day))
         floor, asset = median(timings["floor"]), median(timings["asset"])
         measured.append(
             {

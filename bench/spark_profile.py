@@ -85,7 +85,7 @@ class Instrumented:
         (log,) = self.events.iterdir()
         events = [json.loads(line) for line in log.read_text().splitlines()]
         ends = {e["executionId"]: e["time"] for e in events if e["Event"] == SQL_END}
-        tasks = {}  # execution id -> tasks, through the jobs it started
+        tasks: dict[int, int] = {}  # execution id -> tasks, through the jobs it started
         for e in events:
             if e["Event"] == "SparkListenerJobStart":
                 execution = e.get("Properties", {}).get("spark.sql.execution.id")

@@ -7,7 +7,7 @@ import dagster as dg
 
 from lineage_assets.assets.common import asset_key
 from lineage_assets.datasets import SUPPLIER_STATS
-from lineage_assets.definitions import build_definitions
+from lineage_assets.definitions import build_definitions, materializable
 from lineage_assets.job_specs import SupplierStatsReport, supplier_stats_job
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
@@ -23,7 +23,7 @@ def materialize(environment: SettingsResource, day: str) -> dg.ExecuteInJobResul
     """The asset, in process, as `make demo` runs it (lineage on), on a throw-away instance."""
     definitions = build_definitions(environment)
     result = dg.materialize(
-        definitions.assets,
+        materializable(definitions.assets),
         selection=[asset_key(SUPPLIER_STATS)],
         partition_key=day,
         resources=definitions.resources,

@@ -37,7 +37,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from bench import iceberg_tables
-from bench.flink_peer import WINDOWS_TOPIC_PREFIX, ContinuousIngestionPeer, IngestionPeer, WindowsPeer
+from bench.flink_peer import WINDOWS_TOPIC_PREFIX, ContinuousIngestionPeer, IngestionPeer, PeerRounds, WindowsPeer
 from bench.measure import alternate, median, rounded
 from bench.spark_profile import Instrumented
 from lineage_assets.datasets import (
@@ -306,6 +306,11 @@ def topic_environment(environment: SettingsResource, count: int, partitions: int
     )
 
 
+def _ratio(ours: float | None, theirs: float | None) -> float | None:
+    """``ours / theirs`` to 4 digits; None when either measured nothing."""
+    return round(ours / theirs, 4) if ours and theirs else None
+
+
 def run(environment: SettingsResource, quick: bool, count: int | None = None) -> dict:
     count = count or (QUICK_ORDERS if quick else FULL_ORDERS)
     # Three rounds: rounds of one subject spread by about ±5% on a 2-core machine, and a median of two is their mean.
@@ -360,7 +365,7 @@ def run(environment: SettingsResource, quick: bool, count: int | None = None) ->
     }
     # The peer's checkpoint intervals, for the full topic's size (scaled down with a quick run's).
     scaled_ms = lambda full_ms: max(100, full_ms * count // FULL_ORDERS)  # noqa: E731
-    peers = {
+    peers: dict[str, PeerRounds] = {
         "ingestion": IngestionPeer(settings, count, reference_table=TABLE),
         "live_windows": WindowsPeer(settings, count, reference_topic=lambda: jobs["live_windows"].outputs[0]),
         "ingestion_continuous": ContinuousIngestionPeer(
@@ -373,7 +378,7 @@ def run(environment: SettingsResource, quick: bool, count: int | None = None) ->
             checkpoint_ms=scaled_ms(int(TRIGGER_SECONDS[LAKEHOUSE_ORDERS.key] * 1000)),
         ),
     }
-    subjects = {
+    subjects: dict[str, Callable[[int], float | None]] = {
         "ceiling": lambda _: ceiling(settings, count),
         "python_consumer": lambda _: python_consumer(settings, count),
         **jobs,
@@ -388,22 +393,23 @@ def run(environment: SettingsResource, quick: bool, count: int | None = None) ->
         for name, values in rates.items()
     }
     ratios = {
-        name: round(medians[name] / medians["ceiling"], 4) for name in subjects if name != "ceiling" and medians[name]
+        name: ratio
+        for name in subjects
+        if name != "ceiling" and (ratio := _ratio(medians[name], medians["ceiling"])) is not None
     }
     to_python_consumer = {
-        name: round(medians[name] / medians["python_consumer"], 4)
-        for name in jobs
-        if medians[name] and medians["python_consumer"]
+        name: ratio for name in jobs if (ratio := _ratio(medians[name], medians["python_consumer"])) is not None
     }
-    to_peer = {
-        name: round(medians[name] / medians[f"flink_{name}"], 4)
-        for name in peers
-        if medians[name] and medians[f"flink_{name}"]
-    }
+    to_peer = {name: ratio for name in peers if (ratio := _ratio(medians[name], medians[f"flink_{name}"])) is not None}
     # The verdict's clock (query time against Flink's net runtime) read two other ways, from the same rounds.
     catch_up_by = {
         "paired_rounds": median(
-            [ours / theirs for ours, theirs in zip(rates["ingestion"], rates["flink_ingestion"])], 4
+            [
+                ours / theirs
+                for ours, theirs in zip(rates["ingestion"], rates["flink_ingestion"])
+                if ours is not None and theirs is not None
+            ],
+            4,
         ),
         "launch_to_exit": round(
             median([run["process_s"] for run in peers["ingestion"].profiles])
@@ -428,7 +434,8 @@ def run(environment: SettingsResource, quick: bool, count: int | None = None) ->
         "ingestion_to_flink_peer_by": catch_up_by,
         "rates_rows_per_s": rounded(rates, 1),
         "runs": {
-            **{name: job.profiles for name, job in {**jobs, **continuous}.items()},
+            **{name: job.profiles for name, job in jobs.items()},
+            **{name: job.profiles for name, job in continuous.items()},
             **{f"flink_{name}": peer.profiles for name, peer in peers.items()},
         },
     }

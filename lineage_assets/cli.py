@@ -191,7 +191,7 @@ def _utc_time(text: str) -> dt.datetime:
 def _provenance(args: argparse.Namespace, settings: Settings, emitter) -> int:
     """``provenance`` of a dataset's version, or what a run ``reached``, from the event log or Marquez."""
     from lineage_assets.lineage.marquez import MarquezApi
-    from lineage_assets.lineage.provenance import marquez_runs, provenance, reached
+    from lineage_assets.lineage.provenance import Provenance, Reached, marquez_runs, provenance, reached
     from lineage_assets.lineage.queries import resolve
     from lineage_assets.lineage.summary import runs as summary_runs
 
@@ -199,6 +199,7 @@ def _provenance(args: argparse.Namespace, settings: Settings, emitter) -> int:
         runs = marquez_runs(MarquezApi(settings.marquez_api_url), settings)
     else:
         runs = summary_runs(emitter.log).records()
+    answer: Reached | Provenance
     if args.action == "reached":
         answer = reached(runs, args.subject, settings)
         if args.rematerialize:

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cache
+from typing import Any
 
 from openlineage.client.naming.dataset import S3, Kafka
 
@@ -224,7 +225,7 @@ ORDER_FIELDS = (
 # The value schema registered under `orders-value`. The source sends price as text (as the
 # reference's generator did); fields other than the key are nullable so that a producer that
 # leaves one out is caught by the jobs' validation and dead-lettered, not rejected at decode.
-ORDERS_AVRO_SCHEMA = {
+ORDERS_AVRO_SCHEMA: dict[str, Any] = {
     "type": "record",
     "name": "Order",
     "namespace": "lineage_assets.orders",

@@ -81,6 +81,24 @@ def replay_position(dlq_topic: str, partition: int, offset: int) -> str:
     return f"{dlq_topic}/{partition}/{offset}"
 
 
+def _position(message: Message) -> tuple[int, int]:
+    """(partition, offset) of a consumed record: only an error event, raised before this, has none."""
+    partition, offset = message.partition(), message.offset()
+    if partition is None or offset is None:
+        raise ReplayError(f"a message of {message.topic()} has no partition or offset: {message.error()}")
+    return partition, offset
+
+
+def _header_texts(message: Message, name: str) -> list[str]:
+    """The values of a consumed record's headers named ``name``, as text (a header without a value has none)."""
+    headers = message.headers() or []
+    # A consumer gives (name, bytes) pairs; the client's type also allows a producer's dict and str values.
+    pairs = headers.items() if isinstance(headers, dict) else headers
+    return [
+        value if isinstance(value, str) else value.decode() for key, value in pairs if key == name and value is not None
+    ]
+
+
 def reason_prefix(reason: str) -> str:
     """A reason's kind: the part before the first ':' (``schema_incompatible``), else the whole reason."""
     return reason.split(":", 1)[0]
@@ -219,7 +237,8 @@ class _Replay:
                 stopped_at = self._handle(message, versions, already)
                 if stopped_at:
                     break
-                self.done[message.partition()] = message.offset() + 1
+                partition, offset = _position(message)
+                self.done[partition] = offset + 1
             self._commit()
             if stopped_at:
                 return self._report(stopped_at)
@@ -227,10 +246,14 @@ class _Replay:
 
     def _handle(self, message: Message, versions: dict[int, WriterVersion], already: set[str]) -> str | None:
         """Replay, count or pass over one dead letter; why replay must stop at it, if it must."""
-        position = replay_position(self.dlq, message.partition(), message.offset())
-        where = f"{self.dlq} partition {message.partition()} offset {message.offset()}"
+        partition, offset = _position(message)
+        position = replay_position(self.dlq, partition, offset)
+        where = f"{self.dlq} partition {partition} offset {offset}"
+        value = message.value()
+        if value is None:
+            return f"{where} is not a dead letter as the ingestion writes them (it has no value)"
         try:
-            letter = json.loads(message.value())
+            letter = json.loads(value)
             reason = letter["reason"]
             chosen = reason.startswith(self.reason)
         except (TypeError, ValueError, KeyError, AttributeError) as error:
@@ -258,17 +281,17 @@ class _Replay:
         try:
             # Strict base64, line breaks aside: Spark's base64() wrapped long values in 76-character lines
             # unless spark.sql.chunkBase64String.enabled is off (the project turns it off).
-            value = base64.b64decode("".join(letter["value_base64"].split()), validate=True)
+            record = base64.b64decode("".join(letter["value_base64"].split()), validate=True)
             timestamp = source_time_ms(letter["source_timestamp"])
-            partition = int(letter["partition"])
+            source_partition = int(letter["partition"])
         except (TypeError, ValueError, KeyError, binascii.Error) as error:
             return f"{where} is not a dead letter as the ingestion writes them ({error!r})"
         # Back to the record's own partition: the key keeps its partition whatever the partitioner.
         self.producer.produce(
             self.source,
-            value=value,
+            value=record,
             key=message.key(),
-            partition=partition,
+            partition=source_partition,
             timestamp=timestamp,
             headers=[(REPLAY_HEADER, position)],
             on_delivery=self._delivered,
@@ -330,11 +353,10 @@ class _Replay:
             f"({sum(end - start for start, end in ranges.values())} records)"
         )
         return {
-            value.decode()
+            position
             for batch in self._read(self.source, ranges)
             for message in batch
-            for key, value in message.headers() or ()
-            if key == REPLAY_HEADER
+            for position in _header_texts(message, REPLAY_HEADER)
         }
 
     def _read(self, topic: str, ranges: dict[int, tuple[int, int]]) -> Iterator[list[Message]]:
@@ -347,12 +369,13 @@ class _Replay:
             for message in self.consumer.consume(BATCH, timeout=0.25):  # short: the last batch is rarely full
                 if message.error():
                     raise KafkaException(message.error())
-                end = ends.get(message.partition()) if message.topic() == topic else None
-                if end is None or message.offset() >= end:
+                partition, offset = _position(message)
+                end = ends.get(partition) if message.topic() == topic else None
+                if end is None or offset >= end:
                     continue  # fetched for an earlier assignment, or written after the start (the next run's)
                 batch.append(message)
-                if message.offset() + 1 >= end:
-                    del ends[message.partition()]
+                if offset + 1 >= end:
+                    del ends[partition]
             if batch:
                 yield batch
                 last_arrival = time.monotonic()  # after the batch's replays: their flush is not a stall

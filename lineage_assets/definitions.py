@@ -4,6 +4,7 @@ chosen for the environment."""
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterable
 
 import dagster as dg
 from dagster_pyspark import PySparkResource
@@ -35,6 +36,17 @@ def build_resources(environment: SettingsResource) -> dict:
             spark_config={**spark_conf(environment.settings), "spark.app.name": "lineage-assets-checks"}
         ),
     }
+
+
+def materializable(assets: Iterable[object] | None) -> list[dg.AssetsDefinition | dg.AssetSpec | dg.SourceAsset]:
+    """A Definitions' ``assets`` or ``asset_checks`` as ``dg.materialize`` takes them: it takes no
+    cacheable assets (the project defines none)."""
+    taken: list[dg.AssetsDefinition | dg.AssetSpec | dg.SourceAsset] = []
+    for each in assets or ():
+        if not isinstance(each, (dg.AssetsDefinition, dg.AssetSpec, dg.SourceAsset)):
+            raise TypeError(f"dg.materialize cannot take {each!r}")
+        taken.append(each)
+    return taken
 
 
 def build_definitions(environment: SettingsResource | None = None) -> dg.Definitions:

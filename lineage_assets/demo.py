@@ -20,7 +20,7 @@ from lineage_assets.assets.design import published_line
 from lineage_assets.assets.lakehouse import days_behind
 from lineage_assets.datasets import DATASETS, LAKEHOUSE_ORDERS, ORDERS, ORDERS_AVRO_SCHEMA, SUPPLIER_STATS
 from lineage_assets.dead_letters import TEACH_THEN_REPLAY
-from lineage_assets.definitions import build_definitions, publish_definitions
+from lineage_assets.definitions import build_definitions, materializable, publish_definitions
 from lineage_assets.generator import GeneratedOrder, GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.instance import prepare_dagster_home
 from lineage_assets.lineage.check import (
@@ -94,7 +94,7 @@ def run_pipeline(
     """Generate orders (unless ``orders_config`` is None), run the streaming jobs, then
     ``supplier_stats`` for every day the ingestion touched, with all asset checks."""
     definitions = build_definitions(environment)
-    assets = [*definitions.assets, *definitions.asset_checks]
+    assets = [*materializable(definitions.assets), *materializable(definitions.asset_checks)]
     resources = definitions.resources
     run = PipelineRun()
 
@@ -237,7 +237,7 @@ DRIFTED_ORDERS_SCHEMA = renamed_field(ORDERS_AVRO_SCHEMA, "supplier", "vendor")
 
 
 def as_drifted(order: GeneratedOrder) -> GeneratedOrder:
-    record = {("vendor" if name == "supplier" else name): value for name, value in order.order.items()}
+    record = {("vendor" if name == "supplier" else name): value for name, value in order.record().items()}
     return dataclasses.replace(order, order=record)
 
 

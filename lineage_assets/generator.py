@@ -73,6 +73,12 @@ class GeneratedOrder:
     kind: str = "valid"  # "valid", "late" or one of BAD_KINDS
     raw_value: bytes | None = field(default=None, repr=False)
 
+    def record(self) -> dict:
+        """The Avro record; a ValueError for a value that is not Avro (a ``not-avro`` bad order)."""
+        if self.order is None:
+            raise ValueError(f"order {self.key} ({self.kind}) is not an Avro record")
+        return self.order
+
 
 def generate_orders(config: GeneratorConfig) -> Iterator[GeneratedOrder]:
     rng = random.Random(config.seed)

@@ -75,7 +75,7 @@ class ArchiveReport(StreamReport):
     files_written: int
     bytes_written: int
     files_total: int
-    quality: dict | None  # of the records this run archived
+    quality: dict  # of the records this run archived
     files_added: list[list] = field(default_factory=list)  # [path below the archive's location, bytes]
 
 

@@ -26,14 +26,11 @@ def _addresses(settings: Settings) -> list[tuple[str, str, int]]:
         ("s3_endpoint", "s3_port", settings.s3_url),
         ("catalog_url", "iceberg_rest_port", settings.iceberg_catalog_url),
     ):
+        setting = override if getattr(settings, override) else local
         parts = urllib.parse.urlsplit(url)
-        found.append(
-            (
-                override if getattr(settings, override) else local,
-                parts.hostname,
-                parts.port or (443 if parts.scheme == "https" else 80),
-            )
-        )
+        if parts.hostname is None:
+            raise SettingsError(f"{ENV_PREFIX}{setting.upper()}: {url!r} is not a URL with a host")
+        found.append((setting, parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)))
     return found
 
 

@@ -13,8 +13,10 @@ import dataclasses
 import os
 import re
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ENV_PREFIX = "LINEAGE_ASSETS_"
 SECRETS_FILE_VARIABLE = ENV_PREFIX + "SECRETS_FILE"
@@ -57,7 +59,7 @@ def _parse_bool(raw: str) -> bool:
     return words[raw.strip().lower()]
 
 
-def _setting(default, help: str, secret: bool = False):
+def _setting(default: Any, help: str, secret: bool = False) -> Any:
     return field(default=default, metadata={"help": help, "secret": secret})
 
 
@@ -201,18 +203,18 @@ class Settings:
     )
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Settings with every ``LINEAGE_ASSETS_*`` variable applied; a malformed value names itself."""
-        environ = os.environ if environ is None else environ
-        if secrets_file := environ.get(SECRETS_FILE_VARIABLE):
-            environ = {**_read_secrets(Path(secrets_file)), **environ}
-        values = {}
+        variables: Mapping[str, str] = os.environ if environ is None else environ
+        if secrets_file := variables.get(SECRETS_FILE_VARIABLE):
+            variables = {**_read_secrets(Path(secrets_file)), **variables}
+        values: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
             name = ENV_PREFIX + f.name.upper()
-            if name not in environ:
+            if name not in variables:
                 continue
-            raw = environ[name]
-            kind = type(f.default)
+            raw = variables[name]
+            kind: type = type(f.default)  # every field has a default (``_setting``): its type parses the value
             try:
                 values[f.name] = _parse_bool(raw) if kind is bool else kind(raw)
             except ValueError:

@@ -54,6 +54,9 @@ class CommittedTable:
     metrics observed as its records were written, so no commit scans the table's metadata again
     (0.5 s of a continuous micro-batch of about 1.5 s, and growing with the table)."""
 
+    totals: dict  # the table's ``quality.files_totals`` as of ``snapshot_id``, and its columns
+    columns: list[str]
+
     def __init__(self, spark: SparkSession, table: str):
         self.table = table
         self.snapshot_id = self._read(spark, self._current(spark).currentSnapshot())
@@ -142,8 +145,8 @@ def main() -> None:
         "parent_snapshot_id": parent_snapshot_id,
         "parent_data_snapshot_id": tables.data_snapshot_id(spark, args.table, parent_snapshot_id),
     }
-    totals = Counter()
-    reasons = Counter()
+    totals: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
     days: set[str] = set()
     versions = kafka.SourceVersions(args)
     committed_table = (
@@ -157,7 +160,7 @@ def main() -> None:
     )
     plan = BatchPlan(args.value_schema, versions.by_id, columns)
 
-    def send_dead_letters(decoded, batch_id: int) -> Counter:
+    def send_dead_letters(decoded, batch_id: int) -> Counter[str]:
         """The batch's dead letters to their topic (decoded again: they are rare); their reasons counted."""
         observation = Observation(f"dead-letters-{batch_id}")  # here only to keep the filter above the decoding
         dead = transforms.dead_letters(decoded.observe(observation, F.count(F.lit(1)).alias("records"))).persist()

@@ -205,7 +205,7 @@ class PlanLineage:
         if name == "GetStructField":
             return children[0].field_of(node.fields["name"])
         if name == "CreateNamedStruct":  # children: name literal, value, name literal, value, ...
-            names = [child.fields.get("value") for child in node.children[0::2]]
+            names: list[str] = [child.fields["value"] for child in node.children[0::2]]
             return Lineage(struct=dict(zip(names, children[1::2])))
         if name == "StructsToJson":  # a JSON text of the struct: its fields keep their lineage
             return children[0]

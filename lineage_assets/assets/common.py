@@ -6,12 +6,12 @@ import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Generic
+from typing import Generic, TypeVar
 
 import dagster as dg
 
 from lineage_assets.datasets import DATASETS, OWNERS, Check, Dataset
-from lineage_assets.job_specs import JobSpec, R, Report, StreamReport
+from lineage_assets.job_specs import JobSpec, Report, StreamReport, SupplierStatsReport
 from lineage_assets.lineage.events import Assertion, RunFacts, SourceRead, orders_read
 from lineage_assets.lineage.observed import ColumnLineage, ObservationError, disagreements, from_facet, from_report
 from lineage_assets.lineage.queries import declared_graph, declared_impact
@@ -23,6 +23,8 @@ from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import Settings
 from lineage_assets.streaming.exclusive import exclusive_run
+
+S = TypeVar("S", bound=StreamReport)  # the report of a streaming job
 
 
 def asset_key(dataset: Dataset) -> dg.AssetKey:
@@ -107,10 +109,10 @@ def observed_lineage(
         return None
 
 
-def run_metadata(report: Report, facts: RunFacts) -> dict:
+def run_metadata(report: StreamReport | SupplierStatsReport, facts: RunFacts) -> dict:
     """What every Spark-backed materialization records in Dagster: rows read and written, the job's
     duration, the column lineage it observed (the same facts its lineage run reports)."""
-    metadata = {
+    metadata: dict[str, object] = {
         "rows_in": report.rows_in,
         "rows_out": facts.statistics.rows if facts.statistics else None,
         "duration_seconds": report.duration_seconds,
@@ -143,12 +145,12 @@ def orders_read_by(settings: Settings, report: StreamReport, assertions: tuple[A
 
 
 @dataclass(frozen=True)
-class StreamingRun(Generic[R]):
+class StreamingRun(Generic[S]):
     """One catch-up run of a streaming job, as its asset's ``outcome`` sees it."""
 
     context: dg.AssetExecutionContext
     settings: Settings
-    report: R
+    report: S
     topics_created: list[str]
 
 
@@ -162,10 +164,10 @@ class Outcome:
 
 
 def streaming_asset(
-    job: Callable[[Settings], JobSpec[R]],
+    job: Callable[[Settings], JobSpec[S]],
     settings: Settings,
     group: str,
-    outcome: Callable[[StreamingRun[R]], Outcome],
+    outcome: Callable[[StreamingRun[S]], Outcome],
     *,
     topics: Callable[[Settings], tuple[str, ...]] = lambda settings: (),
     **asset_arguments,

@@ -41,7 +41,7 @@ def new_commits(
     reported = seen.get(status.run_id, 0)
     seen[status.run_id] = len(commits)
     dataset = DATASETS[name]
-    events = []
+    events: list[dg.AssetMaterialization | dg.AssetCheckEvaluation] = []
     for commit in commits[reported:]:
         rebuild = Rebuild.after(
             previous, commit["days"], commit["schema_incompatible"], commit["dead_letters_replayed"]

@@ -78,6 +78,8 @@ def _hide_retired(emitter: LineageEmitter, settings: Settings) -> list[str]:
 @dg.sensor(minimum_interval_seconds=PUBLISH_INTERVAL_S, default_status=dg.DefaultSensorStatus.RUNNING)
 def publish_lineage_design(context: dg.SensorEvaluationContext, environment: SettingsResource):
     """Publishes the designed lineage graph (a DatasetEvent per asset, a JobEvent per job) when it changed."""
+    if context.repository_def is None:
+        raise dg.DagsterInvariantViolationError("publish_lineage_design needs the repository it is evaluated for")
     published = publish_design(asset_designs(context.repository_def.asset_graph), environment.settings)
     return dg.SkipReason(published_line(published))
 

@@ -123,9 +123,28 @@ class Rebuild:
         return dg.AssetCheckEvaluation(asset_key=asset_key(LAKEHOUSE_ORDERS), blocking=True, **self._check())
 
 
+def _materialization(event: dg.EventLogEntry | dg.EventLogRecord) -> dg.AssetMaterialization:
+    """The materialization of an event that a materialization query or sensor gave."""
+    if event.asset_materialization is None:
+        raise dg.DagsterInvariantViolationError(
+            f"the event of run {event.run_id} at {event.timestamp} is no materialization"
+        )
+    return event.asset_materialization
+
+
+def _listed_days(metadata: Mapping[str, dg.MetadataValue], name: str) -> list[str]:
+    """The days a materialization's ``name`` entry lists (``Rebuild.metadata``); none without that entry."""
+    entry = metadata.get(name)
+    if entry is None:
+        return []
+    if not isinstance(entry, dg.JsonMetadataValue) or not isinstance(entry.value, list):
+        raise ValueError(f"materialization metadata {name} is not a JSON list of days: {entry!r}")
+    return entry.value
+
+
 def latest_metadata(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, Any]:
     event = instance.get_latest_materialization_event(key)
-    return {name: value.value for name, value in event.asset_materialization.metadata.items()} if event else {}
+    return {name: value.value for name, value in _materialization(event).metadata.items()} if event else {}
 
 
 def days_behind(instance: dg.DagsterInstance) -> list[str]:
@@ -135,8 +154,7 @@ def days_behind(instance: dg.DagsterInstance) -> list[str]:
     pass that stopped early), is rebuilt by the next pass."""
     released: dict[str, float] = {}
     for record in _materializations(instance, dg.AssetRecordsFilter(asset_key(LAKEHOUSE_ORDERS))):
-        days = record.asset_materialization.metadata.get("days")
-        for day in days.value if days else []:
+        for day in _listed_days(_materialization(record).metadata, "days"):
             released[day] = max(released.get(day, 0.0), record.timestamp)
     built: dict[str, float] = {}
     if released:
@@ -166,9 +184,7 @@ def snapshot_written_by(instance: dg.DagsterInstance, snapshot_id: int | None, s
     newest = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key(LAKEHOUSE_ORDERS)), limit=100, ascending=False
     ).records
-    made = [
-        r for r in newest if (s := r.asset_materialization.metadata.get("snapshot_id")) and s.value == str(snapshot_id)
-    ]
+    made = [r for r in newest if (s := _materialization(r).metadata.get("snapshot_id")) and s.value == str(snapshot_id)]
     if not made:
         return {}
     record = made[-1]
@@ -303,12 +319,10 @@ rebuild_supplier_stats = dg.define_asset_job("supplier_stats_job", selection=[as
     description="A new `lakehouse/orders` materialization requests `supplier_stats` for each day it touched.",
 )
 def supplier_stats_on_new_orders(context: dg.SensorEvaluationContext, asset_event: dg.EventLogEntry):
-    metadata = asset_event.asset_materialization.metadata
-    held = metadata.get("days_held_back")
-    if held and held.value:
-        yield dg.SkipReason(f"supplier_stats held back for {', '.join(held.value)}: check {SCHEMA_CHECK} failed")
-    days = metadata.get("days")
-    for day in days.value if days else []:
+    metadata = _materialization(asset_event).metadata
+    if held := _listed_days(metadata, "days_held_back"):
+        yield dg.SkipReason(f"supplier_stats held back for {', '.join(held)}: check {SCHEMA_CHECK} failed")
+    for day in _listed_days(metadata, "days"):
         # One request per (materialization, day): a re-evaluation never asks twice.
         yield dg.RunRequest(run_key=f"{asset_event.run_id}:{asset_event.timestamp}:{day}", partition_key=day)
 

@@ -89,7 +89,7 @@ def reports_lineage(job: dg.JobDefinition, execution_plan) -> bool:
     """Whether any step the plan executes requires the lineage resource."""
     to_execute = set(execution_plan.step_keys_to_execute)
     return any(
-        LINEAGE_RESOURCE in job.get_node(step.node_handle).definition.required_resource_keys
+        LINEAGE_RESOURCE in job.get_op(step.node_handle).definition.required_resource_keys
         for step in execution_plan.steps
         if step.key in to_execute
     )
@@ -138,11 +138,14 @@ def run_lineage_executor(settings: Settings) -> dg.ExecutorDefinition:
     Every step's work runs in a process of its own already (a spark-submit, a deployment), and a
     process per step would load the definitions again before each step could start."""
     default = dg.multi_or_in_process_executor
+    create_default = default.executor_creation_fn
+    if create_default is None:
+        raise dg.DagsterInvariantViolationError(f"Dagster's default executor {default.name} has no creation function")
     return dg.ExecutorDefinition(
         name=default.name,
         config_schema=dg.Field(default.config_schema.as_field().config_type, default_value={"in_process": {}}),
         requirements=default.get_requirements,
-        executor_creation_fn=lambda context: RunLineageExecutor(default.executor_creation_fn(context), settings),
+        executor_creation_fn=lambda context: RunLineageExecutor(create_default(context), settings),
         description=RunLineageExecutor.__doc__,
     )
 

@@ -8,6 +8,10 @@ column lineage. A gap is a readable line; no gap means the check passes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
+from typing import Any
+
 from lineage_assets.datasets import CHECKS, DATASETS, ORCHESTRATOR_JOB, Check, Dataset, retired_jobs
 from lineage_assets.lineage import observed
 from lineage_assets.lineage.design import PublishedDesign
@@ -33,7 +37,10 @@ def _retired_jobs(settings: Settings) -> dict[str, str]:
 
 
 def check(
-    events: list[dict], settings: Settings, running_jobs: set[str] = frozenset(), design: PublishedDesign | None = None
+    events: list[dict[str, Any]],
+    settings: Settings,
+    running_jobs: AbstractSet[str] = frozenset(),
+    design: PublishedDesign | None = None,
 ) -> list[str]:
     """Every gap between the asset graph and the lineage in ``events`` (run events); empty when they agree.
 
@@ -46,9 +53,9 @@ def check(
 def check_marquez(
     api: MarquezApi,
     settings: Settings,
-    running_jobs: set[str] = frozenset(),
+    running_jobs: AbstractSet[str] = frozenset(),
     design: PublishedDesign | None = None,
-    jobs: list[dict] | None = None,
+    jobs: list[dict[str, Any]] | None = None,
 ) -> list[str]:
     """``check`` of what Marquez shows: its jobs, runs and each asset's columns and column lineage as
     the newest version a run wrote keeps them (Marquez's column-lineage graph also keeps every field
@@ -86,11 +93,11 @@ def check_marquez(
     expected_jobs = {_asset_job(dataset, settings) for dataset in DATASETS.values()} | set(_check_jobs(settings))
     expected_datasets = {dataset.identity(settings).node for dataset in DATASETS.values()}
     for dataset in DATASETS.values():
-        jobs, datasets = lineage_nodes(api, *dataset.identity(settings).node, depth=1)
-        for extra in sorted(jobs - expected_jobs - set(retired)):
+        shown_jobs, shown_datasets = lineage_nodes(api, *dataset.identity(settings).node, depth=1)
+        for extra in sorted(shown_jobs - expected_jobs - set(retired)):
             gaps.append(f"Marquez lineage of asset {dataset.key} has job {extra}, which is no asset's job")
-        for extra in sorted(datasets - expected_datasets):
-            gaps.append(f"Marquez lineage of asset {dataset.key} has dataset {extra[0]}:{extra[1]}, which is no asset")
+        for namespace, name in sorted(shown_datasets - expected_datasets):
+            gaps.append(f"Marquez lineage of asset {dataset.key} has dataset {namespace}:{name}, which is no asset")
     symlinks = {(s.namespace, s.name) for dataset in DATASETS.values() for s in dataset.identity(settings).symlinks}
     touched = set().union(*graph.inputs.values(), *graph.outputs.values())
     for namespace, name in sorted(touched - expected_datasets - symlinks):
@@ -108,7 +115,7 @@ def _ran(graph: LineageGraph, job: str) -> bool:
 def check_graph(
     graph: LineageGraph,
     settings: Settings,
-    running_jobs: set[str] = frozenset(),
+    running_jobs: AbstractSet[str] = frozenset(),
     design: PublishedDesign | None = None,
 ) -> list[str]:
     gaps = []
@@ -289,7 +296,7 @@ def not_delivered(log: EventLog) -> list[str]:
     return found
 
 
-def report(gaps: list[str], where: str, notes: list[str] = ()) -> str:
+def report(gaps: list[str], where: str, notes: Sequence[str] = ()) -> str:
     """The check's result as printed: one line when ``where`` matches the asset graph, else a line per
     gap; then the ``notes`` (designed jobs not yet run), which are no gaps."""
     if not gaps:

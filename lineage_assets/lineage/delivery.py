@@ -13,12 +13,15 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import attrs
 from openlineage.client import OpenLineageClient
+from openlineage.client.transport.transport import Transport
 
-from lineage_assets.lineage.event_log import EventLog, Line, file_lock, lineage_event
+from lineage_assets.lineage.event_log import DeadLetter, EventLog, Line, file_lock, lineage_event
 from lineage_assets.private_files import replace_private
 
 log = logging.getLogger(__name__)
@@ -29,9 +32,9 @@ class Backend:
     """Where events are delivered: an ``OpenLineageClient`` configuration (``None``: the standard
     sources, read by the delivering process from the environment and working folder it inherits)."""
 
-    client_config: dict | None = None
+    client_config: dict[str, Any] | None = None
 
-    def transport(self):
+    def transport(self) -> Transport | None:
         """openlineage-python's transport for this configuration; None when it resolves to nothing (its
         fallback, the console, is not a lineage backend, and the durable transport would log to itself).
         Made by ``OpenLineageClient``, whose transport alone is used: it is what reads the standard
@@ -73,8 +76,7 @@ def rejection(error: Exception) -> str | None:
     refusal; so is a 5xx whose body names a client error (Marquez answers an unreadable
     ``eventTime`` with HTTP 500 and ``{"code": 400, …}``)."""
     response = getattr(error, "response", None)
-    status = getattr(response, "status_code", None)
-    if status is None:
+    if response is None or (status := getattr(response, "status_code", None)) is None:
         return None
     body = (response.text or "").strip()
     if 400 <= status < 500 and status not in (408, 429):
@@ -89,6 +91,11 @@ def rejection(error: Exception) -> str | None:
     return None
 
 
+def emit_data(transport: Transport, event: dict[str, Any]) -> None:
+    """Send an event as JSON data (as the log gives it back) as it is: openlineage-python's transports serialize it."""
+    transport.emit(event)  # type: ignore[arg-type]  # openlineage-python types emit() for event objects only
+
+
 class Delivery:
     """The delivering side of a lineage folder: its backend, its lock, its status."""
 
@@ -98,7 +105,7 @@ class Delivery:
         self.lock_path = folder / "sender.lock"
         self.status_path = folder / "delivery.json"
         self._backend_seen: tuple[float, str] | None = None
-        self._transport = None
+        self._transport: Transport | None = None
 
     # --- the backend the settings name --------------------------------------------------------
     def name_backend(self, backend: Backend) -> None:
@@ -117,7 +124,7 @@ class Delivery:
         except FileNotFoundError:
             return None
 
-    def transport(self):
+    def transport(self) -> Transport | None:
         """The transport of the backend recorded now (made again when the record changes)."""
         try:
             stamp = self.backend_path.stat().st_mtime_ns
@@ -136,14 +143,14 @@ class Delivery:
         with file_lock(self.lock_path, blocking=False) as lock:
             return lock is None
 
-    def deliver_pending(self, should_stop=lambda: False) -> bool | None:
+    def deliver_pending(self, should_stop: Callable[[], bool] = lambda: False) -> bool | None:
         """Send what the log holds beyond the cursor, in order. True when all is delivered or set
         aside, False when the backend is unavailable, None when another process is delivering or
         ``should_stop()`` turned true."""
         with file_lock(self.lock_path, blocking=False) as lock:
             return None if lock is None else self.deliver_locked(should_stop)
 
-    def deliver_locked(self, should_stop=lambda: False, batch: int = 50) -> bool | None:
+    def deliver_locked(self, should_stop: Callable[[], bool] = lambda: False, batch: int = 50) -> bool | None:
         """``deliver_pending`` for the holder of the lock. ``should_stop()`` is checked between
         events. The cursor advances every ``batch`` events: after a crash at most that many are sent
         again, each with its run id, so no run is ever doubled."""
@@ -167,7 +174,7 @@ class Delivery:
                 self.log.advance(offset)
         return True
 
-    def _send(self, transport, line: Line) -> bool:
+    def _send(self, transport: Transport, line: Line) -> bool:
         """True once ``line`` is delivered or set aside; False when the backend is unavailable."""
         try:
             event = lineage_event(line.text)
@@ -175,7 +182,7 @@ class Delivery:
             self._set_aside(line, f"unreadable: {str(error).splitlines()[0]}")
             return True
         try:
-            transport.emit(event)
+            emit_data(transport, event)
         except Exception as error:
             if (reason := rejection(error)) is None:
                 self._record(last_error=f"backend unavailable: {error}")
@@ -191,15 +198,17 @@ class Delivery:
             "lineage event at byte %d of %s set aside (%s); delivery goes on", line.offset, self.log.path, reason
         )
 
-    def _record(self, **status) -> None:
+    def _record(self, **status: str) -> None:
         at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         replace_private(self.status_path, json.dumps({**status, "at": at}))
 
-    def last_error(self) -> dict | None:
+    def last_error(self) -> dict[str, str] | None:
+        """The last problem ``_record`` wrote (``last_error``, and ``at``: when), if any."""
         try:
-            return json.loads(self.status_path.read_text())
+            status: dict[str, str] = json.loads(self.status_path.read_text())
         except (FileNotFoundError, ValueError):
             return None
+        return status
 
     def flush(self, timeout: float = 10.0, retry_seconds: float = 0.5) -> bool:
         """Deliver everything within ``timeout`` (here, or by waiting for a running sender); what is
@@ -212,17 +221,18 @@ class Delivery:
                 return False
             time.sleep(min(retry_seconds, max(0.0, deadline - time.monotonic())))
 
-    def retry_dead_letters(self) -> tuple[int, list[dict]]:
+    def retry_dead_letters(self) -> tuple[int, list[DeadLetter]]:
         """Send each dead letter again, in order: how many the backend took, and those left (with the
         latest reason). Under the delivery lock, so the log's own delivery waits meanwhile."""
         with file_lock(self.lock_path):
             transport = self.transport()
             if transport is None:
                 return 0, self.log.dead_letters()
-            taken, left = 0, []
+            taken = 0
+            left: list[DeadLetter] = []
             for record in self.log.dead_letters():
                 try:
-                    transport.emit(lineage_event(record["line"]))
+                    emit_data(transport, lineage_event(record["line"]))
                     taken += 1
                 except ValueError as error:
                     left.append({**record, "reason": f"unreadable: {str(error).splitlines()[0]}"})

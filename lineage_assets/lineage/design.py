@@ -19,6 +19,7 @@ import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any, NotRequired, TypedDict
 
 from openlineage.client.event_v2 import DatasetEvent, InputDataset, Job, JobEvent, OutputDataset, StaticDataset
 from openlineage.client.facet_v2 import (
@@ -30,6 +31,7 @@ from openlineage.client.facet_v2 import (
     tags_dataset,
     tags_job,
 )
+from openlineage.client.generated.base import DatasetFacet, JobFacet
 
 from lineage_assets.datasets import CHECKS, DATASETS, Column, Dataset
 from lineage_assets.lineage import events
@@ -75,7 +77,7 @@ def _schema(columns: tuple[Column, ...]) -> schema_dataset.SchemaDatasetFacet:
     )
 
 
-def _declared_lineage(dataset: Dataset, settings: Settings) -> dict:
+def _declared_lineage(dataset: Dataset, settings: Settings) -> dict[str, DatasetFacet]:
     if not dataset.expected_lineage:
         return {}
     return {"columnLineage": events.column_lineage_facet(dataset.expected_lineage, settings)}
@@ -87,7 +89,7 @@ def dataset_event(asset: AssetDesign, settings: Settings, at: dt.datetime) -> Da
     a job event's output facets on a version it never shows (nor column lineage without a run)."""
     dataset = _catalog(asset.key)
     identity = dataset.identity(settings)
-    facets = {
+    facets: dict[str, DatasetFacet] = {
         **events.dataset_facets(dataset, settings),
         "schema": _schema(asset.columns),
         **_declared_lineage(dataset, settings),
@@ -159,7 +161,9 @@ def design_events(assets: Iterable[AssetDesign], settings: Settings) -> list[Dat
 
 def retired_dataset_event(namespace: str, name: str, at: dt.datetime) -> DatasetEvent:
     drop = lifecycle_state_change_dataset.LifecycleStateChange.DROP
-    facets = {"lifecycleStateChange": lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet(drop)}
+    facets: dict[str, DatasetFacet] = {
+        "lifecycleStateChange": lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet(drop)
+    }
     return DatasetEvent(
         eventTime=at.isoformat(),
         dataset=StaticDataset(namespace=namespace, name=name, facets=facets),
@@ -168,7 +172,7 @@ def retired_dataset_event(namespace: str, name: str, at: dt.datetime) -> Dataset
 
 
 def retired_job_event(namespace: str, name: str, at: dt.datetime) -> JobEvent:
-    facets = {
+    facets: dict[str, JobFacet] = {
         "documentation": documentation_job.DocumentationJobFacet(
             description="No longer in the project's definitions (removed or renamed); its runs are history."
         ),
@@ -185,7 +189,7 @@ def retired_job_event(namespace: str, name: str, at: dt.datetime) -> JobEvent:
     )
 
 
-def _retired(event: dict) -> bool:
+def _retired(event: dict[str, Any]) -> bool:
     if "dataset" in event:
         lifecycle = (event["dataset"].get("facets") or {}).get("lifecycleStateChange") or {}
         return lifecycle.get("lifecycleStateChange") == "DROP"
@@ -193,20 +197,30 @@ def _retired(event: dict) -> bool:
     return any((tag["key"], tag["value"]) == RETIRED for tag in tags)
 
 
-def _identity(event: dict) -> tuple[str, str, str]:
+def _identity(event: dict[str, Any]) -> tuple[str, str, str]:
     """(kind, namespace, name) of what a static event describes."""
     kind = "dataset" if "dataset" in event else "job"
     return kind, event[kind]["namespace"], event[kind]["name"]
 
 
-def subject(event: dict) -> str:
+def subject(event: dict[str, Any]) -> str:
     """What a static event describes: ``job NAMESPACE/NAME`` or ``dataset NAMESPACE NAME``."""
     kind, namespace, name = _identity(event)
     return f"dataset {namespace} {name}" if kind == "dataset" else f"job {namespace}/{name}"
 
 
-def _digest(event: dict) -> str:
+def _digest(event: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps({**event, "eventTime": None}, sort_keys=True).encode()).hexdigest()
+
+
+class _Publication(TypedDict):
+    """What ``design.json`` keeps of a subject's event last published."""
+
+    digest: str  # of its content without its time
+    kind: str  # dataset or job
+    namespace: str
+    name: str
+    retired: NotRequired[bool]
 
 
 @dataclass(frozen=True)
@@ -222,8 +236,9 @@ def publish(designed: list[DatasetEvent | JobEvent], emitter: LineageEmitter, fo
     (all of them with ``force``), and the retirement of what was published and is designed no more,
     through the emitter's durable log; never raises for delivery."""
     record_path = emitter.folder / "design.json"
+    record: dict[str, _Publication]  # by subject
     try:
-        record = json.loads(record_path.read_text())  # subject -> {digest, kind, namespace, name}
+        record = json.loads(record_path.read_text())
     except (FileNotFoundError, ValueError):
         record = {}
     sent, retired = [], []
@@ -236,7 +251,7 @@ def publish(designed: list[DatasetEvent | JobEvent], emitter: LineageEmitter, fo
         bodies.append(json.loads(event_line(retirement)))
     for body in bodies:
         name, digest = subject(body), _digest(body)
-        if not force and (record.get(name) or {}).get("digest") == digest:
+        if not force and (previous := record.get(name)) and previous.get("digest") == digest:
             continue
         emitter.emit(event_line(body))
         kind, namespace, dataset_or_job = _identity(body)
@@ -260,17 +275,20 @@ class PublishedDesign:
     retired: frozenset[tuple[str, str]] = frozenset()  # (namespace, name) of jobs published, then retired
 
     @classmethod
-    def from_events(cls, static: list[dict]) -> PublishedDesign:
+    def from_events(cls, static: list[dict[str, Any]]) -> PublishedDesign:
         """From the static events recorded, in order: a later event of a job or dataset replaces its earlier one."""
-        jobs, schemas, retired = {}, {}, set()
+        jobs: dict[str, tuple[frozenset[tuple[str, str]], frozenset[tuple[str, str]]]] = {}
+        schemas: dict[tuple[str, str], dict[str, str]] = {}
+        retired: set[tuple[str, str]] = set()
         for event in static:
             kind, namespace, name = _identity(event)
             if kind == "job":
                 (retired.add if _retired(event) else retired.discard)((namespace, name))
             if _retired(event):
-                (schemas if kind == "dataset" else jobs).pop(
-                    (namespace, name) if kind == "dataset" else f"{namespace}/{name}", None
-                )
+                if kind == "dataset":
+                    schemas.pop((namespace, name), None)
+                else:
+                    jobs.pop(f"{namespace}/{name}", None)
             elif "dataset" in event:
                 node = (event["dataset"]["namespace"], event["dataset"]["name"])
                 fields = ((event["dataset"].get("facets") or {}).get("schema") or {}).get("fields", [])

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 from lineage_assets.lineage.delivery import Backend, configured_backend
 from lineage_assets.lineage.event_log import SEGMENT_BYTES, is_run_event
-from lineage_assets.lineage.transport import DurableConfig, DurableTransport
+from lineage_assets.lineage.transport import DurableConfig, DurableTransport, Emittable
 from lineage_assets.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ class LineageEmitter:
         self.delivery = self.transport.delivery
         self.emit_failures = 0
 
-    def emit(self, event) -> None:
+    def emit(self, event: Emittable) -> None:
         try:
             self.transport.emit(event)
         except Exception:  # lineage must never fail the data job; the failure is counted and logged
@@ -63,16 +64,16 @@ class LineageEmitter:
     def stop_sender(self) -> None:
         self.transport.stop_sender()
 
-    def events(self, run_id: str | None = None) -> list[dict]:
+    def events(self, run_id: str | None = None) -> list[dict[str, Any]]:
         """Every run event recorded (of one run, when given), in order (for the lineage check and
         queries, ending a deployment's run once, and tests)."""
         return [event for event in self.recorded(run_id) if is_run_event(event)]
 
-    def design(self) -> list[dict]:
+    def design(self) -> list[dict[str, Any]]:
         """The static events of the designed graph recorded (``lineage.design``), in order."""
         return [event for event in self.recorded() if not is_run_event(event)]
 
-    def recorded(self, run_id: str | None = None) -> list[dict]:
+    def recorded(self, run_id: str | None = None) -> list[dict[str, Any]]:
         """Every event recorded, in order; a line that is none is named in a warning and skipped."""
         events, unreadable = self.log.read(run_id)
         for line in unreadable:

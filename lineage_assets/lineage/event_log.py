@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO, Any, BinaryIO, TypedDict
 
 import attrs
 
@@ -31,7 +32,7 @@ from lineage_assets.private_files import OWNER_ONLY, replace_private
 
 
 @contextmanager
-def file_lock(path: Path, blocking: bool = True):
+def file_lock(path: Path, blocking: bool = True) -> Iterator[IO[str] | None]:
     path.parent.mkdir(mode=OWNER_ONLY, parents=True, exist_ok=True)
     with path.open("a+") as handle:
         try:
@@ -69,12 +70,21 @@ class Unreadable:
         return f"{self.path} line {self.number}: {self.reason}"
 
 
-def is_run_event(event: dict) -> bool:
+class DeadLetter(TypedDict):
+    """A line delivery set aside: where it was in the log, why, when, and its text."""
+
+    offset: int
+    reason: str
+    at: str
+    line: str
+
+
+def is_run_event(event: dict[str, Any]) -> bool:
     """A run's event, not a static one (a ``JobEvent`` or ``DatasetEvent`` of the designed graph)."""
     return "run" in event
 
 
-def lineage_event(text: bytes | str) -> dict:
+def lineage_event(text: bytes | str) -> dict[str, Any]:
     """The event a line holds, a run's or a static one; ValueError naming what is wrong when it is none."""
     event = json.loads(text)
     if not isinstance(event, dict):
@@ -82,7 +92,7 @@ def lineage_event(text: bytes | str) -> dict:
     if "dataset" in event and "job" not in event:  # a DatasetEvent
         if not isinstance(event["dataset"], dict) or not {"namespace", "name"} <= set(event["dataset"]):
             raise ValueError("not an OpenLineage dataset event (no dataset namespace or name)")
-        required = ("eventTime", "dataset")
+        required: tuple[str, ...] = ("eventTime", "dataset")
     elif "run" in event:
         required = ("eventTime", "run", "job")
     else:  # a JobEvent
@@ -195,7 +205,7 @@ class EventLog:
         self._active = segments[-1] if segments else self._segment(0)
         return self._active
 
-    def _set_aside_torn_tail(self, log, base: int) -> int:
+    def _set_aside_torn_tail(self, log: BinaryIO, base: int) -> int:
         """The segment's size once a torn tail is set aside."""
         size = log.seek(0, os.SEEK_END)
         if size == 0:
@@ -211,7 +221,7 @@ class EventLog:
         return start
 
     @staticmethod
-    def _line_start(log, end: int, chunk: int = 65536) -> int:
+    def _line_start(log: BinaryIO, end: int, chunk: int = 65536) -> int:
         """Where the line holding byte ``end - 1`` starts."""
         position = end
         while position > 0:
@@ -244,7 +254,7 @@ class EventLog:
 
     def set_aside(self, line: Line, reason: str) -> None:
         """``line`` into the dead letters, with why and when."""
-        record = {
+        record: DeadLetter = {
             "offset": line.offset,
             "reason": reason,
             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -280,7 +290,7 @@ class EventLog:
         """The complete lines from log-wide ``offset`` on (blank ones skipped)."""
         return (line for _, _, line in self.numbered(offset) if line.text.strip())
 
-    def read(self, run_id: str | None = None) -> tuple[list[dict], list[Unreadable]]:
+    def read(self, run_id: str | None = None) -> tuple[list[dict[str, Any]], list[Unreadable]]:
         """Every event recorded (of one run, when given), in order, and the lines that are none."""
         events, unreadable = [], []
         for segment, number, line in self.numbered():
@@ -295,13 +305,13 @@ class EventLog:
                 events.append(event)
         return events, unreadable
 
-    def dead_letters(self) -> list[dict]:
+    def dead_letters(self) -> list[DeadLetter]:
         if not self.dead_letters_path.exists():
             return []
         with self.dead_letters_path.open() as source:
             return [json.loads(line) for line in source if line.strip()]
 
-    def replace_dead_letters(self, kept: list[dict]) -> None:
+    def replace_dead_letters(self, kept: list[DeadLetter]) -> None:
         with file_lock(self.folder / "dead-letters.lock"):
             replace_private(self.dead_letters_path, "".join(json.dumps(record) + "\n" for record in kept))
 

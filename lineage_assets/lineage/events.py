@@ -17,7 +17,9 @@ import functools
 import importlib.metadata
 import subprocess
 import traceback
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any, TypedDict, TypeVar
 
 import attr
 import openlineage.client
@@ -42,7 +44,7 @@ from openlineage.client.facet_v2 import (
     symlinks_dataset,
     tags_run,
 )
-from openlineage.client.generated.base import InputDatasetFacet, OutputDatasetFacet, RunFacet
+from openlineage.client.generated.base import DatasetFacet, InputDatasetFacet, JobFacet, OutputDatasetFacet, RunFacet
 from openlineage.client.uuid import generate_static_uuid
 
 from lineage_assets.datasets import (
@@ -63,6 +65,9 @@ VERSION = "0.1.0"
 PRODUCER = f"urn:lineage_assets:{VERSION}"
 INTEGRATION = "DAGSTER"
 set_producer(PRODUCER)
+
+# Spark's offsets of a query's progress: topic -> partition (its number as text) -> offset.
+OffsetMap = Mapping[str, Mapping[str, int]]
 
 
 @dataclass(frozen=True)
@@ -110,11 +115,21 @@ class StreamingProgressRunFacet(RunFacet):
     processedRowsPerSecond: float | None = attr.field(default=None)  # noqa: N815
     lastBatchDurationMs: int | None = attr.field(default=None)  # noqa: N815
     lastBatchTime: str | None = attr.field(default=None)  # noqa: N815
-    sourceOffsets: dict | None = attr.field(default=None)  # noqa: N815
+    sourceOffsets: OffsetMap | None = attr.field(default=None)  # noqa: N815
 
     @staticmethod
     def _get_schema() -> str:
         return f"urn:lineage_assets:schema:StreamingProgressRunFacet:{VERSION}"
+
+
+class SchemaVersionEntry(TypedDict):
+    """One writer version of the records a run read, in ``SchemaVersionsInputDatasetFacet``."""
+
+    version: int
+    schemaId: int  # noqa: N815
+    records: int
+    readable: bool
+    problems: list[str]
 
 
 @attr.define
@@ -123,7 +138,7 @@ class SchemaVersionsInputDatasetFacet(InputDatasetFacet):
     records read, whether the pipeline can read it, and why not (``source_schemas``)."""
 
     subject: str
-    versions: list[dict]  # version, schemaId, records, readable, problems
+    versions: list[SchemaVersionEntry]
 
     @staticmethod
     def _get_schema() -> str:
@@ -139,7 +154,7 @@ class KafkaOffsetsInputDatasetFacet(InputDatasetFacet):
     last. A topic has no version of its own; this range is the part of it the run saw."""
 
     topic: str
-    partitions: list[dict]  # partition, start, end
+    partitions: list[dict[str, int]]  # partition, start, end
 
     @staticmethod
     def _get_schema() -> str:
@@ -151,7 +166,7 @@ class KafkaOffsetsOutputDatasetFacet(OutputDatasetFacet):
     """The records a run wrote to a topic, as ``KafkaOffsetsInputDatasetFacet`` spells a read."""
 
     topic: str
-    partitions: list[dict]
+    partitions: list[dict[str, int]]
 
     @staticmethod
     def _get_schema() -> str:
@@ -189,11 +204,18 @@ class IcebergSnapshotOutputDatasetFacet(OutputDatasetFacet):
         return f"{VERSION_FACETS}#/$defs/IcebergSnapshotOutputDatasetFacet"
 
 
+class FileEntry(TypedDict):
+    """One data file a run added, in ``FilesWrittenOutputDatasetFacet``."""
+
+    path: str  # below the dataset's location
+    size: int
+
+
 @attr.define
 class FilesWrittenOutputDatasetFacet(OutputDatasetFacet):
     """The data files a run added to a dataset stored as files (the raw archive), with their sizes."""
 
-    files: list[dict]  # path (below the dataset's location), size
+    files: list[FileEntry]
 
     @staticmethod
     def _get_schema() -> str:
@@ -265,7 +287,7 @@ class OffsetRange:
     end: int
 
 
-def offset_ranges(topic: str, start: dict | None, end: dict | None) -> tuple[OffsetRange, ...]:
+def offset_ranges(topic: str, start: OffsetMap | None, end: OffsetMap | None) -> tuple[OffsetRange, ...]:
     """The ranges of ``topic`` between two of Spark's offset maps (``{topic: {partition: offset}}``,
     as a query's progress reports them); a partition with no record between them is left out."""
     first, after = (start or {}).get(topic) or {}, (end or {}).get(topic) or {}
@@ -275,7 +297,10 @@ def offset_ranges(topic: str, start: dict | None, end: dict | None) -> tuple[Off
     return tuple(sorted((r for r in ranges if r.end > r.start), key=lambda r: r.partition))
 
 
-def offsets_facet(kind: type, topic: str, ranges: tuple[OffsetRange, ...]):
+KafkaOffsetsFacet = TypeVar("KafkaOffsetsFacet", KafkaOffsetsInputDatasetFacet, KafkaOffsetsOutputDatasetFacet)
+
+
+def offsets_facet(kind: type[KafkaOffsetsFacet], topic: str, ranges: tuple[OffsetRange, ...]) -> KafkaOffsetsFacet:
     """``ranges`` of ``topic`` as a ``KafkaOffsetsInputDatasetFacet`` or ``KafkaOffsetsOutputDatasetFacet``."""
     return kind(topic=topic, partitions=[{"partition": r.partition, "start": r.start, "end": r.end} for r in ranges])
 
@@ -309,12 +334,12 @@ class SourceRead:
 
     dataset: str  # a key of DATASETS
     subject: str | None = None  # the registry subject of a topic's values
-    versions: tuple[dict, ...] = ()
+    versions: tuple[dict[str, Any], ...] = ()
     assertions: tuple[Assertion, ...] = ()
     offsets: tuple[OffsetRange, ...] | None = None  # a topic: the records read
     snapshot: DatasetVersion | None = None  # a table: the snapshot the scan read
 
-    def newest_readable(self) -> dict | None:
+    def newest_readable(self) -> dict[str, Any] | None:
         readable = [v for v in self.versions if v["readable"]]
         return max(readable, key=lambda v: v["version"]) if readable else None
 
@@ -328,7 +353,7 @@ class RunFacts:
     statistics: OutputStatistics | None = None
     lifecycle: str | None = None  # the change it made to the dataset: CREATE, OVERWRITE
     version: DatasetVersion | None = None
-    quality: dict | None = None  # the job's ``quality`` report entry
+    quality: dict[str, Any] | None = None  # the job's ``quality`` report entry
     reads: tuple[SourceRead, ...] = ()
     column_lineage: dict[str, tuple[ColumnSource, ...]] | None = None  # as the job's plan says
     offsets: tuple[OffsetRange, ...] | None = None  # a topic: the records written
@@ -341,10 +366,10 @@ NO_FACTS = RunFacts()  # a run's START, before it has read or written anything
 
 def orders_read(
     settings: Settings,
-    versions,
+    versions: Iterable[dict[str, Any]] | None,
     assertions: tuple[Assertion, ...] = (),
-    start_offsets: dict | None = None,
-    end_offsets: dict | None = None,
+    start_offsets: OffsetMap | None = None,
+    end_offsets: OffsetMap | None = None,
 ) -> SourceRead:
     """What a run read of the orders topic: the records between the offsets its first batch started
     at and its last batch ended at (Spark's offset maps), the writer versions of a Spark job's report
@@ -388,7 +413,7 @@ def _job_facets(
     description: str,
     source: str,
     emission: job_type_job.EmissionPattern | None = None,
-) -> dict:
+) -> dict[str, JobFacet]:
     return {
         "jobType": job_type_job.JobTypeJobFacet(
             processingType=processing_type, integration=INTEGRATION, jobType=job_type, emissionPattern=emission
@@ -439,9 +464,9 @@ def check_job(check: Check, settings: Settings) -> Job:
     )
 
 
-def dataset_facets(dataset: Dataset, settings: Settings) -> dict:
+def dataset_facets(dataset: Dataset, settings: Settings) -> dict[str, DatasetFacet]:
     identity = dataset.identity(settings)
-    facets = {
+    facets: dict[str, DatasetFacet] = {
         "schema": schema_dataset.SchemaDatasetFacet(
             fields=[
                 schema_dataset.SchemaDatasetFacetFields(name=c.name, type=c.type, description=c.description)
@@ -508,11 +533,14 @@ def column_lineage_facet(
     return column_lineage_dataset.ColumnLineageDatasetFacet(fields=fields)
 
 
-def _read_facets(upstream: Dataset, read: SourceRead, settings: Settings) -> tuple[dict, dict]:
+def _read_facets(
+    upstream: Dataset, read: SourceRead, settings: Settings
+) -> tuple[dict[str, DatasetFacet], dict[str, InputDatasetFacet]]:
     """(dataset facets, input facets) of what a run read: a topic's offset ranges, or a table's
     snapshot; the schema and version of the newest readable writer version it read, every version it
     read, and its tests of the input."""
-    facets, input_facets = {}, {}
+    facets: dict[str, DatasetFacet] = {}
+    input_facets: dict[str, InputDatasetFacet] = {}
     if read.offsets is not None:
         input_facets["kafkaOffsets"] = offsets_facet(
             KafkaOffsetsInputDatasetFacet, upstream.identity(settings).name, read.offsets
@@ -545,6 +573,8 @@ def _read_facets(upstream: Dataset, read: SourceRead, settings: Settings) -> tup
             datasetVersion=f"{read.subject}:{newest['version']}"
         )
     if read.versions:
+        if read.subject is None:  # the facet's schema requires it
+            raise ValueError(f"the writer versions read of {read.dataset} name no registry subject")
         input_facets["schemaVersions"] = SchemaVersionsInputDatasetFacet(
             subject=read.subject,
             versions=[
@@ -591,7 +621,8 @@ def inputs(dataset: Dataset, settings: Settings, reads: tuple[SourceRead, ...] =
     for key in dataset.upstream:
         upstream = DATASETS[key]
         identity = upstream.identity(settings)
-        facets, input_facets = dataset_facets(upstream, settings), {}
+        facets = dataset_facets(upstream, settings)
+        input_facets: dict[str, InputDatasetFacet] = {}
         for read in reads:
             if read.dataset == key:
                 read_facets, input_facets = _read_facets(upstream, read, settings)
@@ -602,7 +633,7 @@ def inputs(dataset: Dataset, settings: Settings, reads: tuple[SourceRead, ...] =
     return result
 
 
-def quality_facet(quality: dict) -> data_quality_metrics_dataset.DataQualityMetricsDatasetFacet:
+def quality_facet(quality: dict[str, Any]) -> data_quality_metrics_dataset.DataQualityMetricsDatasetFacet:
     """A Spark job's ``quality`` report entry (``spark/support/quality.py``) as ``dataQualityMetrics``.
 
     What the numbers cover depends on the output: for an Iceberg table, the whole table as of the
@@ -642,7 +673,7 @@ def output(dataset: Dataset, settings: Settings, facts: RunFacts) -> OutputDatas
         facets["lifecycleStateChange"] = lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet(
             lifecycleStateChange=lifecycle_state_change_dataset.LifecycleStateChange[facts.lifecycle]
         )
-    output_facets = {}
+    output_facets: dict[str, OutputDatasetFacet] = {}
     if facts.statistics:
         output_facets["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
             rowCount=facts.statistics.rows, size=facts.statistics.bytes, fileCount=facts.statistics.files
@@ -715,8 +746,10 @@ def error_facet(error: BaseException, context: str | None = None) -> error_messa
     )
 
 
-def _run_facets(dagster_run: DagsterRun | None, settings: Settings, error: BaseException | JobError | None) -> dict:
-    run_facets = {"processing_engine": _engine_facet()}
+def _run_facets(
+    dagster_run: DagsterRun | None, settings: Settings, error: BaseException | JobError | None
+) -> dict[str, RunFacet]:
+    run_facets: dict[str, RunFacet] = {"processing_engine": _engine_facet()}
     if dagster_run is not None:
         run_facets["parent"] = parent_facet(dagster_run, settings)
     if isinstance(error, BaseException):
@@ -744,9 +777,13 @@ def asset_event(
     """One lifecycle event of a lineage run of the dataset's producing job, with what the run's
     ``facts`` say it read and wrote: a materialization inside ``dagster_run``, or (``dagster_run``
     None, ``run_id`` given) a streaming deployment."""
-    run_facets = _run_facets(dagster_run, settings, error)
     if dagster_run is not None:
         run_id = dagster_run.asset_run_id(dataset)
+    elif run_id is None:
+        raise ValueError(
+            f"an event of a lineage run of {dataset.key} needs its Dagster run or, for a deployment, its run id"
+        )
+    run_facets = _run_facets(dagster_run, settings, error)
     if progress is not None:
         run_facets["streamingProgress"] = progress
     return RunEvent(
@@ -801,7 +838,7 @@ def dagster_run_event(
     event_time: dt.datetime | None = None,
 ) -> RunEvent:
     """A lifecycle event of the Dagster run itself (the parent of its asset runs)."""
-    facets = {"processing_engine": _engine_facet(), "tags": _dagster_tags(dagster_run)}
+    facets: dict[str, RunFacet] = {"processing_engine": _engine_facet(), "tags": _dagster_tags(dagster_run)}
     if error_message:
         facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
             message=error_message, programmingLanguage="PYTHON"

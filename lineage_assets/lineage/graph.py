@@ -10,6 +10,7 @@ import datetime as dt
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 TERMINAL = {"COMPLETE", "FAIL", "ABORT"}
 
@@ -42,17 +43,14 @@ class ColumnHop:
 
 def parse_kinds(merged: str | None) -> frozenset[tuple[str, str]]:
     """A facet's deprecated per-column ``transformationType`` ("IDENTITY", "DIRECT/AGGREGATION, ...")."""
-    kinds = set()
+    kinds: set[tuple[str, str]] = set()
     for part in (merged or "").split(","):
         part = part.strip()
-        if part:
-            kinds.add(
-                ("DIRECT", "IDENTITY")
-                if part == "IDENTITY"
-                else tuple(part.split("/", 1))
-                if "/" in part
-                else (part, "")
-            )
+        if part == "IDENTITY":
+            kinds.add(("DIRECT", "IDENTITY"))
+        elif part:
+            kind, _, subtype = part.partition("/")
+            kinds.add((kind, subtype))
     return frozenset(kinds)
 
 
@@ -80,7 +78,7 @@ class JobSummary:
     def short_name(self) -> str:
         return self.name.split("/", 1)[1]
 
-    def record(self, event: dict) -> None:
+    def record(self, event: dict[str, Any]) -> None:
         run_id, state = event["run"]["runId"], event.get("eventType", "OTHER")
         time = dt.datetime.fromisoformat(event["eventTime"])  # producers differ in precision and zone spelling
         self.runs.add(run_id)
@@ -114,7 +112,7 @@ class JobSummary:
         return self.latest_time if self.state in TERMINAL else self.latest_started
 
 
-def column_hops(node: Node, facet: dict) -> dict[Edge, ColumnHop]:
+def column_hops(node: Node, facet: dict[str, Any]) -> dict[Edge, ColumnHop]:
     """A ``columnLineage`` facet of ``node``: each input's own transformations, or the column's merged
     ones where the input has none."""
     hops = {}
@@ -157,13 +155,13 @@ class LineageGraph:
     jobs: dict[str, JobSummary] = field(default_factory=dict)
 
     @classmethod
-    def from_events(cls, events: list[dict]) -> LineageGraph:
+    def from_events(cls, events: list[dict[str, Any]]) -> LineageGraph:
         graph = cls()
         for event in events:
             graph.add(event)
         return graph
 
-    def add(self, event: dict) -> None:
+    def add(self, event: dict[str, Any]) -> None:
         """What one more run event says (events are added in the order they were recorded)."""
         job = sys.intern(job_key(event["job"]["namespace"], event["job"]["name"]))  # one string, kept once
         state = (job, event.get("eventType", "OTHER"))
@@ -187,7 +185,7 @@ class LineageGraph:
         """The latest column lineage ``job`` reported into ``node`` (or that the source shows with no writer)."""
         return self.column_lineage.get((job, node), self.column_lineage.get((None, node)))
 
-    def _add_dataset(self, job: str, side: dict[str, set[Node]], dataset: dict, run_id: str | None) -> None:
+    def _add_dataset(self, job: str, side: dict[str, set[Node]], dataset: dict[str, Any], run_id: str | None) -> None:
         node = (dataset["namespace"], dataset["name"])
         side[job].add(node)
         facets = dataset.get("facets") or {}

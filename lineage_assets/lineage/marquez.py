@@ -18,8 +18,10 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from lineage_assets.lineage.graph import ColumnHop, JobSummary, LineageGraph, job_key, parse_kinds
+from lineage_assets.settings import Settings
 
 # Marquez's run states as the OpenLineage event types that lead to them.
 RUN_STATE_EVENTS = {"NEW": "START", "RUNNING": "START", "COMPLETED": "COMPLETE", "FAILED": "FAIL", "ABORTED": "ABORT"}
@@ -35,21 +37,22 @@ class MarquezApi:
     url: str  # the API's base URL, e.g. http://127.0.0.1:15000
     timeout: float = 10.0
 
-    def get(self, path: str, **params) -> dict:
+    def get(self, path: str, **params: str | int) -> dict[str, Any]:
         return self._request("GET", path, **params)
 
-    def delete_job(self, namespace: str, job: str) -> dict:
+    def delete_job(self, namespace: str, job: str) -> dict[str, Any]:
         """Hide a job (Marquez keeps its runs; an event of it shows it again)."""
         return self._request("DELETE", f"namespaces/{_quote(namespace)}/jobs/{_quote(job)}")
 
-    def _request(self, method: str, path: str, **params) -> dict:
+    def _request(self, method: str, path: str, **params: str | int) -> dict[str, Any]:
         query = f"?{urllib.parse.urlencode(params)}" if params else ""
         address = f"{self.url.rstrip('/')}/api/v1/{path}{query}"
         try:
             with urllib.request.urlopen(
                 urllib.request.Request(address, method=method), timeout=self.timeout
             ) as response:
-                return json.load(response)
+                answer: dict[str, Any] = json.load(response)  # Marquez answers each of these calls with an object
+                return answer
         except urllib.error.HTTPError as error:
             if error.code == 404:
                 return {}
@@ -57,7 +60,7 @@ class MarquezApi:
         except (urllib.error.URLError, OSError) as error:
             raise MarquezError(f"Marquez is not reachable at {address}: {error}") from error
 
-    def pages(self, path: str, key: str, page: int = PAGE) -> Iterator[dict]:
+    def pages(self, path: str, key: str, page: int = PAGE) -> Iterator[dict[str, Any]]:
         """Every item of one of Marquez's listings, in its order, a page at a time: it answers at most
         ``limit`` items per call, and a year of hourly runs is several pages."""
         offset = 0
@@ -68,37 +71,38 @@ class MarquezApi:
                 return
             offset += page
 
-    def jobs(self, namespace: str) -> list[dict]:
+    def jobs(self, namespace: str) -> list[dict[str, Any]]:
         return list(self.pages(f"namespaces/{_quote(namespace)}/jobs", "jobs"))
 
-    def runs(self, namespace: str, job: str) -> list[dict]:
+    def runs(self, namespace: str, job: str) -> list[dict[str, Any]]:
         """Every run of the job, newest started first."""
         return list(self.pages(f"namespaces/{_quote(namespace)}/jobs/{_quote(job)}/runs", "runs"))
 
-    def datasets(self, namespace: str) -> list[dict]:
+    def datasets(self, namespace: str) -> list[dict[str, Any]]:
         return list(self.pages(f"namespaces/{_quote(namespace)}/datasets", "datasets"))
 
-    def dataset(self, namespace: str, name: str) -> dict:
+    def dataset(self, namespace: str, name: str) -> dict[str, Any]:
         return self.get(f"namespaces/{_quote(namespace)}/datasets/{_quote(name)}")
 
-    def dataset_versions(self, namespace: str, name: str, page: int = PAGE) -> Iterator[dict]:
+    def dataset_versions(self, namespace: str, name: str, page: int = PAGE) -> Iterator[dict[str, Any]]:
         """The dataset's versions, newest first, each with the run that made it (``createdByRun``),
         read as far as the caller goes (a deployment writes a version per interval, each with its
         fields and facets: a reader of the newest few asks for small pages)."""
         return self.pages(f"namespaces/{_quote(namespace)}/datasets/{_quote(name)}/versions", "versions", page)
 
-    def run(self, run_id: str) -> dict:
+    def run(self, run_id: str) -> dict[str, Any]:
         return self.get(f"jobs/runs/{_quote(run_id)}")
 
-    def events(self, limit: int = PAGE) -> list[dict]:
+    def events(self, limit: int = PAGE) -> list[dict[str, Any]]:
         """The OpenLineage events Marquez stored, newest first."""
-        return self.get("events/lineage", limit=limit).get("events", [])
+        stored: list[dict[str, Any]] = self.get("events/lineage", limit=limit).get("events", [])
+        return stored
 
-    def lineage(self, namespace: str, name: str, depth: int = 20) -> dict:
+    def lineage(self, namespace: str, name: str, depth: int = 20) -> dict[str, Any]:
         """Marquez's graph around a dataset: from a job that last wrote (or read) it, ``depth`` jobs out."""
         return self.get("lineage", nodeId=dataset_node(namespace, name), depth=depth)
 
-    def column_lineage(self, namespace: str, name: str, field: str | None = None) -> dict:
+    def column_lineage(self, namespace: str, name: str, field: str | None = None) -> dict[str, Any]:
         """The upstream column graph of one field, or of every field of the dataset when ``field`` is
         None (Marquez's nodes carry each hop's transformation). Marquez 0.51 starts its walk from
         fields that have inputs, so a source topic's field has no graph, even downstream."""
@@ -114,7 +118,7 @@ def _quote(part: str) -> str:
     return urllib.parse.quote(part, safe="")
 
 
-def read_graph(api: MarquezApi, settings, jobs: list[dict] | None = None) -> LineageGraph:
+def read_graph(api: MarquezApi, settings: Settings, jobs: list[dict[str, Any]] | None = None) -> LineageGraph:
     """Marquez's jobs in the project's namespace (with parents, inputs, outputs and newest runs) and the
     column lineage into every dataset they write; ``jobs`` is the job list when the caller has it. From the
     job list, not ``/lineage`` around a dataset: the list also names a job that is beside the asset graph,
@@ -127,7 +131,7 @@ def read_graph(api: MarquezApi, settings, jobs: list[dict] | None = None) -> Lin
     return graph
 
 
-def _add_job(graph: LineageGraph, job: dict) -> None:
+def _add_job(graph: LineageGraph, job: dict[str, Any]) -> None:
     """One of Marquez's jobs and its newest runs, those the job list carries (``latestRuns``, ten):
     Marquez builds every page of a job's runs from all the run facets it holds, so reading a year of
     runs back would cost a pass over its whole history per page; the log's check covers every run.
@@ -155,7 +159,7 @@ def _add_job(graph: LineageGraph, job: dict) -> None:
         summary.latest_started, summary.latest_time = started, ended or started
 
 
-def _add_column_lineage(graph: LineageGraph, column_lineage: dict) -> None:
+def _add_column_lineage(graph: LineageGraph, column_lineage: dict[str, Any]) -> None:
     """The edges of a ``/column-lineage`` answer: each field node lists its input fields, with the
     field's transformation (Marquez 0.51 keeps the per-column one, not a per-input one)."""
     for node in column_lineage.get("graph", []):

@@ -10,8 +10,9 @@ metadata (topic, partition, offset, timestamp) is no field of the topic's schema
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from lineage_assets.datasets import DATASETS, ColumnSource, Dataset, Kind, Transformation
 from lineage_assets.settings import Settings
@@ -69,7 +70,7 @@ def _fields(dataset: Dataset, field: str) -> tuple[str, ...]:
     return ()  # the record's metadata
 
 
-def from_report(report: Mapping, dataset: Dataset, settings: Settings) -> ColumnLineage:
+def from_report(report: Mapping[str, Any], dataset: Dataset, settings: Settings) -> ColumnLineage:
     """A job report's ``column_lineage`` (``spark/lineage.report``) as the catalog's types: per written
     column each input field with each of its transformations, the dataset-wide ones included. A
     transformation the catalog expects keeps the catalog's description; another is described by the
@@ -77,7 +78,7 @@ def from_report(report: Mapping, dataset: Dataset, settings: Settings) -> Column
     by_source = _datasets_by_source(settings)
     unresolved = list(report.get("unresolved") or [])
 
-    def kinds(entry: Mapping) -> list[InputKind]:
+    def kinds(entry: Mapping[str, Any]) -> list[InputKind]:
         upstream = by_source.get(entry["source"])
         if upstream is None:
             unresolved.append(f"input {entry['source']} is no dataset of the catalog")
@@ -107,7 +108,9 @@ def from_report(report: Mapping, dataset: Dataset, settings: Settings) -> Column
     return lineage
 
 
-def from_facet(facet: Mapping, dataset: Dataset, settings: Settings, columns: list[str] = ()) -> ColumnLineage:
+def from_facet(
+    facet: Mapping[str, Any], dataset: Dataset, settings: Settings, columns: Sequence[str] = ()
+) -> ColumnLineage:
     """A ``columnLineage`` facet that openlineage-spark derived for ``dataset`` as the catalog's types:
     per written column (``columns``, and those the facet names) each input field with each of its
     transformations; the facet's dataset-wide inputs apply to every column."""
@@ -118,7 +121,7 @@ def from_facet(facet: Mapping, dataset: Dataset, settings: Settings, columns: li
         by_node.update({(symlink.namespace, symlink.name): candidate for symlink in identity.symlinks})
     unresolved = []
 
-    def sources(field: Mapping, column: str) -> list[ColumnSource]:
+    def sources(field: Mapping[str, Any], column: str) -> list[ColumnSource]:
         upstream = by_node.get((field["namespace"], field["name"]))
         if upstream is None:
             unresolved.append(f"input {field['namespace']}:{field['name']} is no dataset of the catalog")
@@ -252,7 +255,7 @@ def _merged_gaps(dataset: Dataset, column: str, want: Kinds, got: Kinds, shown: 
         return [Gap(dataset.key, column, None, _spell(catalog), f"{spelled} (the column's merged transformation)", run)]
     wanted = sorted({how for _, _, how in catalog if how})
     described = sorted({s.transformation.description for s in dataset.expected_lineage[column]}, key=len, reverse=True)
-    rest = set()
+    rest: set[str] = set()
     for text in shown:
         for description in described:  # longest first: one description may hold another
             text = text.replace(description, "")

@@ -91,14 +91,14 @@ def _boxes(graph: LineageGraph, labels: dict[Node, str]) -> tuple[dict[str, Box]
         if len(rows) > NESTED_SHOWN:
             rows = rows[: NESTED_SHOWN - 1] + [(f"… {len(rows) - NESTED_SHOWN + 1} more Spark jobs", "")]
         kind = " ".join(filter(None, (summary.processing_type, summary.integration, summary.job_type)))
-        tooltip = [
+        tooltip_lines = [
             f"job {job}",
             f"latest run {summary.latest_run}: {summary.state}",
             f"{len(summary.runs)} runs",
             *([f"parent job {summary.parent}"] if summary.parent else []),
             *(f"Spark job {graph.jobs[n].short_name}: {graph.jobs[n].state}" for n in sorted(nested[job])),
         ]
-        boxes[job] = Box(job, "job", summary.short_name, kind, rows, summary.state, "\n".join(tooltip))
+        boxes[job] = Box(job, "job", summary.short_name, kind, rows, summary.state, "\n".join(tooltip_lines))
     aliases = defaultdict(list)
     for (namespace, name, kind), nodes in graph.aliases.items():
         for node in nodes:
@@ -127,7 +127,7 @@ def _nested_name(name: str) -> str:
 def _layout(boxes: dict[str, Box]) -> tuple[float, float]:
     """Longest-path layers left to right; within a layer, order by the predecessors' mean height."""
 
-    def layer(box_id: str, visiting: frozenset = frozenset()) -> int:
+    def layer(box_id: str, visiting: frozenset[str] = frozenset()) -> int:
         box = boxes[box_id]
         earlier = [layer(p, visiting | {box_id}) + 1 for p in box.predecessors if p not in visiting]
         box.layer = max(earlier, default=0)
@@ -219,15 +219,15 @@ def render(graph: LineageGraph, labels: dict[Node, str], title: str, source: str
         )
     column_links = []
     for source_node, source_column, target_node, target_column in sorted(graph.column_edges):
-        source_box, target_box = boxes.get(dataset_id(source_node)), boxes.get(dataset_id(target_node))
-        if not source_box or not target_box:
+        from_box, to_box = boxes.get(dataset_id(source_node)), boxes.get(dataset_id(target_node))
+        if not from_box or not to_box:
             continue
-        rows = [name for name, _ in source_box.rows], [name for name, _ in target_box.rows]
+        rows = [name for name, _ in from_box.rows], [name for name, _ in to_box.rows]
         if source_column not in rows[0] or target_column not in rows[1]:
             continue
-        start = (source_box.x + source_box.width, source_box.row_y(rows[0].index(source_column)))
-        end = (target_box.x, target_box.row_y(rows[1].index(target_column)))
-        from_key, to_key = f"{source_box.id}|{source_column}", f"{target_box.id}|{target_column}"
+        start = (from_box.x + from_box.width, from_box.row_y(rows[0].index(source_column)))
+        end = (to_box.x, to_box.row_y(rows[1].index(target_column)))
+        from_key, to_key = f"{from_box.id}|{source_column}", f"{to_box.id}|{target_column}"
         column_links.append([from_key, to_key])
         svg.append(
             f'<path class="column-edge" data-from="{html.escape(from_key)}" data-to="{html.escape(to_key)}" '

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from dataclasses import dataclass, field
+from typing import Any
 
 from lineage_assets.datasets import DATASETS, Dataset
 from lineage_assets.lineage.events import OffsetRange, snapshot_version
@@ -55,8 +56,8 @@ class Version:
         """Every version a run's events say it wrote, oldest first (its last event may name none)."""
         return self.versions or (() if self.version is None else (self.version,))
 
-    def as_dict(self, names: dict[Node, str]) -> dict:
-        found = {"dataset": names.get(self.node, f"{self.node[0]}:{self.node[1]}")}
+    def as_dict(self, names: dict[Node, str]) -> dict[str, object]:
+        found: dict[str, object] = {"dataset": names.get(self.node, f"{self.node[0]}:{self.node[1]}")}
         if self.version is not None:
             found["version"] = self.version
         if self.data_version is not None:
@@ -89,11 +90,11 @@ class RunRecord:
         return next((r for r in self.reads if r.node == node), None)
 
 
-def _ranges(facet: dict | None) -> tuple[OffsetRange, ...]:
+def _ranges(facet: dict[str, Any] | None) -> tuple[OffsetRange, ...]:
     return tuple(OffsetRange(p["partition"], p["start"], p["end"]) for p in (facet or {}).get("partitions") or [])
 
 
-def _version(dataset: dict, output: bool) -> Version:
+def _version(dataset: dict[str, Any], output: bool) -> Version:
     """What a run read of an input (its input facets) or wrote of an output (its output facets, and
     the version its dataset facets name)."""
     run_facets = (dataset.get("outputFacets") if output else dataset.get("inputFacets")) or {}
@@ -128,7 +129,7 @@ class RunIndex:
     files: dict[str, dict[Node, dict[str, None]]] = field(default_factory=dict)
     versions: dict[str, dict[Node, dict[str, None]]] = field(default_factory=dict)
 
-    def add(self, order: int, event: dict) -> None:
+    def add(self, order: int, event: dict[str, Any]) -> None:
         """A run event, the ``order``-th of the log's run events."""
         if not (event.get("inputs") or event.get("outputs")):
             return
@@ -168,7 +169,7 @@ class RunIndex:
         return sorted(records, key=lambda record: record.order)
 
 
-def runs_of(run_events: list[dict]) -> list[RunRecord]:
+def runs_of(run_events: list[dict[str, Any]]) -> list[RunRecord]:
     """``RunIndex.records`` of ``run_events``."""
     index = RunIndex()
     for order, event in enumerate(run_events):
@@ -180,7 +181,7 @@ def marquez_runs(api: MarquezApi, settings: Settings) -> list[RunRecord]:
     """Every run of the project's jobs as Marquez keeps it: the input and output facets it keeps with
     each run, and the version each output's dataset facets name (from its datasets' versions), in
     the order the runs ended (or last changed, while they run)."""
-    written: dict[str, dict[Node, dict]] = {}  # run id -> output -> the dataset facets of its version
+    written: dict[str, dict[Node, dict[str, Any]]] = {}  # run id -> output -> the dataset facets of its version
     for dataset in DATASETS.values():
         node = dataset.identity(settings).node
         for version in api.dataset_versions(*node):
@@ -212,17 +213,19 @@ def marquez_runs(api: MarquezApi, settings: Settings) -> list[RunRecord]:
     ]
 
 
-def _by_dataset(entries: list[dict]) -> dict[Node, dict]:
+def _by_dataset(entries: list[dict[str, Any]]) -> dict[Node, dict[str, Any]]:
     """A run's input or output dataset versions as Marquez lists them, one per dataset with the
     facets of all (a run that reports a change from its START has a version for each event)."""
-    merged: dict[Node, dict] = {}
+    merged: dict[Node, dict[str, Any]] = {}
     for entry in entries:
         ident = entry["datasetVersionId"]
         merged.setdefault((ident["namespace"], ident["name"]), {}).update(entry.get("facets") or {})
     return merged
 
 
-def _marquez_version(node: Node, run_facets: dict, written: dict[Node, dict], output: bool) -> Version:
+def _marquez_version(
+    node: Node, run_facets: dict[str, Any], written: dict[Node, dict[str, Any]], output: bool
+) -> Version:
     return _version(
         {
             "namespace": node[0],
@@ -252,11 +255,11 @@ class Provenance:
     steps: list[Step]
     names: dict[Node, str]
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, object]:
         return {"dataset": self.dataset, "partition": self.partition, "made_by": [self._step(s) for s in self.steps]}
 
-    def _step(self, step: Step) -> dict:
-        found = {
+    def _step(self, step: Step) -> dict[str, object]:
+        found: dict[str, object] = {
             "run": step.run.run_id,
             "job": step.run.job,
             "state": step.run.state,
@@ -294,8 +297,8 @@ class Provenance:
                 if version.data_version:
                     at += f" (a compaction: the rows of snapshot {version.data_version})"
                 lines.append(f"{indent}  read {name}{at}")
-            for run in runs:
-                self._lines(run, lines, indent + "    ")
+            for made_by in runs:
+                self._lines(made_by, lines, indent + "    ")
         for run, files in step.archived:
             count = f"{len(files.files)} file" + ("s" if len(files.files) != 1 else "")
             lines.append(f"{indent}  those records archived by {run.job} run {run.run_id} in {count}:")
@@ -324,7 +327,7 @@ def provenance(
     names = {d.identity(settings).node: d.key for d in DATASETS.values()}
     node = dataset.identity(settings).node
     candidates = [
-        run
+        (run, wrote)
         for run in runs
         if (wrote := run.wrote(node)) is not None
         and run.state in ("COMPLETE", "RUNNING")
@@ -343,11 +346,12 @@ def provenance(
             + (f"; partitions written: {', '.join(days)}" if days else "")
             + (f"; versions written: {', '.join(written)}" if written else "")
         )
-    return Provenance(dataset.key, partition, [_step(runs, candidates[-1], node, partition)], names)
+    latest, wrote = candidates[-1]
+    return Provenance(dataset.key, partition, [_step(runs, latest, wrote, partition)], names)
 
 
-def _step(runs: list[RunRecord], run: RunRecord, node: Node, partition: str | None) -> Step:
-    step = Step(run=run, wrote=run.wrote(node))
+def _step(runs: list[RunRecord], run: RunRecord, wrote: Version, partition: str | None) -> Step:
+    step = Step(run=run, wrote=wrote)
     for read in run.reads:
         step.read.append((read, _writers(runs, run, read, partition)))
         if read.offsets:
@@ -363,12 +367,12 @@ def _step(runs: list[RunRecord], run: RunRecord, node: Node, partition: str | No
     return step
 
 
-def _ancestry(runs: list[RunRecord], node: Node, version: str) -> set[str]:
-    """The versions of a table whose rows ``version`` holds: itself and its ancestors. Each run
-    records the snapshot its first commit built on; a run that did not is taken to have built on the
-    version written before it. A rolled-back or rebuilt table's new versions are then no descendants
-    of what it held before. A compaction's snapshots are passed over: a run that built on one
-    records whose rows it held, and ``version`` is never one."""
+def _ancestry(runs: list[RunRecord], node: Node, version: str | None) -> set[str]:
+    """The versions of a table whose rows ``version`` holds: itself and its ancestors (none without a
+    ``version``). Each run records the snapshot its first commit built on; a run that did not is
+    taken to have built on the version written before it. A rolled-back or rebuilt table's new
+    versions are then no descendants of what it held before. A compaction's snapshots are passed
+    over: a run that built on one records whose rows it held, and ``version`` is never one."""
     parents: dict[str, str | None] = {}
     previous = None
     for run in runs:
@@ -404,19 +408,17 @@ def _writers(runs: list[RunRecord], reader: RunRecord, read: Version, partition:
     of ``partition``, when one is asked for)."""
     # Not by the order of their last events: a deployment's run may have made what was read long
     # before its last event. The offsets read, or the versions held, say who made it.
-    writers = [run for run in runs if run is not reader and run.wrote(read.node) is not None]
+    writers = [(run, wrote) for run in runs if run is not reader and (wrote := run.wrote(read.node)) is not None]
     if read.offsets:
-        chain = [run for run in writers if _overlaps(run.wrote(read.node).offsets, read.offsets)]
-        return [_step(runs, run, read.node, None) for run in chain]
+        return [_step(runs, run, wrote, None) for run, wrote in writers if _overlaps(wrote.offsets, read.offsets)]
     if read.version is None:
         return []
     held = _ancestry(runs, read.node, read.rows_of)
-    chain = [
-        run
-        for run in writers
-        if _made_any(wrote := run.wrote(read.node), held) and (partition is None or partition in wrote.partitions)
+    return [
+        _step(runs, run, wrote, partition)
+        for run, wrote in writers
+        if _made_any(wrote, held) and (partition is None or partition in wrote.partitions)
     ]
-    return [_step(runs, run, read.node, partition) for run in chain]
 
 
 @dataclass(frozen=True)
@@ -436,7 +438,7 @@ class Reached:
                 found.setdefault(self.names[wrote.node], set()).update(wrote.partitions)
         return {key: sorted(days) for key, days in sorted(found.items())}
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, object]:
         return {
             "run": self.run.run_id,
             "job": self.run.job,

@@ -13,6 +13,7 @@ import datetime as dt
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from openlineage.client.event_v2 import RunState
 from openlineage.client.serde import Serde
@@ -79,7 +80,7 @@ class Answer:
     assets: tuple[str, ...]  # the Dagster asset keys among the datasets
     checks: tuple[str, ...] = ()  # impact: the asset checks that test a column reached (any, for a dataset)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     def tree(self, reached: bool = True) -> str:
@@ -273,7 +274,7 @@ def _walk(
                 for j, written in graph.outputs.items()
                 if target[0] in written and source[0] in graph.inputs.get(j, ())
             )
-            for job in writers or [None]:
+            for job in writers if writers else [None]:
                 hops.add(
                     Hop(
                         label(*source),

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from openlineage.client.event_v2 import RunState
+from openlineage.client.facet_v2 import error_message_run
 from openlineage.client.serde import Serde
 
 from lineage_assets.datasets import ORCHESTRATOR_JOB, Dataset
@@ -98,9 +100,14 @@ class SparkApplication:
                 continue
             if state != RunState.COMPLETE and event.get("eventType") == RunState.COMPLETE.value:
                 event["eventType"] = state.value
-                event["run"].setdefault("facets", {})["errorMessage"] = Serde.to_dict(
-                    events.error_facet(error, f"the asset run ended {state.value} while the Spark application ran")
+                context = f"the asset run ended {state.value} while the Spark application ran"
+                # With no error to describe, the facet still says why the application's COMPLETE is not one.
+                facet = (
+                    events.error_facet(error, context)
+                    if error is not None
+                    else error_message_run.ErrorMessageRunFacet(message=context, programmingLanguage="PYTHON")
                 )
+                event["run"].setdefault("facets", {})["errorMessage"] = Serde.to_dict(facet)
                 line = json.dumps(event)
             emitter.emit(line)
             evidence.forwarded += 1
@@ -115,5 +122,5 @@ class AgentEvidence:
     columns it wrote (its ``schema``)."""
 
     forwarded: int = 0
-    column_lineage: dict | None = None
+    column_lineage: dict[str, Any] | None = None
     columns: list[str] = field(default_factory=list)

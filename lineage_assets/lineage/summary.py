@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import pickle
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import attrs
 
@@ -67,7 +67,7 @@ class LogSummary(Fold):
 
     graph: LineageGraph = attrs.field(factory=LineageGraph)
     run_events: int = 0  # folded into the graph
-    design: list[dict] = attrs.field(factory=list)  # the static events, in order
+    design: list[dict[str, Any]] = attrs.field(factory=list)  # the static events, in order
     unreadable: list[Unreadable] = attrs.field(factory=list)
 
     def ran(self) -> set[str]:

@@ -31,14 +31,18 @@ from typing import Any
 
 import attr
 import attrs
+from openlineage.client.client import Event
 from openlineage.client.transport import register_transport
 from openlineage.client.transport.transport import Config, Transport
 
 from lineage_assets.lineage.delivery import Backend, Delivery
-from lineage_assets.lineage.event_log import SEGMENT_BYTES, EventLog
+from lineage_assets.lineage.event_log import SEGMENT_BYTES, DeadLetter, EventLog
 from lineage_assets.lineage.sender import STARTUP_S
 
 log = logging.getLogger(__name__)
+
+# What the log takes: an openlineage-python event, one serialized already, or one as JSON-ready data.
+Emittable = Event | str | dict[str, Any]
 
 
 @functools.cache
@@ -46,7 +50,7 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return tuple(field.name for field in attrs.fields(cls))
 
 
-def plain(value):
+def plain(value: object) -> object:
     """An openlineage-python event as JSON-ready data, exactly as its ``Serde.to_dict`` gives it (None
     left out, enums as values, no empty objects in lists) in one pass: Serde's ``attr.asdict`` and
     then a second walk cost the job's thread about twice as much, on every event."""
@@ -64,7 +68,7 @@ def plain(value):
     return value
 
 
-def event_line(event) -> str:
+def event_line(event: Emittable) -> str:
     """One line of the event log: a serialized event as it is, anything else serialized."""
     text = (
         event
@@ -108,10 +112,10 @@ class DurableTransport(Transport):
         self.log = EventLog(Path(config.folder), config.segment_bytes, config.retention_days)
         self.delivery = Delivery(Path(config.folder))
         self._named = False
-        self._spawned: subprocess.Popen | None = None
+        self._spawned: subprocess.Popen[bytes] | None = None
         self._spawned_at = 0.0
 
-    def emit(self, event) -> None:
+    def emit(self, event: Emittable) -> None:
         self.log.append(event_line(event))
         if self.config.backend is not None:
             if not self._named:
@@ -123,7 +127,7 @@ class DurableTransport(Transport):
         self._name_backend()
         return self.delivery.flush(timeout=timeout)
 
-    def retry_dead_letters(self) -> tuple[int, list[dict]]:
+    def retry_dead_letters(self) -> tuple[int, list[DeadLetter]]:
         self._name_backend()
         return self.delivery.retry_dead_letters()
 

@@ -105,24 +105,27 @@ class LineageResource(dg.ConfigurableResource):
         return emitter_for(self.environment.settings)
 
     @staticmethod
-    def _in_process_run(context: dg.InitResourceContext) -> dg.DagsterRun | None:
-        """The run being set up if it runs in this process (``dg.materialize``, ``execute_in_process``):
-        such a run has no code origin, no executor of the Definitions, and sets its resources up once."""
-        run = getattr(context, "run", None)
-        if run is None or context.instance is None or run.job_code_origin or run.remote_job_origin:
+    def _in_process_run(context: dg.InitResourceContext) -> tuple[dg.DagsterRun, dg.DagsterInstance] | None:
+        """The run being set up if it runs in this process (``dg.materialize``, ``execute_in_process``),
+        and its instance: such a run has no code origin, no executor of the Definitions, and sets its
+        resources up once."""
+        run, instance = getattr(context, "run", None), context.instance
+        if run is None or instance is None or run.job_code_origin or run.remote_job_origin:
             return None
-        return run
+        return run, instance
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        if run := self._in_process_run(context):
-            start_dagster_run(self.environment.settings, context.instance, run.run_id)
+        if in_process := self._in_process_run(context):
+            run, instance = in_process
+            start_dagster_run(self.environment.settings, instance, run.run_id)
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
-        if run := self._in_process_run(context):
-            failed = context.instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE).records
+        if in_process := self._in_process_run(context):
+            run, instance = in_process
+            failed = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE).records
             end_dagster_run(
                 self.environment.settings,
-                context.instance,
+                instance,
                 run.run_id,
                 dg.DagsterRunStatus.FAILURE if failed else dg.DagsterRunStatus.SUCCESS,
             )

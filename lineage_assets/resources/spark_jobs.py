@@ -67,6 +67,7 @@ class SparkJobsResource(dg.ConfigurableResource):
                     env=spark_submit_env(),
                     cwd=workdir,
                 ) as process:
+                    assert process.stdout is not None  # stdout=PIPE
                     try:
                         for line in process.stdout:
                             tail.append(line.rstrip())

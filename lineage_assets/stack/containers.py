@@ -19,6 +19,7 @@ import re
 import tarfile
 import tempfile
 from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
 
 import yaml
 
@@ -27,6 +28,9 @@ from lineage_assets.stack.services import SERVICES
 from lineage_assets.stack.services.base import Service, StackError
 from lineage_assets.stack.services.engine import build_image, build_project_image, engine_client
 from lineage_assets.stack.services.marquez import marquez_web_dir
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 STACK_IMAGE = "lineage-assets-stack:latest"
 COMPOSE_FILE = PROJECT_ROOT / "infra" / "compose.yaml"
@@ -42,7 +46,7 @@ def stack_services() -> list[Service]:
     return [service for service in SERVICES if service.wanted(Settings())]
 
 
-def compose_file() -> dict:
+def compose_file() -> dict[str, Any]:
     """``infra/compose.yaml``: one container per service, started once what it requires is healthy."""
     # Every setting but the two folders, which are the image's, and the secret ones: passed through when
     # set where `docker compose` runs (a variable that is not set there is not set in the container
@@ -54,7 +58,7 @@ def compose_file() -> dict:
         if field.name not in ("state_dir", "cache_dir", "secrets_file") and not field.metadata["secret"]
     ]
     settings.append(f"{SECRETS_FILE_VARIABLE}=/run/secrets/{COMPOSE_SECRET}")
-    services = {}
+    services: dict[str, dict[str, Any]] = {}
     for service in stack_services():
         services[service.name] = {
             "image": STACK_IMAGE,
@@ -128,7 +132,7 @@ def _outermost(folders: set[str]) -> list[str]:
     return sorted(f for f in folders if not any(f.startswith(f"{other}/") for other in folders))
 
 
-def _stack_context(settings: Settings):
+def _stack_context(settings: Settings) -> IO[bytes]:
     """The stack image's build context: its Dockerfile and the servers' builds under ``cache/``."""
     context = tempfile.TemporaryFile()
     with tarfile.open(fileobj=context, mode="w") as tar:
@@ -145,7 +149,7 @@ def _stack_context(settings: Settings):
     return context
 
 
-def build_stack_image(settings: Settings, client=None) -> str:
+def build_stack_image(settings: Settings, client: DockerClient | None = None) -> str:
     """The stack's image (``infra/stack.Dockerfile``) on the project's, both built here. Its id."""
     client = client or engine_client(settings)
     build_project_image(settings, client)

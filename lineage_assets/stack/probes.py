@@ -18,6 +18,7 @@ def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
 def http_ok(url: str, timeout: float = 2.0) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
-            return 200 <= response.status < 300
+            status: int = response.status
+            return 200 <= status < 300
     except (urllib.error.URLError, OSError, ValueError):
         return False

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import IO, Any
 
 from lineage_assets.private_files import private_folder
 from lineage_assets.processes import command_line, terminate
@@ -34,7 +35,7 @@ class ServiceStatus:
     healthy: bool  # answers its health probe, whoever runs it
     log: str
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -143,7 +144,7 @@ class Supervisor:
             visit(service)
         return ordered
 
-    def _start(self, service: Service) -> subprocess.Popen | None:
+    def _start(self, service: Service) -> subprocess.Popen[bytes] | None:
         settings = self.settings
         if self._recorded_pid(service) is not None:
             self.progress(f"{service.name:<12} already running at {service.address(settings)}")
@@ -186,15 +187,18 @@ class Supervisor:
                 f"{(error.stderr or '').strip()[-500:]}"
             ) from error
 
-    def _launch(self, service: Service, command: list[str], **options) -> subprocess.Popen:
+    def _launch(
+        self, service: Service, command: list[str], stdout: IO[bytes] | None = None, start_new_session: bool = False
+    ) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             command,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env={**os.environ, **service.env(self.settings)},
             cwd=service.data_dir(self.settings),
+            stdout=stdout,
+            start_new_session=start_new_session,
             **as_user(service.run_as()),
-            **options,
         )
 
     # --- one service in the foreground: a container's main process (infra/compose.yaml) ---------
@@ -227,7 +231,7 @@ class Supervisor:
         (service,) = self.selected([name])
         return self._ready_path(service).exists() and service.healthy(self.settings)
 
-    def _await_healthy(self, service: Service, process: subprocess.Popen | None, since: float) -> None:
+    def _await_healthy(self, service: Service, process: subprocess.Popen[bytes] | None, since: float) -> None:
         settings = self.settings
         deadline = since + service.start_timeout
         while True:
@@ -290,7 +294,9 @@ def _refuse_ephemeral_ports(service: Service, settings: Settings) -> None:
     """A server port among the ephemeral ones is free when checked and then, now and again, taken by
     some client's outgoing connection before the server binds it: refused up front instead."""
     ephemeral = ephemeral_ports()
-    for port in service.ports(settings) if ephemeral else ():
+    if ephemeral is None:
+        return
+    for port in service.ports(settings):
         if port in ephemeral:
             setting = next(
                 (

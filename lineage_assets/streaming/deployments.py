@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS, SUPPLIER_STATS_LIVE
 from lineage_assets.job_specs import STREAMING_JOBS, JobSpec
@@ -27,6 +28,10 @@ from lineage_assets.lineage import events
 from lineage_assets.settings import Settings
 from lineage_assets.streaming.exclusive import running
 from lineage_assets.streaming.folder import JOB_LOG_LINES, DeploymentFolder
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+    from docker.models.containers import Container
 
 # Seconds between a deployment's micro-batches, by job. The ingestion and the archive write a snapshot or
 # files with each batch, so every 5 s (an order reaches the table about 4 s after it is produced). The
@@ -53,16 +58,16 @@ class DeploymentStatus:
     run_id: str | None
     config_hash: str | None
     started_at: str | None
-    last_progress: dict | None
-    ended: dict | None  # the terminal event: state, at, by, reason
+    last_progress: dict[str, Any] | None
+    ended: dict[str, Any] | None  # the terminal event: state, at, by, reason
     orphan_pids: list[int]  # a dead deployment's processes still alive (its Spark job)
     log: str
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def describe_ending(done: dict) -> str:
+def describe_ending(done: dict[str, Any]) -> str:
     """What ``end_if_dead`` did, in words."""
     said = []
     if done["orphans"]:
@@ -95,15 +100,15 @@ class Deployments(abc.ABC):
     def files(self, name: str) -> DeploymentFolder:
         return DeploymentFolder(self.folder(name))
 
-    def _job(self, name: str) -> JobSpec:
+    def _job(self, name: str) -> JobSpec[Any]:
         if name not in STREAMING_JOBS:
             raise DeploymentError(f"no streaming job for {name!r}; deployable: {', '.join(STREAMING_JOBS)}")
         return STREAMING_JOBS[name](self.settings)
 
-    def spec(self, name: str) -> dict:
+    def spec(self, name: str) -> dict[str, Any]:
         job = self._job(name)
         files = self.files(name)
-        spec = {
+        spec: dict[str, Any] = {
             "dataset": job.dataset.key,
             "script": job.script,
             "arguments": [
@@ -173,7 +178,7 @@ class Deployments(abc.ABC):
             log=self._log(folder),
         )
 
-    def end_if_dead(self, name: str, by: str) -> dict | None:
+    def end_if_dead(self, name: str, by: str) -> dict[str, Any] | None:
         """End a dead deployment: stop its orphaned processes, and end its run with FAIL unless it
         ended. What was done (see ``describe_ending``), or None when the deployment was not dead."""
         folder = self.folder(name)
@@ -275,20 +280,20 @@ class DockerDeployments(Deployments):
         settings: Settings,
         running_interval: int = 10,
         trigger_seconds: float | None = None,
-        container_kwargs: dict | None = None,
-        client=None,
-    ):
+        container_kwargs: dict[str, Any] | None = None,
+        client: DockerClient | None = None,
+    ) -> None:
         from dagster_docker.utils import validate_docker_config, validate_docker_image
 
         super().__init__(settings, running_interval, trigger_seconds)
         self.image = settings.docker_image
-        validate_docker_image(self.image)
-        validate_docker_config(None, None, container_kwargs)
+        validate_docker_image(self.image)  # type: ignore[no-untyped-call]  # dagster-docker is unannotated
+        validate_docker_config(None, None, container_kwargs)  # type: ignore[no-untyped-call]  # as above
         self.container_kwargs = container_kwargs or {}
         self._client = client
 
     @property
-    def client(self):
+    def client(self) -> DockerClient:
         if self._client is None:
             from lineage_assets.stack.services.engine import engine_client
 
@@ -298,7 +303,7 @@ class DockerDeployments(Deployments):
     def container_name(self, folder: Path) -> str:
         return f"lineage-assets-{folder.name}"
 
-    def container_spec(self, name: str) -> dict:
+    def container_spec(self, name: str) -> dict[str, Any]:
         """Arguments of ``containers.run`` for the deployment (the unit-tested part; it only writes the
         containers' secrets file)."""
         from lineage_assets.stack.services.engine import container_environment, container_options
@@ -317,7 +322,7 @@ class DockerDeployments(Deployments):
             "stop_signal": "SIGTERM",
         }
 
-    def _container(self, folder: Path):
+    def _container(self, folder: Path) -> Container | None:
         import docker.errors
 
         try:
@@ -329,11 +334,11 @@ class DockerDeployments(Deployments):
         old = self._container(folder)
         if old is not None:
             old.remove(force=True)
-        container = self.client.containers.run(**self.container_spec(name))
+        container: Container = self.client.containers.run(**self.container_spec(name))  # detach=True: a Container
 
         def exit_code() -> int | None:
             container.reload()
-            return container.attrs["State"]["ExitCode"] if container.status == "exited" else None
+            return int(container.attrs["State"]["ExitCode"]) if container.status == "exited" else None
 
         return exit_code
 
@@ -341,7 +346,7 @@ class DockerDeployments(Deployments):
         container = self._container(folder)
         if container is None or container.status != "running":
             return None
-        return container.attrs["State"]["Pid"]
+        return int(container.attrs["State"]["Pid"])
 
     def _signal(self, folder: Path, signum: int) -> None:
         container = self._container(folder)
@@ -376,10 +381,10 @@ class DockerDeployments(Deployments):
         return f"docker logs {self.container_name(folder)}"
 
 
-def deployments_for(settings: Settings, **options) -> Deployments:
+def deployments_for(settings: Settings, **options: Any) -> Deployments:
     """The deployment backend the settings choose (``LINEAGE_ASSETS_DEPLOYMENT_BACKEND``)."""
     backend = settings.deployment_backend
-    backends = {"local": LocalDeployments, "docker": DockerDeployments}
+    backends: dict[str, type[Deployments]] = {"local": LocalDeployments, "docker": DockerDeployments}
     if backend not in backends:
         raise DeploymentError(f"LINEAGE_ASSETS_DEPLOYMENT_BACKEND={backend!r}: choose local or docker")
     return backends[backend](settings, **options)

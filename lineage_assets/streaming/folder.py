@@ -17,6 +17,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from openlineage.client.event_v2 import RunState
 
@@ -44,9 +45,10 @@ def _fingerprint(lineage: ColumnLineage) -> str:
     return hashlib.sha256(repr(sorted(lineage.items())).encode()).hexdigest()
 
 
-def read_json(path: Path) -> dict | None:
+def read_json(path: Path) -> dict[str, Any] | None:
     try:
-        return json.loads(path.read_text())
+        record: dict[str, Any] = json.loads(path.read_text())  # every file read here holds one JSON object
+        return record
     except (FileNotFoundError, json.JSONDecodeError):
         return None
 
@@ -96,33 +98,33 @@ class DeploymentFolder:
         except FileNotFoundError:
             return ""
 
-    def spec(self) -> dict:
+    def spec(self) -> dict[str, Any]:
         return read_json(self.path / "deployment.json") or {}
 
-    def write_spec(self, spec: dict) -> None:
+    def write_spec(self, spec: dict[str, Any]) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
         (self.path / "deployment.json").write_text(json.dumps(spec, indent=2))
 
-    def runner(self) -> dict:
+    def runner(self) -> dict[str, Any]:
         return read_json(self.path / "runner.json") or {}
 
-    def write_runner(self, record: dict) -> None:
+    def write_runner(self, record: dict[str, Any]) -> None:
         (self.path / "runner.json").write_text(json.dumps(record))
 
-    def ended(self) -> dict | None:
+    def ended(self) -> dict[str, Any] | None:
         return read_json(self.path / "ended.json")
 
     def draining(self) -> bool:
         return self.drain_file.exists()
 
-    def progress(self, event: str = "progress") -> list[dict]:
+    def progress(self, event: str = "progress") -> list[dict[str, Any]]:
         """The Spark job's progress records of one kind: "progress" (one per batch), "committed" or "lineage"."""
         if not self.progress_file.exists():
             return []
         records = (json.loads(line) for line in self.progress_file.read_text().splitlines() if line.strip())
         return [record for record in records if record.get("event") == event]
 
-    def last_progress(self) -> dict | None:
+    def last_progress(self) -> dict[str, Any] | None:
         progress = self.progress()
         return progress[-1] if progress else None
 
@@ -139,17 +141,17 @@ class DeploymentFolder:
             sourceOffsets=latest.get("end_offsets"),
         )
 
-    def versions_read(self) -> tuple[dict, ...]:
+    def versions_read(self) -> tuple[dict[str, Any], ...]:
         """The writer versions of the records read so far, summed over the job's batches (the
         ingestion reports them with its commits, the other jobs with each progress report)."""
-        read: dict[int, dict] = {}
+        read: dict[int, dict[str, Any]] = {}
         for record in self.progress("committed") + self.progress():
             for version in record.get("schema_versions") or ():
                 seen = read.setdefault(version["version"], {**version, "records": 0})
                 seen["records"] += version["records"]
         return tuple(read[number] for number in sorted(read))
 
-    def output_written(self) -> tuple[events.DatasetVersion | None, dict | None]:
+    def output_written(self) -> tuple[events.DatasetVersion | None, dict[str, Any] | None]:
         """What the job last reported of its output: an Iceberg table at its latest commit (snapshot
         and schema id, and the ``quality`` of the whole table), or the column metrics of the records
         it wrote so far in this run (a ``quality`` entry without bytes and files, which a streaming
@@ -245,7 +247,7 @@ class DeploymentFolder:
     # --- its processes --------------------------------------------------------------------------
     def runner_pid(self) -> int | None:
         """The runner's pid while it runs here (a reused pid names another command line)."""
-        pid = self.runner().get("pid")
+        pid: int | None = self.runner().get("pid")
         return pid if pid and names(command_line(pid), self.path) else None
 
     def processes(self) -> list[int]:
@@ -254,7 +256,9 @@ class DeploymentFolder:
         return pids_naming(self.path)
 
     # --- its end, exactly once ------------------------------------------------------------------
-    def end(self, state: RunState, by: str, error: events.JobError | None = None, **record) -> dict | None:
+    def end(
+        self, state: RunState, by: str, error: events.JobError | None = None, **record: object
+    ) -> dict[str, Any] | None:
         """Send the run's terminal event to the durable event log and record it in ``ended.json``;
         None (and nothing sent) when the run had already ended."""
         with file_lock(self.path / "end.lock"):
@@ -265,7 +269,7 @@ class DeploymentFolder:
         runner_running: Callable[[], bool],
         by: str,
         gone: Callable[[], events.JobError] | None = None,
-    ) -> dict | None:
+    ) -> dict[str, Any] | None:
         """When the runner is gone: stop what it left running, and end its run with FAIL (``gone``: why,
         as far as the runner's host can tell; ``runner_gone`` by default) unless it ended. What was done
         (the orphans stopped, the end recorded), or None when nothing was."""
@@ -287,7 +291,7 @@ class DeploymentFolder:
         """The error of a run whose runner vanished: that, and the last lines of its job's log."""
         return events.JobError(RUNNER_GONE, stack_trace=self.job_log_tail(JOB_LOG_LINES) or None)
 
-    def _end(self, state: RunState, by: str, error: events.JobError | None, **record) -> dict | None:
+    def _end(self, state: RunState, by: str, error: events.JobError | None, **record: object) -> dict[str, Any] | None:
         if self.ended() is not None:
             return None
         spec, run_id = self.spec(), self.runner()["run_id"]

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import FrameType
 
 POLL_S = 0.5
 
@@ -26,7 +27,7 @@ def main(folder: Path, command: list[str]) -> int:
     job = subprocess.Popen(command)  # the guard's output (spark.log), directory, environment and process group
     forwarded: list[int] = []
 
-    def forward(signum, frame) -> None:
+    def forward(signum: int, frame: FrameType | None) -> None:
         forwarded.append(signum)
         job.send_signal(signum)
 
@@ -36,11 +37,7 @@ def main(folder: Path, command: list[str]) -> int:
         # Reparented: the runner is gone. A signal forwarded already means someone is stopping the
         # job (the runner before it died, or a command ending a dead deployment): let them end it.
         if os.getppid() != runner and not forwarded:
-            # Imported only now: until then the guard waits without Dagster's and lineage's modules.
-            from lineage_assets.streaming.folder import DeploymentFolder
-
-            deployment = DeploymentFolder(folder)
-            deployment.end_dead(lambda folder=deployment: folder.runner_pid() is not None, by="the Spark job's guard")
+            _end_dead(folder)
             return 1
         time.sleep(POLL_S)
     if job.returncode < 0:
@@ -48,6 +45,15 @@ def main(folder: Path, command: list[str]) -> int:
             signal.signal(-job.returncode, signal.SIG_DFL)
         os.kill(os.getpid(), -job.returncode)
     return job.returncode
+
+
+def _end_dead(folder: Path) -> None:
+    """Stop the deployment's job and end its run with FAIL, unless its runner runs after all."""
+    # Imported only now: until then the guard waits without Dagster's and lineage's modules.
+    from lineage_assets.streaming.folder import DeploymentFolder
+
+    deployment = DeploymentFolder(folder)
+    deployment.end_dead(lambda: deployment.runner_pid() is not None, by="the Spark job's guard")
 
 
 if __name__ == "__main__":

@@ -56,14 +56,18 @@ def main(folder: Path) -> int:
     run_id = str(generate_new_uuid())
     interval = spec["running_interval"]
 
-    def emit(state: RunState, facts: events.RunFacts = events.NO_FACTS, progress=None) -> None:
+    def emit(
+        state: RunState,
+        facts: events.RunFacts = events.NO_FACTS,
+        progress: events.StreamingProgressRunFacet | None = None,
+    ) -> None:
         emitter.emit(
             events.asset_event(
                 state, dataset, None, settings, facts, run_id=run_id, running_interval=interval, progress=progress
             )
         )
 
-    stop_requested = []
+    stop_requested: list[int] = []
     signal.signal(signal.SIGTERM, lambda signum, frame: stop_requested.append(signum))
     signal.signal(signal.SIGINT, lambda signum, frame: stop_requested.append(signum))
 

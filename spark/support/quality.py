@@ -38,7 +38,7 @@ class ColumnMetrics:
 
     OBSERVATION = "column_metrics"  # the name of the per-batch metrics observed on a streaming query
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.numeric: dict[str, bool] = {}  # the observed columns: is each numeric
         self.batches: dict[int, dict] = {}  # batch id -> "column:nulls|min|max" -> value (a replayed batch counts once)
 
@@ -73,7 +73,13 @@ def files_totals(files: DataFrame) -> tuple[dict, list[str]]:
     of (``table_quality_entry``), and its columns: the manifests' record counts, file sizes and
     per-column statistics (``readable_metrics``), never the data."""
     metrics = files.schema["readable_metrics"].dataType
-    numeric = {c.name for c in metrics.fields if isinstance(c.dataType["lower_bound"].dataType, NumericType)}
+    if not isinstance(metrics, StructType):
+        raise ValueError(f"the files table's readable_metrics is {metrics.simpleString()}, not a struct of columns")
+    numeric = {
+        c.name
+        for c in metrics.fields
+        if isinstance(c.dataType, StructType) and isinstance(c.dataType["lower_bound"].dataType, NumericType)
+    }
     aggregates = [
         F.count_if(F.col("content") != 0).alias("delete_files"),
         F.count(F.lit(1)).alias("files"),

@@ -4,6 +4,7 @@ quality, a query's checkpoint, the files below a path."""
 from __future__ import annotations
 
 import json
+from typing import Any
 from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
@@ -34,9 +35,17 @@ def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
     return main[0].snapshot_id if main else None
 
 
+def _jvm(spark: SparkSession) -> Any:
+    """The py4j view of the driver's JVM, through which the Java APIs below are called."""
+    jvm = spark.sparkContext._jvm
+    if jvm is None:
+        raise RuntimeError("no JVM to call: the session's SparkContext has not started one")
+    return jvm
+
+
 def iceberg_table(spark: SparkSession, table: str):
     """The Iceberg table (its Java API) as ``spark``'s catalog holds it: its metadata without a query."""
-    return spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+    return _jvm(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
 
 
 def data_snapshot_id(spark: SparkSession, table: str, snapshot_id: int | None) -> int | None:
@@ -130,7 +139,7 @@ def bound_metadata_files(spark: SparkSession, table: str) -> None:
 
 def _hadoop_path(spark: SparkSession, location: str):
     """A Hadoop path and its file system (local, S3A): what Spark itself reads the location with."""
-    path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(location)
+    path = _jvm(spark).org.apache.hadoop.fs.Path(location)
     return path, path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
 
 
@@ -169,10 +178,9 @@ def sink_files(spark: SparkSession, location: str, batch_id: int) -> dict[str, i
             break
     else:
         return {}
-    jvm = spark.sparkContext._jvm
     stream = filesystem.open(path)
     try:
-        text = jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+        text = _jvm(spark).org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
     finally:
         stream.close()
     # By their URIs' paths: the log spells a local file file:///x, Hadoop's qualified path file:/x.

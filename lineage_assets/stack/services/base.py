@@ -12,6 +12,7 @@ import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 from lineage_assets.private_files import write_private
 from lineage_assets.settings import PROJECT_ROOT, Settings
@@ -81,12 +82,20 @@ class Service:
         return []
 
 
-def render(template: str, target: Path, **values) -> Path:
+def render(template: str, target: Path, **values: object) -> Path:
     """A configuration file from its template, for the server's owner only (some hold credentials)."""
     return write_private(target, string.Template((CONF_DIR / template).read_text()).substitute(values))
 
 
-def as_user(user: str | None) -> dict:
+class RunAs(TypedDict, total=False):
+    """The subprocess arguments that set a child's user and groups."""
+
+    user: int
+    group: int
+    extra_groups: list[int]
+
+
+def as_user(user: str | None) -> RunAs:
     """subprocess arguments that run a child as ``user`` with its own group only (none of ours)."""
     if not user:
         return {}

@@ -38,7 +38,7 @@ def _iceberg_rest_env(settings: Settings) -> dict[str, str]:
     }
 
 
-ICEBERG_REST = Service(
+ICEBERG_REST: Service = Service(
     name="iceberg-rest",
     jars="iceberg-rest",
     replaced_by=("catalog_url",),
@@ -61,7 +61,7 @@ ICEBERG_REST = Service(
 
 # --- schema registry (Apicurio, Confluent-compatible API) ----------------------------------------
 
-REGISTRY = Service(
+REGISTRY: Service = Service(
     name="registry",
     jars="registry",
     replaced_by=("registry_url",),

@@ -20,12 +20,17 @@ import hashlib
 import os
 import re
 import subprocess
+import tempfile
 from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from lineage_assets.private_files import replace_private
 from lineage_assets.settings import PROJECT_ROOT, SECRETS_FILE_VARIABLE, Settings
 from lineage_assets.spark_conf import class_archive_dir
 from lineage_assets.stack.services.base import Service, StackError, tool
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 BASE_IMAGE = "debian:bookworm"
 MACHINE_ENGINE = "unix:///var/run/docker.sock"
@@ -72,7 +77,7 @@ def engine_url(settings: Settings) -> str:
     return machine if _answers(machine) else f"unix://{_own_socket(settings)}"
 
 
-def engine_client(settings: Settings):
+def engine_client(settings: Settings) -> DockerClient:
     """The Docker SDK's client of the project's engine (``engine_url``)."""
     import docker
 
@@ -84,14 +89,14 @@ def uses_engine(settings: Settings) -> bool:
     return settings.deployment_backend == "docker" or settings.run_launcher == "docker"
 
 
-def container_options(settings: Settings, *writable: Path) -> dict:
+def container_options(settings: Settings, *writable: Path) -> dict[str, Any]:
     """How the project's containers run (``containers.run`` arguments): on the host network, so every
     address in the settings means the same inside, with the cache read-only and the state folder (and
     ``writable`` folders outside it) read-write at their host paths. The Spark drivers' class archives
     are writable too: a container's classpath is not the host's, so its drivers write an archive of
     their own there, once, and later containers map it."""
     archives = class_archive_dir(settings)
-    volumes = {
+    volumes: dict[str, dict[str, str]] = {
         str(settings.cache_dir): {"bind": str(settings.cache_dir), "mode": "ro"},
         str(archives): {"bind": str(archives), "mode": "rw"},
     }
@@ -147,7 +152,7 @@ def _debian_mirror(sources: Path = Path("/etc/apt")) -> str:
     return DEBIAN_MIRROR
 
 
-def ensure_base_image(settings: Settings, client=None) -> str:
+def ensure_base_image(settings: Settings, client: DockerClient | None = None) -> str:
     """``debian:bookworm`` in the engine: there already, pulled, or imported from a root filesystem
     built with mmdebstrap (cached as a tarball). The image's name."""
     import docker.errors
@@ -159,7 +164,8 @@ def ensure_base_image(settings: Settings, client=None) -> str:
     except docker.errors.ImageNotFound:
         pass
     try:
-        client.images.pull(*BASE_IMAGE.split(":"))
+        repository, tag = BASE_IMAGE.split(":")
+        client.images.pull(repository, tag)
         return BASE_IMAGE
     except docker.errors.APIError:
         pass  # no registry answers from this machine: build it from Debian's mirror
@@ -185,7 +191,7 @@ def ensure_base_image(settings: Settings, client=None) -> str:
     return BASE_IMAGE
 
 
-def _build_context(trusted: Path = LOCAL_CERTIFICATES):
+def _build_context(trusted: Path = LOCAL_CERTIFICATES) -> IO[bytes]:
     """The image's build context: the project's files less ``.dockerignore``'s, plus ``trusted-ca/``,
     the certificate authorities this machine trusts beyond Debian's own (a TLS-inspecting proxy's), so
     that pip inside the build reaches PyPI as it does outside. A temporary tar file."""
@@ -195,10 +201,14 @@ def _build_context(trusted: Path = LOCAL_CERTIFICATES):
     patterns = [line.strip() for line in ignored if line.strip() and not line.startswith("#")]
     files = sorted(exclude_paths(str(PROJECT_ROOT), patterns, dockerfile=DOCKERFILE))
     authorities = [(f"trusted-ca/{path.name}", path.read_text()) for path in sorted(trusted.glob("*.crt"))]
-    return create_archive(root=str(PROJECT_ROOT), files=files, extra_files=[("trusted-ca/.kept", ""), *authorities])
+    # create_archive's own default file, passed in: given none, its stubs allow any tar file object back.
+    archive = tempfile.NamedTemporaryFile()
+    extra_files = [("trusted-ca/.kept", ""), *authorities]
+    create_archive(root=str(PROJECT_ROOT), files=files, fileobj=archive, extra_files=extra_files)
+    return archive
 
 
-def build_project_image(settings: Settings, client=None) -> str:
+def build_project_image(settings: Settings, client: DockerClient | None = None) -> str:
     """The project's image (``infra/Dockerfile``) tagged ``settings.docker_image``, on the base image.
     Its dependencies are a layer of their own, so with an unchanged ``pyproject.toml`` a rebuild only
     copies the sources again. The image's id."""
@@ -208,7 +218,14 @@ def build_project_image(settings: Settings, client=None) -> str:
         return build_image(client, context, settings.docker_image, dockerfile=DOCKERFILE)
 
 
-def build_image(client, context, tag: str, **options) -> str:
+def build_image(
+    client: DockerClient,
+    context: IO[bytes],
+    tag: str,
+    *,
+    dockerfile: str | None = None,
+    buildargs: dict[str, str] | None = None,
+) -> str:
     """An image built from a build context (a tar file) on the host network: no bridge on the
     stack's engine, and apt and pip reach their mirrors directly. The build it replaces is removed
     (it would stay as an untagged image: one per change of the sources). Its id."""
@@ -217,16 +234,33 @@ def build_image(client, context, tag: str, **options) -> str:
     label = {BUILT_LABEL: tag}
     try:
         image, _ = client.images.build(
-            fileobj=context, custom_context=True, tag=tag, network_mode="host", rm=True, labels=label, **options
+            fileobj=context,
+            custom_context=True,
+            tag=tag,
+            network_mode="host",
+            rm=True,
+            labels=label,
+            dockerfile=dockerfile,
+            buildargs=buildargs,
         )
     except docker.errors.BuildError as error:
         lines = "".join(part.get("stream", "") or part.get("error", "") for part in error.build_log)
         raise StackError(f"docker: building {tag} failed: {error.msg}\n{lines[-2000:]}") from error
     client.images.prune(filters={"dangling": True, "label": f"{BUILT_LABEL}={tag}"})
+    if image.id is None:  # the SDK inspects the image it built, whose attributes always hold its id
+        raise StackError(f"docker: the engine gave no id for the image it built as {tag}")
     return image.id
 
 
-def ready_engine(supervisor):
+class Stack(Protocol):
+    """What ``ready_engine`` needs of the stack's supervisor (whose module imports this one)."""
+
+    settings: Settings
+
+    def up(self, names: list[str]) -> object: ...
+
+
+def ready_engine(supervisor: Stack) -> DockerClient:
     """The project's engine with its image built: ``supervisor``'s stack starts one when the machine
     has none. The engine's client."""
     settings = supervisor.settings

@@ -251,7 +251,7 @@ def _marquez_web_env(settings: Settings) -> dict[str, str]:
     }
 
 
-MARQUEZ_WEB = Service(
+MARQUEZ_WEB: Service = Service(
     name="marquez-web",
     ports=lambda s: [s.marquez_web_port],
     command=_marquez_web_command,

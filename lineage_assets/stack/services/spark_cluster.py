@@ -7,6 +7,7 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
+from typing import Any
 
 from lineage_assets.settings import Settings
 from lineage_assets.spark_conf import spark_home
@@ -32,13 +33,14 @@ def _spark_env(settings: Settings) -> dict[str, str]:
     }  # the daemons' web UIs bind there too
 
 
-def spark_master_state(settings: Settings) -> dict | None:
+def spark_master_state(settings: Settings) -> dict[str, Any] | None:
     """The master's view of the cluster (its status, workers and applications), None when it does not answer."""
     try:
         with urllib.request.urlopen(
             f"http://{settings.host}:{settings.spark_cluster_web_port}/json/", timeout=2
         ) as response:
-            return json.load(response)
+            state: dict[str, Any] = json.load(response)
+            return state
     except (urllib.error.URLError, OSError, ValueError):
         return None
 
@@ -47,7 +49,7 @@ def spark_worker_port(settings: Settings, number: int) -> int:
     return settings.spark_cluster_web_port + 2 * number - 1
 
 
-SPARK_MASTER = Service(
+SPARK_MASTER: Service = Service(
     name="spark-master",
     wanted=lambda s: s.runs_spark_cluster,
     ports=lambda s: [s.spark_cluster_port, s.spark_cluster_web_port],

@@ -8,6 +8,7 @@ import pwd
 import stat
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lineage_assets.settings import Settings
 from lineage_assets.stack.probes import port_open
@@ -18,6 +19,9 @@ from lineage_assets.stack.services.base import (
     java,
     render,
 )
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
 
@@ -161,7 +165,7 @@ POSTGRES = Service(
 # --- S3 (s3proxy, filesystem backend) ----------------------------------------------------------
 
 
-def s3_client(settings: Settings):
+def s3_client(settings: Settings) -> S3Client:
     import boto3
     from botocore.config import Config
 
@@ -216,7 +220,7 @@ def _create_buckets(settings: Settings) -> None:
             client.create_bucket(Bucket=bucket)
 
 
-S3 = Service(
+S3: Service = Service(
     name="s3",
     jars="s3proxy",
     replaced_by=("s3_endpoint",),
