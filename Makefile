@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 CACHE := .cache
 MVN := mvn -q -B -f infra/pom.xml -Dmaven.repo.local=$(CURDIR)/$(CACHE)/m2
 
-.PHONY: setup system-packages jars servers venv engine demo docs lint test test-unit dev stack-up stack-down stack-status flink-peer bench bench-quick clean
+.PHONY: setup system-packages jars servers venv engine demo docs lint test test-unit test-fast dev stack-up stack-down stack-status flink-peer bench bench-quick clean
 
 setup: system-packages $(BIN)/lineage-assets jars servers
 
@@ -78,17 +78,24 @@ demo: setup $(CONTAINER_ENGINE)
 docs: setup
 	$(BIN)/python docs/pictures.py
 
-# ruff (configured in pyproject.toml) over everything the repository holds, before the suite.
+# ruff over everything the repository holds, then mypy over lineage_assets/, spark/ and bench/ (both
+# configured in pyproject.toml), before the suite.
 LINT_PATHS ?= .
 lint: $(BIN)/lineage-assets
 	$(BIN)/ruff check --config pyproject.toml $(LINT_PATHS)
 	$(BIN)/ruff format --check --config pyproject.toml $(LINT_PATHS)
+	$(BIN)/mypy
 
 test: setup lint engine
 	$(BIN)/pytest -q -ra
 
 test-unit: setup
 	$(BIN)/pytest -q -ra tests/unit
+
+# The pure tier: every test that starts no JVM, no server, no container and no browser (tiers: pyproject.toml).
+PURE := not (spark or stack or cluster or docker or browser)
+test-fast: $(BIN)/lineage-assets
+	$(BIN)/pytest -q -ra -m "$(PURE)"
 
 # Same Dagster instance as `make demo`, so its runs show in the UI.
 dev: setup $(CONTAINER_ENGINE) stack-up

@@ -10,6 +10,7 @@ import dataclasses
 import secrets
 import shutil
 import time
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,50 @@ from lineage_assets.stack.services.engine import ready_engine
 from lineage_assets.stack.supervisor import Supervisor
 
 TEST_PORT_OFFSET = 10000
+
+# The suite's tiers: a test is marked with each tier whose fixture it uses, directly or through other
+# fixtures; a test with none of them is pure (no JVM, no server). Listed from the most specific one,
+# which is the tier a test is counted in at the end.
+TIER_FIXTURES = {
+    "browser": {"browser"},  # Debian's Chromium, against the test stack
+    "docker": {"engine"},  # a Docker engine and the project's image
+    "cluster": {"cluster_profile"},  # three Kafka brokers and a Spark standalone cluster
+    "stack": {"stack", "stack_of_its_own"},  # real servers
+    "spark": {"spark", "spark_jobs"},  # a Spark JVM: the in-process session, or spark-submit
+}
+PURE = "pure"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for tier, fixtures in TIER_FIXTURES.items():
+            if fixtures & used:
+                item.add_marker(tier)
+
+
+_tier_totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # A report carries its test's markers as keywords, also when it comes from another process.
+    tier = next((tier for tier in TIER_FIXTURES if tier in report.keywords), PURE)
+    _tier_totals[tier]["seconds"] += report.duration
+    if report.when == "call" or (report.when == "setup" and not report.passed):
+        _tier_totals[tier]["tests"] += 1
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _tier_totals:
+        return
+    terminalreporter.section("tiers")
+    for tier in [*TIER_FIXTURES, PURE][::-1]:
+        if tier in _tier_totals:
+            counts = _tier_totals[tier]
+            terminalreporter.write_line(
+                f"{tier:<8} {int(counts['tests']):>4} tests  {counts['seconds'] / 60:6.1f} min"
+                " (set-up, call and tear-down, shared fixtures counted where they start)"
+            )
 
 
 # An S3 credential of the session's own, which the exposure tests look for everywhere; every stack of
@@ -89,6 +134,21 @@ def stack(settings: Settings):
     supervisor.down()
 
 
+@pytest.fixture
+def stack_of_its_own(tmp_path):
+    """Supervisors of stacks of the test's own (each ``isolated_settings(name, offset, **overrides)``
+    with its state in the test's folder); whatever they started is stopped after the test."""
+    made: list[Supervisor] = []
+
+    def supervisor(name: str, offset: int, **overrides) -> Supervisor:
+        made.append(Supervisor(isolated_settings(name, offset=offset, state_dir=tmp_path / name, **overrides)))
+        return made[-1]
+
+    yield supervisor
+    for each in made:
+        each.down()
+
+
 @pytest.fixture(scope="session")
 def engine(stack):
     """The Docker engine (the stack's, when the machine has none) with the project's image, once per
@@ -130,6 +190,15 @@ def cluster_profile(stack, settings: Settings, tmp_path_factory):
     supervisor.up(KAFKA_NODES + SPARK_CLUSTER)
     yield profile, supervisor
     supervisor.down(KAFKA_NODES + SPARK_CLUSTER)
+
+
+@pytest.fixture
+def spark_jobs(settings: Settings):
+    """spark-submit as the assets use it, for the session's settings: each job a JVM of its own."""
+    from lineage_assets.resources.settings import SettingsResource
+    from lineage_assets.resources.spark_jobs import SparkJobsResource
+
+    return SparkJobsResource(environment=SettingsResource.of(settings))
 
 
 @pytest.fixture(scope="session")

@@ -10,8 +10,7 @@ import pytest
 
 from lineage_assets import spark_conf
 from lineage_assets.resources import spark_jobs
-from lineage_assets.resources.settings import SettingsResource
-from lineage_assets.resources.spark_jobs import SparkJobError, SparkJobsResource
+from lineage_assets.resources.spark_jobs import SparkJobError
 
 PROBE = textwrap.dedent("""
     import argparse, json
@@ -36,17 +35,16 @@ def archive(tmp_path, monkeypatch):
     return path
 
 
-def test_the_first_successful_job_writes_the_archive_that_later_drivers_map(settings, tmp_path, archive):
+def test_the_first_successful_job_writes_the_archive_that_later_drivers_map(settings, tmp_path, archive, spark_jobs):
     probe = tmp_path / "probe.py"
     probe.write_text(PROBE)
-    jobs = SparkJobsResource(environment=SettingsResource.of(settings))
 
     with pytest.raises(SparkJobError, match="invalid int value: 'many'"):
-        jobs.submit(str(probe), ["--rows", "many"])
+        spark_jobs.submit(str(probe), ["--rows", "many"])
     assert not archive.exists() and list(archive.parent.iterdir()) == []  # a failed job's archive is not kept
     assert spark_conf.spark_conf(settings)[spark_conf.DRIVER_JAVA_OPTIONS] == spark_conf.JVM_OPTIONS
 
-    assert jobs.submit(str(probe), ["--rows", "5"]) == {"rows": 5}
+    assert spark_jobs.submit(str(probe), ["--rows", "5"]) == {"rows": 5}
     assert archive.is_file() and [p.name for p in archive.parent.iterdir()] == [archive.name]
     assert (
         spark_conf.spark_conf(settings)[spark_conf.DRIVER_JAVA_OPTIONS]
@@ -55,9 +53,9 @@ def test_the_first_successful_job_writes_the_archive_that_later_drivers_map(sett
 
     # -Xshare:on makes the JVM refuse to start unless it maps the archive.
     written = archive.stat().st_mtime_ns
-    assert jobs.submit(str(probe), ["--rows", "7"], extra_conf={"spark.driver.extraJavaOptions": "-Xshare:on"}) == {
-        "rows": 7
-    }
+    assert spark_jobs.submit(
+        str(probe), ["--rows", "7"], extra_conf={"spark.driver.extraJavaOptions": "-Xshare:on"}
+    ) == {"rows": 7}
     assert archive.stat().st_mtime_ns == written  # used, not written again
 
 

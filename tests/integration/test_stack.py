@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import ipaddress
 import json
@@ -124,9 +123,9 @@ def test_up_twice_keeps_one_process_per_service_and_down_leaves_none(stack, sett
     assert stack.up(["s3"])[0].healthy
 
 
-def test_down_stops_every_service_it_started(tmp_path):
-    settings = isolated_settings("down-probe", offset=11000, state_dir=tmp_path / "state")
-    supervisor = Supervisor(settings)
+def test_down_stops_every_service_it_started(stack_of_its_own):
+    supervisor = stack_of_its_own("down-probe", offset=11000)
+    settings = supervisor.settings
     supervisor.up(["s3"])
     assert _processes_using(settings.state_dir)
     assert supervisor.down() == ["s3"]
@@ -146,14 +145,12 @@ def _bind_below_ephemeral(probe: socket.socket, first: int) -> int:
     raise RuntimeError(f"no free port in {first}-{first + 99}")
 
 
-def test_port_in_use_is_a_clear_error_naming_the_service(tmp_path):
-    settings = isolated_settings("port-probe", offset=12000, state_dir=tmp_path / "state")
+def test_port_in_use_is_a_clear_error_naming_the_service(stack_of_its_own):
     with socket.socket() as squatter:
-        port = _bind_below_ephemeral(squatter, settings.s3_port)
+        port = _bind_below_ephemeral(squatter, isolated_settings("port-probe", offset=12000).s3_port)
         squatter.listen()
-        settings = dataclasses.replace(settings, s3_port=port)
         with pytest.raises(StackError) as error:
-            Supervisor(settings).up(["s3"])
+            stack_of_its_own("port-probe", offset=12000, s3_port=port).up(["s3"])
     message = str(error.value)
     assert message.startswith("s3:") and f"port {port}" in message and "s3.log" in message
 

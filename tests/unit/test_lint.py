@@ -1,4 +1,4 @@
-"""`make test` lints before it tests: ruff with the project's settings, and a finding stops it."""
+"""`make test` lints before it tests: ruff and mypy with the project's settings, and a finding stops it."""
 
 from __future__ import annotations
 
@@ -11,11 +11,15 @@ def make(*arguments: str) -> subprocess.CompletedProcess:
     return subprocess.run(["make", "-s", *arguments], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
 
 
-def test_the_test_command_runs_ruff_before_the_suite():
+def test_the_test_command_runs_ruff_and_mypy_before_the_suite():
     commands = make("-n", "test").stdout.splitlines()
-    ruff = [n for n, line in enumerate(commands) if "ruff check" in line or "ruff format --check" in line]
+    lint = [
+        n
+        for n, line in enumerate(commands)
+        if any(tool in line for tool in ("ruff check", "ruff format --check", "mypy"))
+    ]
     suite = [n for n, line in enumerate(commands) if "pytest" in line]
-    assert len(ruff) == 2 and suite and max(ruff) < min(suite), commands
+    assert len(lint) == 3 and suite and max(lint) < min(suite), commands
 
 
 def test_a_finding_fails_the_lint_with_its_place(tmp_path):
