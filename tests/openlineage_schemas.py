@@ -108,20 +108,28 @@ def _facet_maps(event: dict):
             yield f"{side}:{dataset.get('name')}:io", dataset.get("inputFacets", {}) or dataset.get("outputFacets", {})
 
 
-def _violations(where: str, instance: dict, schema: dict, registry: Registry) -> list[str]:
-    validator = Draft202012Validator(schema, registry=registry, format_checker=FORMATS)
-    return [f"{where}: {e.message} at {list(e.absolute_path)}" for e in validator.iter_errors(instance)]
+def _violations(where: str, instance: dict, url: str) -> list[str]:
+    return [f"{where}: {e.message} at {list(e.absolute_path)}" for e in _validator(url).iter_errors(instance)]
+
+
+@cache
+def _validator(url: str) -> Draft202012Validator:
+    """The validator of the definition ``url`` points at (``…#/$defs/X``), or of a whole schema; made
+    once, so that the references it resolves are resolved once."""
+    registry, known = _registry()
+    schema = {"$ref": url} if "#" in url else known[url]
+    return Draft202012Validator(schema, registry=registry, format_checker=FORMATS)
 
 
 def validate_event(event: dict) -> list[str]:
     """Every violation of the core schema or of a facet's schema, as readable lines (empty = valid)."""
-    registry, known = _registry()
+    known = _registry()[1]
     core_url = event.get("schemaURL", "").split("#")[0]
     if core_url not in known:
         return [f"event: no pinned schema for schemaURL {event.get('schemaURL')!r}"]
     # Against the definition the URL names (RunEvent, JobEvent, DatasetEvent): its violations are
     # readable, where the core schema's oneOf of all three only says that none matched.
-    errors = _violations("event", event, {"$ref": event["schemaURL"]}, registry)
+    errors = _violations("event", event, event["schemaURL"])
     for where, facet_map in _facet_maps(event):
         for key, facet in (facet_map or {}).items():
             url = facet.get("_schemaURL", "")
@@ -131,7 +139,7 @@ def validate_event(event: dict) -> list[str]:
             if schema is None:
                 errors.append(f"{where}.{key}: no pinned schema for _schemaURL {url!r}")
             elif "#" in url:  # the definition the URL points at (a facet's own, or the spec's base RunFacet)
-                errors += _violations(f"{where}.{key}", facet, {"$ref": url}, registry)
+                errors += _violations(f"{where}.{key}", facet, url)
             else:  # a schema whose properties name the facet by its key
-                errors += _violations(f"{where}.{key}", {key: facet}, schema, registry)
+                errors += _violations(f"{where}.{key}", {key: facet}, url)
     return errors

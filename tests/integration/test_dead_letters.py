@@ -14,7 +14,7 @@ from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, Producer, TopicPart
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
-from lineage_assets import cli
+from lineage_assets import cli, dead_letters
 from lineage_assets.datasets import ORDERS_AVRO_SCHEMA, with_aliases
 from lineage_assets.dead_letters import GROUP, REPLAY_HEADER, ReplayError, replay, source_time_ms
 from lineage_assets.demo import DRIFTED_ORDERS_SCHEMA
@@ -241,7 +241,8 @@ def test_an_unreachable_registry_is_named_with_its_setting(letters):
         replay(unreachable, json.dumps(TAUGHT), progress=lambda line: None)
 
 
-def test_an_unreachable_kafka_is_named_with_its_setting(settings):
+def test_an_unreachable_kafka_is_named_with_its_setting(settings, monkeypatch):
+    monkeypatch.setattr(dead_letters, "REQUEST_TIMEOUT_S", 1.0)  # the wait before giving up, not what is said
     unreachable = dataclasses.replace(settings, kafka_bootstrap="127.0.0.1:1")
     with pytest.raises(ReplayError, match=r"^Kafka at 127\.0\.0\.1:1 \(LINEAGE_ASSETS_KAFKA_BOOTSTRAP\): "):
         replay(unreachable, json.dumps(TAUGHT), progress=lambda line: None)

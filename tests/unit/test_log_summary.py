@@ -64,9 +64,10 @@ def answers_of_the_summary(log, settings) -> dict:
 
 def test_the_summary_answers_as_a_full_read_and_reads_only_what_was_appended(tmp_path, monkeypatch):
     settings = dataclasses.replace(Settings(), state_dir=tmp_path)
-    emitter = LineageEmitter(settings.lineage_dir, None, segment_bytes=4 * 2**20)
-    counts = write_history(emitter, settings, 14, running_interval_s=1800, drift_day=5)
-    assert counts["runs"] > 2000  # a few thousand runs, a few of each kind of end
+    emitter = LineageEmitter(settings.lineage_dir, None, segment_bytes=2**20)
+    # Eight days: a schema drift on the sixth, the deployments' weekly restart on the eighth.
+    counts = write_history(emitter, settings, 8, running_interval_s=1800, drift_day=5)
+    assert counts["runs"] > 1000 and counts["runs ended FAIL"] and counts["replays"]
     log = emitter.log
     assert len(log.segments()) > 3
     with log.path.open("a") as out:
