@@ -119,7 +119,14 @@ def class_sharing_options(settings: Settings) -> list[str]:
     return []
 
 
-def class_archive_writing_conf(conf: dict[str, str], archive: Path, agent_events: Path) -> dict[str, str]:
+def driver_java_options(settings: Settings, *more: str) -> str:
+    """A driver's JVM options: the platform's, then ``more``, then the settings' own."""
+    return " ".join([JVM_OPTIONS, *more, *settings.spark_driver_java_options.split()])
+
+
+def class_archive_writing_conf(
+    conf: dict[str, str], archive: Path, agent_events: Path, java_options: str = JVM_OPTIONS
+) -> dict[str, str]:
     """A job's ``conf`` with the driver option that writes an archive of the classes the job loaded,
     as the driver exits. Quietly: the dump lists every class it skips, which would bury a failed job's
     own error.
@@ -128,7 +135,7 @@ def class_archive_writing_conf(conf: dict[str, str], archive: Path, agent_events
     ``agent_events``, read by no one): every asset run's driver has the agent, and its classes left
     out of the archive cost each such run about a second (the first job may be one without lineage)."""
     agent = {} if "spark.extraListeners" in conf else agent_conf(agent_events)
-    return {**agent, **conf, DRIVER_JAVA_OPTIONS: f"{JVM_OPTIONS} -XX:ArchiveClassesAtExit={archive} -Xlog:cds*=off"}
+    return {**agent, **conf, DRIVER_JAVA_OPTIONS: f"{java_options} -XX:ArchiveClassesAtExit={archive} -Xlog:cds*=off"}
 
 
 def cluster_conf(settings: Settings) -> dict[str, str]:
@@ -150,7 +157,7 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     catalog = f"spark.sql.catalog.{settings.catalog_name}"
     s3a = "spark.hadoop.fs.s3a"
     return {
-        DRIVER_JAVA_OPTIONS: " ".join([JVM_OPTIONS, *class_sharing_options(settings)]),
+        DRIVER_JAVA_OPTIONS: driver_java_options(settings, *class_sharing_options(settings)),
         **cluster_conf(settings),
         # The driver's RPC and block manager listen on the settings' interface only (loopback by
         # default), in local mode too; a cluster's executors reach it there.
