@@ -165,7 +165,7 @@ POSTGRES = Service(
 # --- S3 (s3proxy, filesystem backend) ----------------------------------------------------------
 
 
-def s3_client(settings: Settings) -> S3Client:
+def s3_client(settings: Settings, read_timeout: float = 10, attempts: int = 2) -> S3Client:
     import boto3
     from botocore.config import Config
 
@@ -179,9 +179,9 @@ def s3_client(settings: Settings) -> S3Client:
         # reject the flexible-checksum headers boto3 sends by default.
         config=Config(
             s3={"addressing_style": "path"},
-            retries={"max_attempts": 2},
+            retries={"max_attempts": attempts},
             connect_timeout=2,
-            read_timeout=10,
+            read_timeout=read_timeout,
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
         ),
@@ -206,7 +206,9 @@ def _s3_healthy(settings: Settings) -> bool:
     if not port_open(settings.host, settings.s3_port):
         return False
     try:
-        s3_client(settings).list_buckets()
+        # A probe answers at once or counts as not healthy, like the other services' (a process
+        # that holds the port and never answers would otherwise cost 30 s of retries).
+        s3_client(settings, read_timeout=2, attempts=1).list_buckets()
         return True
     except Exception:
         return False
