@@ -86,8 +86,13 @@ lint: $(BIN)/lineage-assets
 	$(BIN)/ruff format --check --config pyproject.toml $(LINT_PATHS)
 	$(BIN)/mypy
 
+# The whole suite under coverage.py (settings in pyproject.toml), then the figure against its floor.
+COVERAGE := COVERAGE_FILE=$(CURDIR)/.coverage $(BIN)/coverage
 test: setup lint engine
-	$(BIN)/pytest -q -ra
+	@rm -f .coverage .coverage.*
+	$(COVERAGE) run -m pytest -q -ra
+	$(COVERAGE) combine -q
+	$(COVERAGE) report --skip-covered --sort=cover
 
 test-unit: setup
 	$(BIN)/pytest -q -ra tests/unit

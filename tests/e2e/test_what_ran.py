@@ -55,15 +55,6 @@ class Mutation:
 
 
 MUTATIONS = {
-    "group-by key from another column": Mutation(
-        SUPPLIER_STATS,
-        "hourly_supplier_stats",
-        'original(frame.withColumn("supplier", F.col("item")))',
-        "supplier",
-        LAKEHOUSE_ORDERS,
-        ("item", "DIRECT/IDENTITY (Spark's plan: no function), INDIRECT/GROUP_BY"),
-        ("supplier", "DIRECT/IDENTITY (copied unchanged), INDIRECT/GROUP_BY"),
-    ),
     "total over another column": Mutation(
         SUPPLIER_STATS,
         "hourly_supplier_stats",
@@ -82,17 +73,6 @@ MUTATIONS = {
         ORDERS,
         ("bid_time", "DIRECT/IDENTITY (Spark's plan: no function), INDIRECT/FILTER"),
         ("bid_time", "DIRECT/TRANSFORMATION (timestamp-millis to TIMESTAMP_NTZ (UTC)), INDIRECT/FILTER"),
-    ),
-    # The same inputs, another computation: one supplier's prices doubled under a CASE WHEN.
-    "value changed under a condition": Mutation(
-        LAKEHOUSE_ORDERS,
-        "iceberg_orders",
-        'original(frame).withColumn("price", F.when(F.col("supplier") == "Alice", F.col("price") * 2)'
-        '.otherwise(F.col("price")).cast("decimal(10,2)"))',
-        "price",
-        ORDERS,
-        ("price", "DIRECT/TRANSFORMATION (Spark's plan: CaseWhen, Cast, Multiply), INDIRECT/FILTER"),
-        ("price", "DIRECT/TRANSFORMATION (CAST(price AS DECIMAL(10,2))), INDIRECT/FILTER"),
     ),
 }
 DAY = "2026-11-21"  # of the test stack's orders

@@ -18,9 +18,9 @@ from tests.integration.test_deployments import orders_topic_ready, processes_of
 NAME = "orders_archive"
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def deployed(stack, settings):
-    """The archive job deployed (its Spark driver up, its query planned), stopped after the test."""
+    """The archive job deployed (its Spark driver up, its query planned), stopped after the module's tests."""
     orders_topic_ready(settings)
     deployments = LocalDeployments(settings, running_interval=3, trigger_seconds=2)
     try:

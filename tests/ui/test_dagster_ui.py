@@ -19,16 +19,15 @@ from dagster_graphql import DagsterGraphQLClient
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from lineage_assets.assets.run_lineage import dagster_run_of
-from lineage_assets.datasets import DATASETS, LAKEHOUSE_ORDERS, SUPPLIER_STATS
+from lineage_assets.datasets import DATASETS, SUPPLIER_STATS
 from lineage_assets.lineage.check import check, check_marquez
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.marquez import MarquezApi
-from lineage_assets.lineage.provenance import provenance, runs_of
 from lineage_assets.lineage.spark_agent import SparkApplication
 from lineage_assets.processes import pids_naming
 from lineage_assets.settings import PROJECT_ROOT
 from tests.conftest import wait_for
-from tests.ui.dagster_dev import RUN_TIMEOUT_S, rematerialize_reached
+from tests.ui.dagster_dev import RUN_TIMEOUT_S
 from tests.ui.dagster_dev import dagster_dev as running_dagster_dev
 
 
@@ -162,33 +161,6 @@ def test_materialize_all_from_the_asset_graph(page, dagster_dev, settings, scree
     page.get_by_text("Latest materialization").first.wait_for()
     page.get_by_text("rows_out", exact=True).first.wait_for()
     page.screenshot(path=screenshots / "orders-materialized.png", full_page=True)
-
-
-def test_reached_rematerializes_exactly_the_days_an_ingestion_run_wrote_through_a_dagster_backfill(
-    dagster_dev, settings
-):
-    """From the UI's last ingestion run: `lineage reached --rematerialize` launches one backfill, in
-    Dagster's UI, of exactly the days that run wrote rows into, and the new runs replace those days'
-    versions of supplier_stats."""
-    url, _ = dagster_dev
-    emitter = emitter_for(settings)
-    ingestions = [
-        e
-        for e in emitter.events()
-        if e["job"]["name"] == LAKEHOUSE_ORDERS.job.lineage_name
-        and e["eventType"] == "COMPLETE"
-        and e["outputs"][0].get("outputFacets", {}).get("partitionsWritten", {}).get("partitions")
-    ]
-    ingestion = ingestions[-1]
-    days = ingestion["outputs"][0]["outputFacets"]["partitionsWritten"]["partitions"]
-    replaced = {day: provenance(runs_of(emitter.events()), SUPPLIER_STATS, settings, partition=day) for day in days}
-    _, line = rematerialize_reached(url, settings, ingestion["run"]["runId"])
-    assert line.split(": ", 1)[1].startswith(f"{SUPPLIER_STATS.key} {', '.join(sorted(days))} ")
-    # Each day is now the backfill's run's version, computed from the table as it is now.
-    for day, before in replaced.items():
-        after = provenance(runs_of(emitter.events()), SUPPLIER_STATS, settings, partition=day).as_dict()["made_by"][0]
-        assert after["run"] != before.as_dict()["made_by"][0]["run"], day
-        assert after["wrote"]["version"] != before.as_dict()["made_by"][0]["wrote"]["version"], day
 
 
 def test_a_run_terminated_while_spark_works_ends_every_lineage_run_aborted_and_leaves_no_spark_job(

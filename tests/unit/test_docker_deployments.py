@@ -1,5 +1,5 @@
 """The docker deployment backend: the container it asks the engine for (a real deployment on the
-stack's engine is in tests/integration/test_engine.py)."""
+stack's engine is in tests/docker/test_engine.py)."""
 
 from __future__ import annotations
 

@@ -25,7 +25,8 @@ from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.stack.services.base import StackError
 from lineage_assets.stack.supervisor import Supervisor
 from lineage_assets.streaming.deployments import LocalDeployments
-from tests.conftest import KAFKA_NODES, wait_for
+from tests.cluster.conftest import KAFKA_NODES
+from tests.conftest import wait_for
 from tests.integration.test_deployments import orders_topic_ready, rows_and_orders
 
 
