@@ -119,9 +119,9 @@ def class_sharing_options(settings: Settings) -> list[str]:
     return []
 
 
-def driver_java_options(settings: Settings, *more: str) -> str:
-    """A driver's JVM options: the platform's, then ``more``, then the settings' own."""
-    return " ".join([JVM_OPTIONS, *more, *settings.spark_driver_java_options.split()])
+def spark_java_options(settings: Settings, *more: str) -> str:
+    """A driver's or an executor's JVM options: the platform's, then ``more``, then the settings' own."""
+    return " ".join([JVM_OPTIONS, *more, *settings.java_options.split()])
 
 
 def class_archive_writing_conf(
@@ -147,7 +147,7 @@ def cluster_conf(settings: Settings) -> dict[str, str]:
         "spark.cores.max": str(settings.spark_cores_per_job),
         "spark.executor.cores": "1",
         "spark.executor.memory": settings.spark_executor_memory,
-        EXECUTOR_JAVA_OPTIONS: JVM_OPTIONS,
+        EXECUTOR_JAVA_OPTIONS: spark_java_options(settings),
         "spark.pyspark.python": sys.executable,
         "spark.executorEnv.PYTHONPATH": str(PROJECT_ROOT),
     }
@@ -157,7 +157,7 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     catalog = f"spark.sql.catalog.{settings.catalog_name}"
     s3a = "spark.hadoop.fs.s3a"
     return {
-        DRIVER_JAVA_OPTIONS: driver_java_options(settings, *class_sharing_options(settings)),
+        DRIVER_JAVA_OPTIONS: spark_java_options(settings, *class_sharing_options(settings)),
         **cluster_conf(settings),
         # The driver's RPC and block manager listen on the settings' interface only (loopback by
         # default), in local mode too; a cluster's executors reach it there.

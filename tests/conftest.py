@@ -71,13 +71,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 SESSION_S3_SECRET = f"test-secret-{secrets.token_hex(8)}"
 
 
-# The suite's Spark jobs are short and its machine has two cores: their drivers use only the JIT's
-# quick tier, which spends about 40% less CPU starting a driver.
-QUICK_DRIVERS = "-XX:TieredStopAtLevel=1"
+# The suite's JVMs (servers started and stopped, short Spark jobs) live briefly on two cores: they use
+# only the JIT's quick tier, which spends about 40% less CPU starting a JVM.
+QUICK_JVMS = "-XX:TieredStopAtLevel=1"
 
 
 def isolated_settings(name: str, offset: int = TEST_PORT_OFFSET, **overrides) -> Settings:
-    defaults = {"s3_secret_key": SESSION_S3_SECRET, "spark_driver_java_options": QUICK_DRIVERS}
+    defaults = {"s3_secret_key": SESSION_S3_SECRET, "java_options": QUICK_JVMS}
     return dataclasses.replace(Settings.from_env().beside(name, offset), **{**defaults, **overrides})
 
 

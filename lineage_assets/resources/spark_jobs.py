@@ -18,7 +18,7 @@ from lineage_assets.settings import PROJECT_ROOT
 from lineage_assets.spark_conf import (
     class_archive_writing_conf,
     driver_class_archive,
-    driver_java_options,
+    spark_java_options,
     spark_submit_command,
     spark_submit_env,
 )
@@ -48,7 +48,7 @@ class SparkJobsResource(dg.ConfigurableResource):
             if trains:
                 training.parent.mkdir(parents=True, exist_ok=True)
                 conf = class_archive_writing_conf(
-                    conf, training, Path(folder) / "agent-events.jsonl", driver_java_options(settings)
+                    conf, training, Path(folder) / "agent-events.jsonl", spark_java_options(settings)
                 )
             command = spark_submit_command(
                 settings,

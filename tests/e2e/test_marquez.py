@@ -153,7 +153,8 @@ def test_marquez_keeps_each_check_evaluation_as_a_completed_run_with_its_asserti
     assert emitter_for(settings).flush(timeout=DELIVERY_TIMEOUT_S)
     stored = marquez.events(limit=5000)
     for check in CHECKS.values():
-        completes = [e for e in stored if e["job"]["name"] == check.lineage_name and e["eventType"] == "COMPLETE"]
+        ours = {"namespace": settings.lineage_namespace, "name": check.lineage_name}  # not another test's pipeline's
+        completes = [e for e in stored if e["job"] == ours and e["eventType"] == "COMPLETE"]
         assert len(completes) == len(runs), check.name  # one evaluation per pipeline run
         for event in completes:
             assert marquez.run(event["run"]["runId"])["state"] == "COMPLETED"

@@ -42,13 +42,13 @@ def test_the_first_successful_job_writes_the_archive_that_later_drivers_map(sett
     with pytest.raises(SparkJobError, match="invalid int value: 'many'"):
         spark_jobs.submit(str(probe), ["--rows", "many"])
     assert not archive.exists() and list(archive.parent.iterdir()) == []  # a failed job's archive is not kept
-    assert spark_conf.spark_conf(settings)[spark_conf.DRIVER_JAVA_OPTIONS] == spark_conf.driver_java_options(settings)
+    assert spark_conf.spark_conf(settings)[spark_conf.DRIVER_JAVA_OPTIONS] == spark_conf.spark_java_options(settings)
 
     assert spark_jobs.submit(str(probe), ["--rows", "5"]) == {"rows": 5}
     assert archive.is_file() and [p.name for p in archive.parent.iterdir()] == [archive.name]
     assert (
         spark_conf.spark_conf(settings)[spark_conf.DRIVER_JAVA_OPTIONS]
-        == f"{spark_conf.JVM_OPTIONS} -XX:SharedArchiveFile={archive} {settings.spark_driver_java_options}".strip()
+        == f"{spark_conf.JVM_OPTIONS} -XX:SharedArchiveFile={archive} {settings.spark_spark_java_options}".strip()
     )
 
     # -Xshare:on makes the JVM refuse to start unless it maps the archive.

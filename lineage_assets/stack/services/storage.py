@@ -228,7 +228,7 @@ S3: Service = Service(
     replaced_by=("s3_endpoint",),
     ports=lambda s: [s.s3_port],
     command=lambda s: [
-        java(),
+        *java(s),
         "-Xmx512m",
         "-jar",
         S3.single_jar(s),
