@@ -87,10 +87,12 @@ lint: $(BIN)/lineage-assets
 	$(BIN)/mypy
 
 # The whole suite under coverage.py (settings in pyproject.toml), then the figure against its floor.
+# Two workers side by side, each running whole groups of tests (tests/suite.py says which).
 COVERAGE := COVERAGE_FILE=$(CURDIR)/.coverage $(BIN)/coverage
+PARALLEL := -n 2 --dist loadgroup --no-loadscope-reorder
 test: setup lint engine
 	@rm -f .coverage .coverage.*
-	$(COVERAGE) run -m pytest -q -ra
+	$(COVERAGE) run -m pytest -q -ra $(PARALLEL)
 	$(COVERAGE) combine -q
 	$(COVERAGE) report --skip-covered --sort=cover
 

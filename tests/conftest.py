@@ -7,68 +7,30 @@ running stack is never touched; it is started once per session and stopped at th
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import os
 import secrets
 import shutil
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
+from lineage_assets.lineage.event_log import file_lock
 from lineage_assets.processes import command_line, pids_naming, terminate
 from lineage_assets.settings import Settings
 from lineage_assets.stack.supervisor import Supervisor
 
 TEST_PORT_OFFSET = 10000
 
-# The suite's tiers: a test is marked with each tier whose fixture it uses, directly or through other
-# fixtures; a test with none of them is pure (no JVM, no server). Listed from the most specific one,
-# which is the tier a test is counted in at the end.
-TIER_FIXTURES = {
-    "browser": {"browser"},  # Debian's Chromium, against the test stack
-    "docker": {"engine"},  # a Docker engine and the project's image
-    "cluster": {"cluster_profile"},  # three Kafka brokers and a Spark standalone cluster
-    "stack": {"stack", "stack_of_its_own"},  # real servers
-    "spark": {"spark", "spark_jobs"},  # a Spark JVM: the in-process session, or spark-submit
-}
-PURE = "pure"
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        used = set(getattr(item, "fixturenames", ()))
-        for tier, fixtures in TIER_FIXTURES.items():
-            if fixtures & used:
-                item.add_marker(tier)
-
-
-_tier_totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    # A report carries its test's markers as keywords, also when it comes from another process.
-    tier = next((tier for tier in TIER_FIXTURES if tier in report.keywords), PURE)
-    _tier_totals[tier]["seconds"] += report.duration
-    if report.when == "call" or (report.when == "setup" and not report.passed):
-        _tier_totals[tier]["tests"] += 1
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if not _tier_totals:
-        return
-    terminalreporter.section("tiers")
-    for tier in [*TIER_FIXTURES, PURE][::-1]:
-        if tier in _tier_totals:
-            counts = _tier_totals[tier]
-            terminalreporter.write_line(
-                f"{tier:<8} {int(counts['tests']):>4} tests  {counts['seconds'] / 60:6.1f} min"
-                " (set-up, call and tear-down, shared fixtures counted where they start)"
-            )
+pytest_plugins = ["tests.suite"]
 
 
 # An S3 credential of the session's own, which the exposure tests look for everywhere; every stack of
-# the session has it, since some share the test stack's S3.
-SESSION_S3_SECRET = f"test-secret-{secrets.token_hex(8)}"
+# the session has it, since some share the test stack's S3. The workers of one parallel run share it
+# (they share the test stack), derived from their run's id.
+_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+SESSION_S3_SECRET = f"test-secret-{hashlib.sha256(_RUN.encode()).hexdigest()[:16] if _RUN else secrets.token_hex(8)}"
 
 
 # The suite's JVMs (servers started and stopped, short Spark jobs) live briefly on two cores: they use
@@ -126,15 +88,32 @@ def settings() -> Settings:
 
 @pytest.fixture(scope="session")
 def stack(settings: Settings):
+    """The test stack, started afresh by the first process of a run that needs it; the other workers of
+    a parallel run use it as it is (``tests/suite.py`` stops it once they are all done)."""
     supervisor = Supervisor(settings, progress=print)
-    supervisor.down()  # whatever an interrupted earlier session left behind
-    # An earlier session's lineage senders too: still lingering, each would deliver this session's
-    # new log again (it holds the lock of the log folder deleted here, not of the new one).
-    terminate(pids_naming(settings.lineage_dir), timeout=10)
-    shutil.rmtree(settings.state_dir, ignore_errors=True)
-    supervisor.up()
+    with file_lock(settings.state_dir.with_name(f"{settings.state_dir.name}.lock")):
+        if not started_for_this_run(settings):
+            supervisor.down()  # whatever an interrupted earlier session left behind
+            # An earlier session's lineage senders too: still lingering, each would deliver this session's
+            # new log again (it holds the lock of the log folder deleted here, not of the new one).
+            terminate(pids_naming(settings.lineage_dir), timeout=10)
+            shutil.rmtree(settings.state_dir, ignore_errors=True)
+            supervisor.up()
+            if _RUN:
+                (settings.state_dir / STARTED_FOR).write_text(_RUN)
+        else:
+            supervisor.up()  # already running: each service is found healthy
     yield supervisor
-    supervisor.down()
+    if not _RUN:
+        supervisor.down()
+
+
+STARTED_FOR = "started-for-run"
+
+
+def started_for_this_run(settings: Settings) -> bool:
+    marker = settings.state_dir / STARTED_FOR
+    return _RUN is not None and marker.is_file() and marker.read_text() == _RUN
 
 
 @pytest.fixture

@@ -24,6 +24,9 @@ from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.resources.settings import SettingsResource
 from tests.e2e.test_pipeline import GENERATED, VALID, expected_hourly_stats
 from tests.openlineage_schemas import validate_event
+from tests.suite import SHARED_PIPELINE
+
+pytestmark = pytest.mark.xdist_group(SHARED_PIPELINE)  # the test stack's own topics, tables and lineage
 
 
 @pytest.fixture(scope="module")

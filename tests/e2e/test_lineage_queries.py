@@ -14,6 +14,9 @@ from lineage_assets.datasets import LAKEHOUSE_ORDERS, SUPPLIER_STATS
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.events import PRODUCER
 from lineage_assets.lineage.queries import ask
+from tests.suite import SHARED_PIPELINE
+
+pytestmark = pytest.mark.xdist_group(SHARED_PIPELINE)  # the test stack's own topics, tables and lineage
 
 
 def lineage_command(settings, *arguments) -> subprocess.CompletedProcess:

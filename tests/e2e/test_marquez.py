@@ -11,6 +11,7 @@ import urllib.request
 from collections import Counter
 
 import dagster as dg
+import pytest
 from openlineage.client.uuid import generate_new_uuid
 
 from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORCHESTRATOR_JOB, ORDERS, SUPPLIER_STATS
@@ -22,8 +23,12 @@ from lineage_assets.lineage.event_log import file_lock
 from lineage_assets.lineage.events import PRODUCER, column_lineage_facet
 from lineage_assets.lineage.marquez import MarquezApi, dataset_node, lineage_nodes
 from lineage_assets.resources.settings import SettingsResource
+from tests.conftest import pipeline_of_its_own
 from tests.e2e.conftest import DELIVERY_TIMEOUT_S
 from tests.marquez_graph import dataset_names, job_node
+from tests.suite import SHARED_PIPELINE
+
+pytestmark = pytest.mark.xdist_group(SHARED_PIPELINE)  # the test stack's own topics, tables and lineage
 
 
 def dagster_runs_of(settings, dagster_job: str) -> set[str]:
@@ -215,23 +220,35 @@ def test_each_overwrite_of_supplier_stats_is_one_dataset_version_in_marquez(runs
 
 
 def test_a_materialization_while_marquez_is_down_arrives_once_in_order_when_it_is_back(
-    stack, marquez, settings, instance
+    stack, settings, stack_of_its_own
 ):
-    emitter = emitter_for(settings)
-    definitions = build_definitions(SettingsResource.of(settings))
-    stack.down(["marquez"])
+    """On a Marquez of its own (and its PostgreSQL), the test stack's other servers shared: stopping the
+    test stack's Marquez would fail whatever else reads it meanwhile."""
+    shared = {
+        "kafka_bootstrap": settings.kafka_servers,
+        "registry_url": settings.schema_registry_url,
+        "s3_endpoint": settings.s3_url,
+        "catalog_url": settings.iceberg_catalog_url,
+    }
+    own_stack = stack_of_its_own("marquez-down", offset=10300, **shared)
+    own = pipeline_of_its_own(own_stack.settings, "marquez-down")
+    own_stack.up(["marquez"])
+    marquez = MarquezApi(own.marquez_api_url)
+    emitter = emitter_for(own)
+    definitions = build_definitions(SettingsResource.of(own))
+    own_stack.down(["marquez"])
     try:
         result = dg.materialize(
             [*definitions.assets],
             selection=[dg.AssetKey("orders")],
             resources=definitions.resources,
-            instance=instance,
+            instance=dg.DagsterInstance.ephemeral(),
             run_config={"ops": {"orders": {"config": {"count": 3}}}},
         )
         assert result.success
         assert emitter.pending() >= 4  # the Dagster run's and the asset run's START and COMPLETE wait in the log
     finally:
-        stack.up(["marquez"])
+        own_stack.up(["marquez"])
     assert emitter.flush(timeout=DELIVERY_TIMEOUT_S)
 
     dagster_run = next(
@@ -240,7 +257,7 @@ def test_a_materialization_while_marquez_is_down_arrives_once_in_order_when_it_i
         if e["job"]["name"] == ORCHESTRATOR_JOB
         and {"key": "dagster.run_id", "value": result.run_id, "source": "DAGSTER"} in e["run"]["facets"]["tags"]["tags"]
     )
-    ours = {dagster_run["run"]["runId"], *asset_runs_under(settings, ORDERS, {dagster_run["run"]["runId"]})}
+    ours = {dagster_run["run"]["runId"], *asset_runs_under(own, ORDERS, {dagster_run["run"]["runId"]})}
     assert len(ours) == 2
     stored = Counter((e["run"]["runId"], e["eventType"]) for e in marquez.events() if e["run"]["runId"] in ours)
     assert stored == Counter({(run, kind): 1 for run in ours for kind in ("START", "COMPLETE")})

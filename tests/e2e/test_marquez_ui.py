@@ -20,6 +20,9 @@ from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, SUPPLIER
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.marquez import dataset_node
 from tests.marquez_graph import job_node
+from tests.suite import SHARED_PIPELINE
+
+pytestmark = pytest.mark.xdist_group(SHARED_PIPELINE)  # the test stack's own topics, tables and lineage
 
 DELIVERY_TIMEOUT_S = 90  # as in test_marquez.py: a sender backing off from Marquez waits up to 30 s between tries
 # What marquez-web does to names on the graph's nodes (web/src/routes/table-level/*Node.tsx: truncateText).

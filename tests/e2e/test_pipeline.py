@@ -12,6 +12,7 @@ import json
 from collections import Counter, defaultdict
 from decimal import Decimal
 
+import pytest
 from confluent_kafka import Consumer
 
 from lineage_assets.datasets import iceberg_table_name
@@ -19,6 +20,9 @@ from lineage_assets.generator import BAD_KINDS, generate_orders
 from lineage_assets.job_specs import PROGRESS_PREFIX
 from lineage_assets.spark_conf import committed_table
 from tests.e2e.conftest import GENERATOR
+from tests.suite import SHARED_PIPELINE
+
+pytestmark = pytest.mark.xdist_group(SHARED_PIPELINE)  # the test stack's own topics, tables and lineage
 
 GENERATED = list(generate_orders(GENERATOR))
 VALID = [o for o in GENERATED if o.kind not in BAD_KINDS]

@@ -4,6 +4,8 @@ the files the archive added, held against Kafka, Iceberg and S3 themselves."""
 
 from __future__ import annotations
 
+import pytest
+
 from lineage_assets.assets.common import asset_key
 from lineage_assets.assets.run_lineage import dagster_run_of
 from lineage_assets.datasets import (
@@ -22,6 +24,9 @@ from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.stack.services.storage import s3_client
 from tests.e2e.conftest import GENERATOR
 from tests.provenance_checks import completed, offsets_behind, recomputed_day, without_times, written_day
+from tests.suite import SHARED_PIPELINE
+
+pytestmark = pytest.mark.xdist_group(SHARED_PIPELINE)  # the test stack's own topics, tables and lineage
 
 
 def read_of(event: dict, dataset, settings) -> dict:

@@ -30,6 +30,9 @@ CHANGED_JOB = """
 from pyspark.sql import functions as F
 
 from spark import {module}, transforms
+from tests.suite import SHARED_PIPELINE
+
+pytestmark = pytest.mark.xdist_group(SHARED_PIPELINE)  # the test stack's own topics, tables and lineage
 
 original = transforms.{transform}
 transforms.{transform} = lambda frame: {change}

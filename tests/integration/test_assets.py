@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import dagster as dg
+import pytest
 
 from lineage_assets.assets.orders import OrdersConfig, orders_definitions
 from lineage_assets.datasets import ORDERS
 from lineage_assets.definitions import build_resources
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.resources.settings import SettingsResource
+from tests.suite import SHARED_PIPELINE
+
+pytestmark = pytest.mark.xdist_group(SHARED_PIPELINE)  # the test stack's own topics, tables and lineage
 
 
 def test_orders_asset_produces_the_configured_orders_and_reports_them(stack, settings):

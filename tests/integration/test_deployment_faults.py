@@ -30,6 +30,7 @@ from tests.integration.test_deployments import (  # noqa: F401  (module fixtures
     rows_with_ids,
     run_events,
 )
+from tests.suite import SHARED_PIPELINE
 
 TERMINAL = ("FAIL", "ABORT", "COMPLETE")
 
@@ -63,7 +64,10 @@ def seconds_to(fail: dict, killed_at: float) -> float:
     return round(dt.datetime.fromisoformat(fail["eventTime"]).timestamp() - killed_at, 1)
 
 
-pytestmark = pytest.mark.usefixtures("environment")  # the stack's topics and schema
+pytestmark = [
+    pytest.mark.usefixtures("environment"),  # the stack's topics and schema
+    pytest.mark.xdist_group(SHARED_PIPELINE),  # the test stack's own topics, tables and lineage
+]
 
 
 class Scenario:

@@ -32,6 +32,9 @@ from lineage_assets.streaming.deployments import LocalDeployments
 from lineage_assets.streaming.folder import read_json
 from tests.conftest import pipeline_of_its_own, wait_for
 from tests.openlineage_schemas import validate_event
+from tests.suite import SHARED_PIPELINE
+
+pytestmark = pytest.mark.xdist_group(SHARED_PIPELINE)  # the test stack's own topics, tables and lineage
 
 NAME = LAKEHOUSE_ORDERS.key
 

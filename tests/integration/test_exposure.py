@@ -14,6 +14,9 @@ from lineage_assets.stack.services.engine import CONTAINER_SECRETS
 from lineage_assets.streaming.deployments import LocalDeployments
 from tests.conftest import wait_for
 from tests.integration.test_deployments import orders_topic_ready, processes_of
+from tests.suite import SHARED_PIPELINE
+
+pytestmark = pytest.mark.xdist_group(SHARED_PIPELINE)  # the test stack's own topics, tables and lineage
 
 NAME = "orders_archive"
 

@@ -15,6 +15,9 @@ from lineage_assets.streaming.deployments import DeploymentError, LocalDeploymen
 from lineage_assets.streaming.exclusive import running
 from tests.conftest import wait_for
 from tests.integration.test_deployments import orders_topic_ready
+from tests.suite import SHARED_PIPELINE
+
+pytestmark = pytest.mark.xdist_group(SHARED_PIPELINE)  # the test stack's own topics, tables and lineage
 
 
 def catch_up(environment) -> dg.ExecuteInJobResult:

@@ -108,19 +108,22 @@ def test_iceberg_table_in_lakehouse_catalog_writes_to_warehouse(stack, spark, se
     assert any(key.endswith(".parquet") for key in keys)
 
 
-def test_up_twice_keeps_one_process_per_service_and_down_leaves_none(stack, settings):
-    before = sorted(_processes_using(settings.state_dir))
-    # Every service this stack runs: those the settings want, and any started by name (the engine).
-    assert len(before) == len([status for status in stack.status(list(stack.services)) if status.running])
-    again = Supervisor(settings).up()
+def test_up_twice_keeps_one_process_per_service_and_one_stops_alone(stack_of_its_own):
+    # A stack of its own: stopping one of the test stack's servers would fail whatever else uses it meanwhile.
+    own = stack_of_its_own("up-twice-probe", offset=11000)
+    servers = ["postgres", "s3"]
+    own.up(servers)
+    before = sorted(_processes_using(own.settings.state_dir))
+    assert len(before) == len([status for status in own.status(list(own.services)) if status.running]) == 2
+    again = Supervisor(own.settings).up(servers)
     assert all(status.healthy for status in again)
-    assert sorted(_processes_using(settings.state_dir)) == before
+    assert sorted(_processes_using(own.settings.state_dir)) == before
 
     # Stopping one service stops exactly its process, then it comes back.
-    s3_pid = next(status.pid for status in stack.status(["s3"]))
-    assert stack.down(["s3"]) == ["s3"]
-    assert sorted(_processes_using(settings.state_dir)) == sorted(set(before) - {s3_pid})
-    assert stack.up(["s3"])[0].healthy
+    s3_pid = next(status.pid for status in own.status(["s3"]))
+    assert own.down(["s3"]) == ["s3"]
+    assert sorted(_processes_using(own.settings.state_dir)) == sorted(set(before) - {s3_pid})
+    assert own.up(["s3"])[0].healthy
 
 
 def test_down_stops_every_service_it_started(stack_of_its_own):

@@ -12,6 +12,7 @@ import datetime as dt
 import time
 import urllib.parse
 import urllib.request
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -24,11 +25,25 @@ from lineage_assets.lineage.check import check, check_marquez
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.lineage.spark_agent import SparkApplication
-from lineage_assets.processes import pids_naming
-from lineage_assets.settings import PROJECT_ROOT
+from lineage_assets.processes import command_line
 from tests.conftest import wait_for
+from tests.integration.test_exposure import descendants
+from tests.suite import SHARED_PIPELINE
 from tests.ui.dagster_dev import RUN_TIMEOUT_S
 from tests.ui.dagster_dev import dagster_dev as running_dagster_dev
+
+pytestmark = pytest.mark.xdist_group(SHARED_PIPELINE)  # the test stack's own topics, tables and lineage
+
+
+def spark_job_of(events_file: Path) -> set[int]:
+    """A run's Spark job: the driver whose arguments name its application's events file, and its children."""
+    drivers = {
+        int(entry.name)
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit()
+        and any(argument.endswith(f"={events_file}") for argument in command_line(int(entry.name)) or ())
+    }
+    return descendants(drivers)
 
 
 def _run_and_ancestors(event: dict) -> set[str]:
@@ -184,11 +199,13 @@ def test_a_run_terminated_while_spark_works_ends_every_lineage_run_aborted_and_l
         wait_for(
             lambda: spark_events.is_file() and spark_events.stat().st_size > 0, RUN_TIMEOUT_S, "Spark application START"
         )
+        spark_job = spark_job_of(spark_events)  # other tests' jobs of the same script may run meanwhile
+        assert spark_job
         client.terminate_run(run_id)
         (run,) = wait_for_runs(instance, lambda r: r.run_id == run_id, timeout_s=120)
         assert run.status == dg.DagsterRunStatus.CANCELED
 
-    wait_for(lambda: not pids_naming(PROJECT_ROOT / SUPPLIER_STATS.job.source), 30, "end of the Spark job")
+    wait_for(lambda: not any(command_line(pid) for pid in spark_job), 30, "end of the Spark job")
 
     def family() -> list[dict]:
         return [e for e in emitter.events() if dagster_run.lineage_run_id in _run_and_ancestors(e)]
