@@ -17,10 +17,12 @@ def command_line(pid: int) -> list[str] | None:
     """The arguments of a live process; None when it is gone or a zombie (exited, not yet reaped)."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        arguments = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except (OSError, IndexError):
         return None
-    return None if state in ("Z", "X") else [part.decode(errors="replace") for part in arguments if part]
+    # An empty argument is an argument: a command given one is still known by its whole command line.
+    arguments = raw.removesuffix(b"\0").split(b"\0") if raw else []  # a kernel thread has none
+    return None if state in ("Z", "X") else [part.decode(errors="replace") for part in arguments]
 
 
 def names(arguments: list[str] | None, path: Path) -> bool:

@@ -24,15 +24,15 @@ from lineage_assets.lineage.check import check, check_marquez
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.resources.settings import SettingsResource
 from tests.e2e.conftest import DELIVERY_TIMEOUT_S
+from tests.suite import SHARED_PIPELINE
+
+pytestmark = pytest.mark.xdist_group(SHARED_PIPELINE)  # the test stack's own topics, tables and lineage
 
 # A job with one change a careless edit would make, applied to one of its transforms.
 CHANGED_JOB = """
 from pyspark.sql import functions as F
 
 from spark import {module}, transforms
-from tests.suite import SHARED_PIPELINE
-
-pytestmark = pytest.mark.xdist_group(SHARED_PIPELINE)  # the test stack's own topics, tables and lineage
 
 original = transforms.{transform}
 transforms.{transform} = lambda frame: {change}

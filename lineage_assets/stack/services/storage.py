@@ -67,7 +67,7 @@ def _chown_for(path: Path, user: str | None) -> None:
 def _prepare_postgres(settings: Settings) -> None:
     data = POSTGRES.data_dir(settings)
     user = _postgres_user()
-    (data / "socket").mkdir(parents=True, exist_ok=True)
+    data.mkdir(parents=True, exist_ok=True)
     _chown_for(data, user)
     if (data / "pgdata" / "PG_VERSION").exists():
         return
@@ -150,8 +150,10 @@ POSTGRES = Service(
         str(s.postgres_port),
         "-c",
         f"listen_addresses={s.host}",
-        "-k",
-        str(s.state_dir / "postgres" / "socket"),
+        # No Unix-domain socket: every client connects over TCP, and a socket's path (at most 107 bytes)
+        # would make a state folder deep enough unusable.
+        "-c",
+        "unix_socket_directories=",
     ],
     healthy=_postgres_healthy,
     address=lambda s: f"postgresql://{s.host}:{s.postgres_port}",

@@ -1,0 +1,20 @@
+"""Processes as /proc shows them: a process is known by its pid and its whole command line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from lineage_assets.processes import command_line
+
+
+def test_a_command_with_an_empty_argument_is_known_by_its_whole_command_line():
+    # A service started with an empty argument (an option given as nothing, `-k ""`) must still be
+    # recognized as running by the supervisor, and stopped by `stack down`, never left behind.
+    command = [sys.executable, "-c", "import sys; sys.stdin.read()", "", "last"]
+    with subprocess.Popen(command, stdin=subprocess.PIPE) as process:
+        try:
+            assert command_line(process.pid) == command
+        finally:
+            process.communicate(b"")
+    assert command_line(process.pid) is None
