@@ -125,7 +125,7 @@ def ceiling(settings: Settings, count: int) -> float:
         config.flush()
         done = subprocess.run(
             [
-                *java(settings),
+                java(),
                 "-cp",
                 KAFKA.jar_classpath(settings),
                 f"-Dlog4j2.configurationFile={CONF_DIR / 'jvm-log4j2.properties'}",

@@ -158,11 +158,11 @@ class Settings:
         "`lineage-assets settings`) also makes the stack run that cluster",
     )
     spark_driver_memory: str = _setting("2g", "driver memory of the Spark jobs")
-    java_options: str = _setting(
+    spark_java_options: str = _setting(
         "",
-        "JVM options added to every JVM the project starts: the local stack's servers, the Spark drivers and "
-        "executors. -XX:TieredStopAtLevel=1 (the JIT's quick tier only) makes a short-lived JVM spend about 40% "
-        "less CPU starting, at the cost of slower long work; the test stack sets it",
+        "JVM options added to the Spark drivers' and executors' own. -XX:TieredStopAtLevel=1 (the JIT's quick "
+        "tier only) makes a short job's driver spend about 40% less CPU, at the cost of slower long jobs; "
+        "the test stack sets it",
     )
     spark_worker_cores: int = _setting(
         4,

@@ -121,7 +121,7 @@ def class_sharing_options(settings: Settings) -> list[str]:
 
 def spark_java_options(settings: Settings, *more: str) -> str:
     """A driver's or an executor's JVM options: the platform's, then ``more``, then the settings' own."""
-    return " ".join([JVM_OPTIONS, *more, *settings.java_options.split()])
+    return " ".join([JVM_OPTIONS, *more, *settings.spark_java_options.split()])
 
 
 def class_archive_writing_conf(

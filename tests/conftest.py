@@ -33,13 +33,13 @@ _RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")
 SESSION_S3_SECRET = f"test-secret-{hashlib.sha256(_RUN.encode()).hexdigest()[:16] if _RUN else secrets.token_hex(8)}"
 
 
-# The suite's JVMs (servers started and stopped, short Spark jobs) live briefly on two cores: they use
-# only the JIT's quick tier, which spends about 40% less CPU starting a JVM.
-QUICK_JVMS = "-XX:TieredStopAtLevel=1"
+# The suite's Spark jobs are short and its machine has two cores: their JVMs use only the JIT's quick
+# tier, which spends about 40% less CPU on a short job (the servers, long-lived, keep the full JIT).
+QUICK_SPARK = "-XX:TieredStopAtLevel=1"
 
 
 def isolated_settings(name: str, offset: int = TEST_PORT_OFFSET, **overrides) -> Settings:
-    defaults = {"s3_secret_key": SESSION_S3_SECRET, "java_options": QUICK_JVMS}
+    defaults = {"s3_secret_key": SESSION_S3_SECRET, "spark_java_options": QUICK_SPARK}
     return dataclasses.replace(Settings.from_env().beside(name, offset), **{**defaults, **overrides})
 
 

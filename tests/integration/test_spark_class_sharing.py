@@ -48,7 +48,7 @@ def test_the_first_successful_job_writes_the_archive_that_later_drivers_map(sett
     assert archive.is_file() and [p.name for p in archive.parent.iterdir()] == [archive.name]
     assert (
         spark_conf.spark_conf(settings)[spark_conf.DRIVER_JAVA_OPTIONS]
-        == f"{spark_conf.JVM_OPTIONS} -XX:SharedArchiveFile={archive} {settings.java_options}".strip()
+        == f"{spark_conf.JVM_OPTIONS} -XX:SharedArchiveFile={archive} {settings.spark_java_options}".strip()
     )
 
     # -Xshare:on makes the JVM refuse to start unless it maps the archive.

@@ -111,9 +111,5 @@ def tool(name: str, install: str) -> str:
     return found
 
 
-def java(settings: Settings) -> list[str]:
-    """The command that starts a JVM with the settings' options (the servers' own follow it)."""
-    return [
-        tool("java", "the stack needs a Java 17+ runtime (apt-get install openjdk-17-jre-headless)"),
-        *settings.java_options.split(),
-    ]
+def java() -> str:
+    return tool("java", "the stack needs a Java 17+ runtime (apt-get install openjdk-17-jre-headless)")

@@ -44,7 +44,7 @@ ICEBERG_REST: Service = Service(
     replaced_by=("catalog_url",),
     ports=lambda s: [s.iceberg_rest_port],
     command=lambda s: [
-        *java(s),
+        java(),
         "-Xmx512m",
         f"-Dlog4j2.configurationFile={CONF_DIR / 'jvm-log4j2.properties'}",
         "-cp",
@@ -67,7 +67,7 @@ REGISTRY: Service = Service(
     replaced_by=("registry_url",),
     ports=lambda s: [s.registry_port],
     command=lambda s: [
-        *java(s),
+        java(),
         "-Xmx512m",
         f"-Dquarkus.http.host={s.host}",
         f"-Dquarkus.http.port={s.registry_port}",

@@ -68,7 +68,7 @@ def _prepare_kafka_node(settings: Settings, node: int) -> None:
         return  # formatted once; formatting again would wipe the topics
     subprocess.run(
         [
-            *java(settings),
+            java(),
             "-cp",
             KAFKA.jar_classpath(settings),
             f"-Dlog4j2.configurationFile={CONF_DIR / 'jvm-log4j2.properties'}",
@@ -106,7 +106,7 @@ def _kafka_name(node: int) -> str:
 def kafka_node(node: int) -> Service:
     def command(settings: Settings) -> list[str]:
         return [
-            *java(settings),
+            java(),
             "-Xms256m",
             "-Xmx1g",
             "-XX:+UseG1GC",

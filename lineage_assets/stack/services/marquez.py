@@ -181,7 +181,7 @@ def marquez_command(settings: Settings, command: str, *options: str) -> list[str
     """Marquez's ``command`` (``server``; ``db-retention`` and its other tools) with the stack's configuration."""
     configuration = MARQUEZ.data_dir(settings) / "marquez.yml"
     return [
-        *java(settings),
+        java(),
         "-Xmx1g",
         "-cp",
         MARQUEZ.jar_classpath(settings),

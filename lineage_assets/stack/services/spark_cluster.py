@@ -20,7 +20,7 @@ from lineage_assets.stack.services.base import (
 def _spark_daemon(settings: Settings, main_class: str, *arguments: str) -> list[str]:
     # Spark's launcher (bin/spark-class) ends in `exec java -cp <jars> <class>`: run that command
     # itself, so the supervisor finds the process under the command line it recorded.
-    return [*java(settings), "-Xmx512m", "-cp", f"{spark_home() / 'jars'}/*", main_class, *arguments]
+    return [java(), "-Xmx512m", "-cp", f"{spark_home() / 'jars'}/*", main_class, *arguments]
 
 
 def _spark_env(settings: Settings) -> dict[str, str]:

@@ -230,7 +230,7 @@ S3: Service = Service(
     replaced_by=("s3_endpoint",),
     ports=lambda s: [s.s3_port],
     command=lambda s: [
-        *java(s),
+        java(),
         "-Xmx512m",
         "-jar",
         S3.single_jar(s),
