@@ -14,7 +14,6 @@ from __future__ import annotations
 from bench.measure import median
 from bench.table_upkeep_job import TableUpkeepReport
 from lineage_assets.datasets import iceberg_table_name
-from lineage_assets.job_specs import SNAPSHOTS_RETAINED
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 
@@ -27,14 +26,15 @@ def run(environment: SettingsResource, quick: bool) -> dict:
     count = QUICK_COMMITS if quick else FULL_COMMITS
     spark_jobs = SparkJobsResource(environment=environment)
     table = iceberg_table_name(environment.settings, "bench_table_upkeep")
-    arguments = ["--table", table, "--commits", str(count), "--window", str(WINDOW)]
+    kept = environment.settings.snapshots_kept
+    arguments = ["--table", table, "--commits", str(count), "--window", str(WINDOW), "--retain-last", str(kept)]
     report = TableUpkeepReport(**spark_jobs.submit("bench/table_upkeep_job.py", arguments))
-    fresh = median(report.commit_ms[SNAPSHOTS_RETAINED : SNAPSHOTS_RETAINED + WINDOW])
+    fresh = median(report.commit_ms[kept : kept + WINDOW])
     aged = median(report.commit_ms[-WINDOW:])
     upkept = median(report.commit_after_ms)
     return {
         "name": "table_upkeep",
-        "target": f"a commit after the upkeep <= {TARGET}x one at {SNAPSHOTS_RETAINED} snapshots",
+        "target": f"a commit after the upkeep <= {TARGET}x one at {kept} snapshots",
         # A fresh table has no file as old as the orphan age: a deleted one would be a referenced one.
         "met": upkept / fresh <= TARGET and report.same_totals and not report.orphans["deleted_orphan_files"],
         "commits": count,
@@ -59,8 +59,9 @@ def summary(result: dict) -> str:
     deleted = sum(count for name, count in expired.items() if name.startswith("deleted_"))
     return (
         f"a commit at {result['commits']:,} snapshots {result['aged_ms']} ms vs {result['fresh_ms']} ms at "
-        f"{SNAPSHOTS_RETAINED} (**{result['aged_ratio']}x**); the day's read {result['read_ms']} ms; the upkeep "
-        f"compacted {compacted['rewritten_data_files_count']:,} files into {compacted['added_data_files_count']}, "
+        f"{expired['snapshots_after']} (**{result['aged_ratio']}x**); the day's read {result['read_ms']} ms; "
+        f"the upkeep compacted {compacted['rewritten_data_files_count']:,} files into "
+        f"{compacted['added_data_files_count']}, "
         f"expired {expired['snapshots_before'] - expired['snapshots_after']:,} snapshots and deleted {deleted:,} "
         f"files in {result['upkeep_s']} s (the orphan scan {result['orphans_s']} s of it), then a commit "
         f"{result['upkept_ms']} ms (**{result['upkept_ratio']}x**) "

@@ -24,7 +24,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lineage_assets.datasets import LAKEHOUSE_ORDERS
-from lineage_assets.job_specs import SNAPSHOTS_RETAINED, Report, table_columns
+from lineage_assets.job_specs import Report, table_columns
 from lineage_assets.settings import Settings
 from spark import transforms
 from spark.ingest_orders import BATCH_PROPERTY, PARTITIONED_BY, QUERY_PROPERTY, WRITE_PROPERTIES
@@ -56,6 +56,7 @@ def main() -> None:
     parser.add_argument("--table", required=True)
     parser.add_argument("--commits", type=int, required=True, help="commits before the upkeep")
     parser.add_argument("--window", type=int, required=True, help="commits after it")
+    parser.add_argument("--retain-last", type=int, required=True, help="snapshots the upkeep keeps")
     parser.add_argument("--report", required=True)
     args = parser.parse_args()
     started = time.monotonic()
@@ -110,7 +111,7 @@ def main() -> None:
     before = time.perf_counter()
     compacted = compact(spark, args.table, DAY + dt.timedelta(days=1))
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
-    expired = expire(spark, args.table, now, SNAPSHOTS_RETAINED)
+    expired = expire(spark, args.table, now, args.retain_last)
     orphans_started = time.perf_counter()
     orphans = remove_orphans(spark, args.table, now - dt.timedelta(hours=Settings.orphan_file_age_hours))
     upkeep_s = round(time.perf_counter() - before, 2)

@@ -244,17 +244,13 @@ def supplier_stats_job(settings: Settings, day: dt.date | str) -> JobSpec[Suppli
 
 
 LAKEHOUSE_UPKEEP_SCRIPT = "spark/lakehouse_upkeep.py"
-# Kept whatever their age: a restarted stream looks its last batch's snapshot up among them, and only
-# that stream's runs (one checkpoint, one run at a time) and an hourly compaction commit to `orders`,
-# so it is among the newest.
-SNAPSHOTS_RETAINED = 100
 
 
 def lakehouse_upkeep_arguments(settings: Settings, now: dt.datetime) -> tuple[str, ...]:
     """``spark/lakehouse_upkeep.py``'s arguments: `orders`' days before ``now``'s UTC day compacted
     (the ingestion writes small files; `supplier_stats` rewrites a day whole); both lakehouse tables'
-    snapshots older than the settings' retention before ``now`` expired, and their unreferenced files
-    older than the settings' orphan age deleted."""
+    snapshots older than the settings' retention before ``now`` expired, all but the newest
+    ``snapshots_kept``, and their unreferenced files older than the settings' orphan age deleted."""
     now = now.astimezone(dt.UTC)
 
     def before_now(hours: int) -> str:
@@ -266,7 +262,7 @@ def lakehouse_upkeep_arguments(settings: Settings, now: dt.datetime) -> tuple[st
         *("--table", iceberg_table_name(settings, "orders")),
         *("--table", iceberg_table_name(settings, "supplier_stats")),
         *("--older-than", before_now(settings.snapshot_retention_hours)),
-        *("--retain-last", str(SNAPSHOTS_RETAINED)),
+        *("--retain-last", str(settings.snapshots_kept)),
         *("--orphans-older-than", before_now(settings.orphan_file_age_hours)),
     )
 

@@ -142,8 +142,13 @@ class Settings:
     snapshot_retention_hours: int = _setting(
         6,
         "hours of snapshots the lakehouse tables keep for time travel: the hourly lakehouse_maintenance "
-        "job expires older ones, always keeping the last 100. Each snapshot kept makes every commit "
+        "job expires older ones, always keeping the last SNAPSHOTS_KEPT. Each snapshot kept makes every commit "
         "slower (a deployment committing every 5 s makes 720 an hour)",
+    )
+    snapshots_kept: int = _setting(
+        100,
+        "snapshots each lakehouse table keeps whatever their age; at least 2: a restarted stream looks its "
+        "last batch's snapshot up among them, and only that stream and the hourly compaction commit to `orders`",
     )
     orphan_file_age_hours: int = _setting(
         72,
@@ -266,6 +271,8 @@ class Settings:
         ):
             if getattr(self, name) < 0:
                 bad(name, "0 or more")
+        if self.snapshots_kept < 2:
+            bad("snapshots_kept", "2 or more: a restarted stream looks its last batch's snapshot up among them")
         if self.orphan_file_age_hours < 24:
             bad("orphan_file_age_hours", "24 or more: younger files may belong to a write still in flight")
         if self.deployment_backend not in ("local", "docker"):

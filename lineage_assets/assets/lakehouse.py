@@ -392,8 +392,9 @@ def orders_values_in_range(
 @dg.op(
     description="Compact the small files of `orders`' days before today (UTC; Iceberg's rewrite_data_files), then "
     "expire the lakehouse tables' snapshots older than LINEAGE_ASSETS_SNAPSHOT_RETENTION_HOURS, keeping the last "
-    "100 (Iceberg's expire_snapshots), and the files only they referenced; then delete the files nothing in a "
-    "table references older than LINEAGE_ASSETS_ORPHAN_FILE_AGE_HOURS (Iceberg's remove_orphan_files). No row changes."
+    "LINEAGE_ASSETS_SNAPSHOTS_KEPT (Iceberg's expire_snapshots), and the files only they referenced; then delete "
+    "the files nothing in a table references older than LINEAGE_ASSETS_ORPHAN_FILE_AGE_HOURS (Iceberg's "
+    "remove_orphan_files). No row changes."
 )
 def lakehouse_upkeep(
     context: dg.OpExecutionContext, environment: SettingsResource, spark_jobs: SparkJobsResource

@@ -18,7 +18,7 @@ from lineage_assets.assets.common import asset_key
 from lineage_assets.datasets import LAKEHOUSE_ORDERS, SUPPLIER_STATS, iceberg_table_name
 from lineage_assets.definitions import build_definitions
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
-from lineage_assets.job_specs import SNAPSHOTS_RETAINED, table_columns
+from lineage_assets.job_specs import table_columns
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.lineage.provenance import marquez_runs, provenance, runs_of
@@ -36,7 +36,8 @@ from tests.integration.test_deployments import (
 )
 from tests.provenance_checks import offsets_behind, recomputed_day, without_times, written_day
 
-COMMITS = SNAPSHOTS_RETAINED + 12
+KEPT = 5  # LINEAGE_ASSETS_SNAPSHOTS_KEPT of the probe: a dozen commits more than it keeps
+COMMITS = KEPT + 12
 
 
 def metadata_files(spark, table: str) -> int:
@@ -47,13 +48,19 @@ def metadata_files(spark, table: str) -> int:
 def test_the_upkeep_packs_a_closed_days_files_expires_all_but_the_newest_snapshots_and_keeps_every_row(
     stack, settings, spark
 ):
-    # A namespace of its own, with every snapshot older than the retention: only the newest 100 stay.
-    probe = dataclasses.replace(settings, iceberg_namespace="maintenance_probe", snapshot_retention_hours=0)
+    # A namespace of its own, with every snapshot older than the retention: only the newest KEPT stay.
+    probe = dataclasses.replace(
+        settings, iceberg_namespace="maintenance_probe", snapshot_retention_hours=0, snapshots_kept=KEPT
+    )
     table = iceberg_table_name(probe, "orders")
     spark.sql(f"DROP TABLE IF EXISTS {table} PURGE")
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {probe.catalog_name}.`{probe.iceberg_namespace}`")
-    # As an earlier version of the project made it: without METADATA_PROPERTIES, every metadata file kept.
-    spark.sql(f"CREATE TABLE {table} ({table_columns(LAKEHOUSE_ORDERS)}) USING iceberg PARTITIONED BY (days(bid_time))")
+    # As an earlier version of the project made it: without METADATA_PROPERTIES, every metadata file kept
+    # (its log of KEPT entries, against Iceberg's 100 by default, fills with these few commits).
+    spark.sql(
+        f"CREATE TABLE {table} ({table_columns(LAKEHOUSE_ORDERS)}) USING iceberg PARTITIONED BY (days(bid_time)) "
+        f"TBLPROPERTIES ('write.metadata.previous-versions-max' = '{KEPT}')"
+    )
     for commit in range(COMMITS):
         spark.sql(
             f"INSERT INTO {table} VALUES ('o-{commit}', 'lamp', 1.50, 'Alice', TIMESTAMP_NTZ '2026-11-20 10:00:00')"
@@ -72,15 +79,15 @@ def test_the_upkeep_packs_a_closed_days_files_expires_all_but_the_newest_snapsho
     assert (expired["table"], expired["snapshots_before"], expired["snapshots_after"]) == (
         table,
         COMMITS + 1,  # the compaction's own
-        SNAPSHOTS_RETAINED,
+        KEPT,
     )
     assert expired["current_snapshot_id"] == compacted["current_snapshot_id"] != current
-    assert expired["deleted_manifest_lists_count"] == COMMITS + 1 - SNAPSHOTS_RETAINED
+    assert expired["deleted_manifest_lists_count"] == COMMITS + 1 - KEPT
     assert upkeep["orphans"] == [  # every file just written, unreferenced or not, is younger than the orphan age
         {"table": table, "older_than": upkeep["orphans"][0]["older_than"], "deleted_orphan_files": []}
     ]
     spark.catalog.refreshTable(table)
-    assert spark.table(f"{table}.snapshots").count() == SNAPSHOTS_RETAINED
+    assert spark.table(f"{table}.snapshots").count() == KEPT
     assert spark.table(table).count() == COMMITS  # no data changes
     # From now on the table deletes the metadata file its log lets go at each commit: no more pile up.
     properties = {row.key: row.value for row in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}

@@ -110,7 +110,11 @@ def test_a_batch_bound_that_is_not_a_positive_number_is_refused_naming_it(value,
 
 def test_the_upkeep_compacts_orders_closed_days_expires_both_tables_and_deletes_their_files_past_the_orphan_age():
     settings = Settings(
-        catalog_name="lake", iceberg_namespace="sales", snapshot_retention_hours=6, orphan_file_age_hours=48
+        catalog_name="lake",
+        iceberg_namespace="sales",
+        snapshot_retention_hours=6,
+        snapshots_kept=20,
+        orphan_file_age_hours=48,
     )
     now = dt.datetime(2026, 11, 28, 0, 30, tzinfo=dt.timezone(dt.timedelta(hours=1)))  # 23:30 UTC the day before
     arguments = job_specs.lakehouse_upkeep_arguments(settings, now)
@@ -120,5 +124,5 @@ def test_the_upkeep_compacts_orders_closed_days_expires_both_tables_and_deletes_
     tables = [arguments[i + 1] for i, name in enumerate(arguments) if name == "--table"]
     assert tables == ["lake.`sales`.orders", "lake.`sales`.supplier_stats"]
     assert option(arguments, "--older-than") == "2026-11-27T17:30:00"  # UTC, as the job reads it
-    assert option(arguments, "--retain-last") == "100"
+    assert option(arguments, "--retain-last") == "20"
     assert option(arguments, "--orphans-older-than") == "2026-11-25T23:30:00"
