@@ -7,7 +7,6 @@ import gc
 from collections.abc import Iterable
 
 import dagster as dg
-from dagster_pyspark import PySparkResource
 
 from lineage_assets.assets.archive import archive_definitions
 from lineage_assets.assets.deployments import deployments_definitions
@@ -21,8 +20,8 @@ from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lineage import LineageResource
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
+from lineage_assets.resources.spark_session import CheckSparkResource
 from lineage_assets.settings import Settings
-from lineage_assets.spark_conf import spark_conf
 
 
 def build_resources(environment: SettingsResource) -> dict:
@@ -32,8 +31,8 @@ def build_resources(environment: SettingsResource) -> dict:
         "spark_jobs": SparkJobsResource(environment=environment),
         "lineage": LineageResource(environment=environment),
         # In-process Spark for asset checks that read the tables.
-        "pyspark": PySparkResource(
-            spark_config={**spark_conf(environment.settings), "spark.app.name": "lineage-assets-checks"}
+        "pyspark": CheckSparkResource(
+            environment=environment, spark_config={"spark.app.name": "lineage-assets-checks"}
         ),
     }
 

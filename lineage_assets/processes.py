@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -68,3 +69,49 @@ def terminate(pids: Iterable[int], timeout: float, first_signal: int | Mapping[i
                 pass
     while any(alive(pid) for pid in pids):  # a killed process is gone within moments
         time.sleep(0.05)
+
+
+def descendants(roots: Iterable[int]) -> set[int]:
+    """``roots`` and every live process below them."""
+    parents = {}
+    for proc in Path("/proc").iterdir():
+        try:
+            parents[int(proc.name)] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (ValueError, OSError, IndexError):
+            continue
+    found, grew = set(roots), True
+    while grew:
+        below = {pid for pid, parent in parents.items() if parent in found} - found
+        found |= below
+        grew = bool(below)
+    return found
+
+
+def listeners(pids: Iterable[int]) -> dict[tuple[str, int], int]:
+    """Every listening TCP socket of ``pids`` (those whose open files this process may read): (address,
+    port) -> pid."""
+    inodes = {}
+    for pid in pids:
+        try:
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                target = fd.readlink().as_posix() if fd.is_symlink() else ""
+                if target.startswith("socket:["):
+                    inodes[target[8:-1]] = pid
+        except OSError:
+            continue
+    found = {}
+    for table, family in (("/proc/net/tcp", socket.AF_INET), ("/proc/net/tcp6", socket.AF_INET6)):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:  # no IPv6 on this machine
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] != "0A" or fields[9] not in inodes:  # 0A: LISTEN
+                continue
+            address, port = fields[1].split(":")
+            raw = bytes.fromhex(address)
+            # /proc prints each 32-bit word in host (little-endian) order.
+            raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+            found[(socket.inet_ntop(family, raw), int(port, 16))] = inodes[fields[9]]
+    return found

@@ -23,13 +23,20 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shlex
 import shutil
 import sys
+import tempfile
+import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lineage_assets.lineage.spark_agent import agent_conf
 from lineage_assets.private_files import write_private
 from lineage_assets.settings import PROJECT_ROOT, Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def spark_jars(settings: Settings) -> list[Path]:
@@ -194,6 +201,16 @@ def spark_conf(settings: Settings) -> dict[str, str]:
 SECRET_KEY = re.compile(r"(?i)secret|password|token|access[.]key")
 
 
+def secret_entries(conf: dict[str, str]) -> dict[str, str]:
+    """The entries of ``conf`` Spark treats as secret, as a properties file holds them (a backslash
+    escaped, as Java's ``Properties.load`` reads one)."""
+    return {key: value.replace("\\", "\\\\") for key, value in conf.items() if SECRET_KEY.search(key)}
+
+
+def write_secrets(path: Path, secret: dict[str, str]) -> Path:
+    return write_private(path, "".join(f"{key}={value}\n" for key, value in secret.items()))
+
+
 def spark_submit_command(
     settings: Settings,
     script: Path,
@@ -207,18 +224,46 @@ def spark_submit_command(
     submit = Path(sys.executable).with_name("spark-submit")
     command = [str(submit)]
     conf = {**spark_conf(settings), **(extra_conf or {})}
-    secret = {key: value for key, value in conf.items() if SECRET_KEY.search(key)}
+    secret = secret_entries(conf)
     if secret:
         if secrets_file is None:
             raise ValueError(f"{', '.join(secret)}: secret Spark settings need a secrets file, not the command line")
-        write_private(
-            secrets_file, "".join(f"{key}={value.replace(chr(92), chr(92) * 2)}\n" for key, value in secret.items())
-        )
-        command += ["--properties-file", str(secrets_file)]
+        command += ["--properties-file", str(write_secrets(secrets_file, secret))]
     for key, value in conf.items():
         if key not in secret:
             command += ["--conf", f"{key}={value}"]
     return [*command, str(script), *arguments]
+
+
+# pyspark reads the arguments it adds to the JVM's command line from this variable, once, as it starts the JVM.
+PYSPARK_SUBMIT_ARGS = "PYSPARK_SUBMIT_ARGS"
+_LAUNCHING = threading.Lock()
+
+
+def in_process_session(settings: Settings, extra_conf: dict[str, str] | None = None) -> SparkSession:
+    """A Spark session in this process with the settings' configuration. pyspark starts its JVM with
+    every entry of the session's configuration as a ``--conf`` argument: the secret ones go instead
+    through an owner-only properties file, as for ``spark-submit`` jobs, deleted once the JVM has read
+    it. A session already running in the process is returned as it is."""
+    from pyspark.sql import SparkSession
+
+    conf = {**spark_conf(settings), **(extra_conf or {})}
+    secret = secret_entries(conf)
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        if key not in secret:
+            builder = builder.config(key, value)
+    with _LAUNCHING, tempfile.TemporaryDirectory(prefix="lineage-assets-spark-") as folder:  # owner-only
+        secrets_file = write_secrets(Path(folder) / "secrets.properties", secret)
+        before = os.environ.get(PYSPARK_SUBMIT_ARGS)
+        os.environ[PYSPARK_SUBMIT_ARGS] = f"--properties-file {shlex.quote(str(secrets_file))} pyspark-shell"
+        try:
+            return builder.getOrCreate()
+        finally:
+            if before is None:
+                del os.environ[PYSPARK_SUBMIT_ARGS]
+            else:
+                os.environ[PYSPARK_SUBMIT_ARGS] = before
 
 
 def spark_submit_env() -> dict[str, str]:

@@ -145,16 +145,11 @@ def spark(settings: Settings):
     """One Spark session for the whole test session, with the project's configuration.
 
     Catalogs connect lazily, so unit tests use it without servers; the asset checks'
-    PySparkResource gets this same session back from ``getOrCreate``.
+    ``CheckSparkResource`` gets this same session back from ``getOrCreate``.
     """
-    from pyspark.sql import SparkSession
+    from lineage_assets.spark_conf import in_process_session
 
-    from lineage_assets.spark_conf import spark_conf
-
-    builder = SparkSession.builder.appName("lineage-assets-tests")
-    for key, value in spark_conf(settings).items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    session = in_process_session(settings, {"spark.app.name": "lineage-assets-tests"})
     yield session
     session.stop()
 

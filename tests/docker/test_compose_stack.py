@@ -21,6 +21,7 @@ from lineage_assets.stack.containers import COMPOSE_FILE, STACK_IMAGE, build_sta
 from lineage_assets.stack.services.engine import engine_url
 from lineage_assets.stack.supervisor import Supervisor
 from tests.conftest import isolated_settings, wait_for
+from tests.process_arguments import ArgumentSampler
 
 COMPOSE_PORT_OFFSET = 13200
 PROJECT = "lineage-assets-compose-test"
@@ -104,16 +105,21 @@ def test_every_service_runs_from_the_stack_image_and_answers_where_the_settings_
 
 def test_the_pipeline_runs_on_the_compose_stack_and_both_lineage_checks_are_clean(compose_stack):
     """`lineage-assets demo` against the compose stack, as a user runs it there: in a process of its own,
-    whose Spark session (the asset checks') is the compose stack's, not the test stack's."""
+    whose Spark session (the asset checks') is the compose stack's, not the test stack's. No process on
+    the machine shows the S3 secret in its arguments meanwhile: not the checks' in-process Spark (started
+    by pyspark), not a job's spark-submit, not a container's server."""
     own, _ = compose_stack
-    done = subprocess.run(
-        [sys.executable, "-m", "lineage_assets.cli", *DEMO],
-        env={**os.environ, **own.as_environment()},
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    with ArgumentSampler(own.s3_secret_key.encode()) as arguments:
+        done = subprocess.run(
+            [sys.executable, "-m", "lineage_assets.cli", *DEMO],
+            env={**os.environ, **own.as_environment()},
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]  # every check passed, no lineage gap
+    assert arguments.holding == {}
+    assert arguments.saw(b"lineage-assets-checks", b"pyspark-shell")  # the checks' session was sampled
     rows = dict(line.split() for line in done.stdout.splitlines() if line.startswith("  lakehouse/orders "))
     assert int(rows["lakehouse/orders"]) > 0
     emitter = emitter_for(own)

@@ -25,9 +25,8 @@ from lineage_assets.lineage.check import check, check_marquez
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.lineage.spark_agent import SparkApplication
-from lineage_assets.processes import command_line
+from lineage_assets.processes import command_line, descendants
 from tests.conftest import wait_for
-from tests.integration.test_exposure import descendants
 from tests.suite import SHARED_PIPELINE
 from tests.ui.dagster_dev import RUN_TIMEOUT_S
 from tests.ui.dagster_dev import dagster_dev as running_dagster_dev
