@@ -51,6 +51,14 @@ def _stack(args: argparse.Namespace, settings: Settings) -> int:
         from lineage_assets.definitions import publish_definitions
 
         print(published_line(publish_definitions(settings)), flush=True)
+        # Events a sender that was killed (or went down with the machine) left waiting go now, not at
+        # the next event some run emits.
+        from lineage_assets.lineage.emitter import emitter_for
+
+        emitter = emitter_for(settings)
+        if waiting := emitter.pending():
+            emitter.send_pending()
+            print(f"lineage: a sender delivers the {waiting} events waiting in {emitter.log.segments_dir}", flush=True)
     elif args.action == "down":
         supervisor.down(args.services)
         return 0
@@ -239,9 +247,14 @@ def _delivery_status(emitter) -> int:
         + (f" in {log.dead_letters_path} (`lineage-assets lineage dead-letters`)" if dead else "")
     )
     print(f"backend       {target}")
-    print(f"sender        {'running' if delivery.running() else 'not running'}")
-    if (last := delivery.last_error()) is not None:
-        print(f"last error    {last['at']}: {last['last_error']}")
+    status, running = delivery.status(), delivery.running()
+    since = status.get("sending_since") if running else None
+    print(f"sender        {'running' if running else 'not running'}" + (f": sending since {since}" if since else ""))
+    if "delivered_at" in status:
+        print(f"delivered     last at {status['delivered_at']}")
+    if "last_error" in status:
+        before = " (before the sending under way)" if since and status["at"] < since else ""
+        print(f"last error    {status['at']}: {status['last_error']}{before}")
     return 1 if waiting or dead else 0
 
 

@@ -96,6 +96,10 @@ def emit_data(transport: Transport, event: dict[str, Any]) -> None:
     transport.emit(event)  # type: ignore[arg-type]  # openlineage-python types emit() for event objects only
 
 
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
 class Delivery:
     """The delivering side of a lineage folder: its backend, its lock, its status."""
 
@@ -163,6 +167,8 @@ class Delivery:
                 transport = self.transport()
                 if transport is None:
                     return True  # no backend named: the log keeps the events
+                if offset == start:  # a backend that hangs shows as a send without an answer, not as an older error
+                    self._note(sending_since=_now())
                 if not self._send(transport, line):
                     return False
                 sent += 1
@@ -172,6 +178,9 @@ class Delivery:
         finally:
             if offset != start:
                 self.log.advance(offset)
+                self._note(sending_since=None, delivered_at=_now())
+            elif sent == 0 and "sending_since" in self.status():
+                self._note(sending_since=None)
         return True
 
     def _send(self, transport: Transport, line: Line) -> bool:
@@ -185,7 +194,7 @@ class Delivery:
             emit_data(transport, event)
         except Exception as error:
             if (reason := rejection(error)) is None:
-                self._record(last_error=f"backend unavailable: {error}")
+                self._record(f"backend unavailable: {error}")
                 log.warning("lineage backend unavailable (%s); events wait in %s", error, self.log.path)
                 return False
             self._set_aside(line, f"refused by the backend: {reason}")
@@ -193,21 +202,29 @@ class Delivery:
 
     def _set_aside(self, line: Line, reason: str) -> None:
         self.log.set_aside(line, reason)
-        self._record(last_error=f"set aside the event at byte {line.offset}: {reason}")
+        self._record(f"set aside the event at byte {line.offset}: {reason}")
         log.warning(
             "lineage event at byte %d of %s set aside (%s); delivery goes on", line.offset, self.log.path, reason
         )
 
-    def _record(self, **status: str) -> None:
-        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        replace_private(self.status_path, json.dumps({**status, "at": at}))
+    def _record(self, last_error: str) -> None:
+        self._note(last_error=last_error, at=_now())
 
-    def last_error(self) -> dict[str, str] | None:
-        """The last problem ``_record`` wrote (``last_error``, and ``at``: when), if any."""
+    def _note(self, **changes: str | None) -> None:
+        """Change the status's entries (None: remove one), keeping the others."""
+        status = {**self.status(), **changes}
+        replace_private(
+            self.status_path, json.dumps({key: value for key, value in status.items() if value is not None})
+        )
+
+    def status(self) -> dict[str, str]:
+        """What the delivery last noted: ``last_error`` and ``at`` (when), ``sending_since`` (a send
+        under way: the first of a pass, unanswered so far), ``delivered_at`` (the last pass that
+        delivered); each only once it happened."""
         try:
             status: dict[str, str] = json.loads(self.status_path.read_text())
         except (FileNotFoundError, ValueError):
-            return None
+            return {}
         return status
 
     def flush(self, timeout: float = 10.0, retry_seconds: float = 0.5) -> bool:
@@ -222,8 +239,8 @@ class Delivery:
             time.sleep(min(retry_seconds, max(0.0, deadline - time.monotonic())))
 
     def retry_dead_letters(self) -> tuple[int, list[DeadLetter]]:
-        """Send each dead letter again, in order: how many the backend took, and those left (with the
-        latest reason). Under the delivery lock, so the log's own delivery waits meanwhile."""
+        """Send each dead letter again, in order: how many the backend took, and those left (a refused
+        one with the backend's latest reason). Under the delivery lock, so the log's own delivery waits meanwhile."""
         with file_lock(self.lock_path):
             transport = self.transport()
             if transport is None:
@@ -234,8 +251,8 @@ class Delivery:
                 try:
                     emit_data(transport, lineage_event(record["line"]))
                     taken += 1
-                except ValueError as error:
-                    left.append({**record, "reason": f"unreadable: {str(error).splitlines()[0]}"})
+                except ValueError:
+                    left.append(record)  # still no event: why it was set aside (torn, unreadable) stays true
                 except Exception as error:
                     reason = rejection(error)
                     left.append(

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from lineage_assets.private_files import private_folder
-from lineage_assets.processes import command_line, terminate
+from lineage_assets.processes import command_line, descendants, listeners, terminate
 from lineage_assets.settings import ENV_PREFIX, Settings
 from lineage_assets.stack.services import SERVICES
 from lineage_assets.stack.services.base import Service, StackError, as_user
@@ -32,7 +32,8 @@ class ServiceStatus:
     address: str
     pid: int | None
     running: bool  # started by this stack, and alive
-    healthy: bool  # answers its health probe, whoever runs it
+    # Answers its health probe; when this stack started it, on ports its own process listens on.
+    healthy: bool
     log: str
 
     def as_dict(self) -> dict[str, Any]:
@@ -88,11 +89,23 @@ class Supervisor:
                     address=service.address(self.settings),
                     pid=pid,
                     running=pid is not None,
-                    healthy=service.healthy(self.settings),
+                    healthy=self._healthy(service, pid),
                     log=str(service.log_file(self.settings)),
                 )
             )
         return statuses
+
+    def _healthy(self, service: Service, pid: int | None) -> bool:
+        """Whether the service answers its probe and, when ``pid`` (the process this stack started) is
+        given, listens on each of its ports itself: a port held by another process answers for it
+        otherwise (a server that failed to bind it and exited, or still starts)."""
+        if pid is not None and not self._listens(service, pid):
+            return False
+        return service.healthy(self.settings)
+
+    def _listens(self, service: Service, pid: int) -> bool:
+        held = {port for (_, port), _ in listeners(descendants({pid})).items()}
+        return set(service.ports(self.settings)) <= held
 
     # --- build ----------------------------------------------------------------------------------
     def build(self, names: Iterable[str] | None = None) -> None:
@@ -235,7 +248,7 @@ class Supervisor:
         settings = self.settings
         deadline = since + service.start_timeout
         while True:
-            if service.healthy(settings):
+            if self._healthy(service, self._recorded_pid(service) if process is None else process.pid):
                 break
             if process is not None and process.poll() is not None:
                 self._record_path(service).unlink(missing_ok=True)

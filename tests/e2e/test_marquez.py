@@ -16,7 +16,7 @@ from openlineage.client.uuid import generate_new_uuid
 
 from lineage_assets.assets.run_lineage import dagster_run_of
 from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORCHESTRATOR_JOB, ORDERS, SUPPLIER_STATS
-from lineage_assets.definitions import build_definitions
+from lineage_assets.definitions import build_definitions, publish_definitions
 from lineage_assets.instance import dagster_environment, prepare_dagster_home
 from lineage_assets.lineage.check import check_marquez, check_marquez_with_design, retire
 from lineage_assets.lineage.emitter import emitter_for
@@ -24,7 +24,7 @@ from lineage_assets.lineage.event_log import file_lock
 from lineage_assets.lineage.events import PRODUCER, column_lineage_facet
 from lineage_assets.lineage.marquez import MarquezApi, dataset_node, lineage_nodes
 from lineage_assets.resources.settings import SettingsResource
-from tests.conftest import pipeline_of_its_own
+from tests.conftest import pipeline_of_its_own, wait_for
 from tests.e2e.conftest import DELIVERY_TIMEOUT_S
 from tests.marquez_graph import dataset_names, job_node
 from tests.suite import SHARED_PIPELINE
@@ -242,6 +242,7 @@ def test_a_materialization_while_marquez_is_down_arrives_once_in_order_when_it_i
     own_stack = stack_of_its_own("marquez-down", offset=10300, **shared)
     own = pipeline_of_its_own(own_stack.settings, "marquez-down")
     own_stack.up(["marquez"])
+    publish_definitions(own)  # the design in Marquez already: `stack up` below has nothing new to emit
     marquez = MarquezApi(own.marquez_api_url)
     emitter = emitter_for(own)
     definitions = build_definitions(SettingsResource.of(own))
@@ -257,8 +258,19 @@ def test_a_materialization_while_marquez_is_down_arrives_once_in_order_when_it_i
         assert result.success
         assert emitter.pending() >= 4  # the Dagster run's and the asset run's START and COMPLETE wait in the log
     finally:
-        own_stack.up(["marquez"])
-    assert emitter.flush(timeout=DELIVERY_TIMEOUT_S)
+        emitter.stop_sender()  # gone, as a killed one is: no process is left to deliver what waits
+        waiting = emitter.pending()
+        up = subprocess.run(
+            [sys.executable, "-m", "lineage_assets.cli", "stack", "up", "marquez"],
+            env={**os.environ, **own.as_environment()},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert f"lineage: a sender delivers the {waiting} events waiting in" in up.stdout
+    # Delivered by the sender `stack up` started: nothing in this process sends meanwhile.
+    wait_for(lambda: emitter.pending() == 0, DELIVERY_TIMEOUT_S, "the waiting events in Marquez")
 
     dagster_run = next(
         e

@@ -102,6 +102,8 @@ def test_a_torn_line_and_refused_events_are_set_aside_and_every_later_event_arri
     listed = cli(probe, "dead-letters")
     assert listed.returncode == 1 and "not-a-time" in listed.stdout
     assert cli(probe, "dead-letters", "--retry").stdout.startswith("the backend took 0 dead letters; 5 left")
+    retried = [record["reason"] for record in emitter.log.dead_letters()]
+    assert retried[0] == reasons[0] and retried[3:] == reasons[3:]  # still torn, still no event: said as before
     assert cli(probe, "dead-letters", "--discard").returncode == 0 and emitter.log.dead_letters() == []
     emitter.stop_sender()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import socket
 import time
 
 import dagster as dg
@@ -377,3 +378,37 @@ def test_any_openlineage_client_can_name_the_durable_transport(tmp_path):
     client.transport.stop_sender()
     with pytest.raises(RuntimeError, match="the durable transport needs `backend`"):
         OpenLineageClient(config={"transport": {"type": "durable", "folder": str(tmp_path / "other")}})
+
+
+def test_while_the_backend_hangs_the_status_says_a_send_waits_and_dates_the_older_error(tmp_path, capsys):
+    from lineage_assets.cli import _delivery_status
+
+    backend_folder = tmp_path / "backend"
+    backend_folder.mkdir()
+    earlier = LineageEmitter(tmp_path / "lineage", backend(backend_folder))
+    earlier.emit("{not json")  # set aside: the last error, for now
+    assert earlier.flush(timeout=30)
+    earlier.stop_sender()
+    time.sleep(1.1)  # the status's times are to the second
+    with socket.socket() as hanging:  # takes connections (the kernel's backlog) and never answers
+        hanging.bind(("127.0.0.1", 0))
+        hanging.listen()
+        url = f"http://127.0.0.1:{hanging.getsockname()[1]}"
+        emitter = LineageEmitter(
+            tmp_path / "lineage", Backend({"transport": {"type": "http", "url": url, "timeout": 60}})
+        )
+        emitter.emit(event(1))
+        try:
+            deadline = time.monotonic() + 30
+            while "sending_since" not in emitter.delivery.status():
+                assert time.monotonic() < deadline, "the sender did not start sending"
+                time.sleep(0.1)
+            assert _delivery_status(emitter) == 1
+            shown = capsys.readouterr().out
+            since = emitter.delivery.status()["sending_since"]
+            assert f"sender        running: sending since {since}" in shown
+            assert "1 events wait for delivery" in shown
+            (error,) = [line for line in shown.splitlines() if line.startswith("last error")]
+            assert "unreadable" in error and error.endswith("(before the sending under way)")
+        finally:
+            emitter.stop_sender()

@@ -211,13 +211,21 @@ def _prepare_marquez(settings: Settings) -> None:
     )
 
 
+def _marquez_healthy(settings: Settings) -> bool:
+    """Its health check on the admin port, and its API answering on its own port: a server that could
+    bind only one of the two exits, and another process may hold the other."""
+    return http_ok(f"http://{settings.host}:{settings.marquez_admin_port}/healthcheck") and http_ok(
+        f"{settings.marquez_api_url}/api/v1/namespaces?limit=1"
+    )
+
+
 MARQUEZ = Service(
     name="marquez",
     jars="marquez",
     replaced_by=("marquez_url",),
     ports=lambda s: [s.marquez_port, s.marquez_admin_port],
     command=lambda s: marquez_command(s, "server"),
-    healthy=lambda s: http_ok(f"http://{s.host}:{s.marquez_admin_port}/healthcheck"),
+    healthy=_marquez_healthy,
     address=lambda s: s.marquez_api_url,
     build=_build_marquez_api,
     prepare=_prepare_marquez,
