@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import datetime as dt
 import json
+import os
 import subprocess
 import sys
 import time
@@ -152,7 +153,7 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
         print(f"{left} ({emitter.log.segments_dir})")
         return 0 if delivered else 1
     if args.action == "status":
-        return _delivery_status(emitter)
+        return _delivery_status(settings, emitter)
     if args.action == "dead-letters":
         return _dead_letters(args, emitter)
     if args.action == "retire":
@@ -183,9 +184,25 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
         gaps, notes = check_marquez_with_design(MarquezApi(settings.marquez_api_url), settings, emitter.log)
     else:
         where = f"the lineage in {emitter.log.segments_dir}"
-        gaps, notes = check_log(emitter.log, settings), not_yet_run_in_log(emitter.log)
+        gaps = check_log(emitter.log, settings) + _without_lineage(settings, emitter)
+        notes = not_yet_run_in_log(emitter.log)
     print(report(gaps, where, notes))
     return 1 if gaps else 0
+
+
+def _without_lineage(settings: Settings, emitter) -> list[str]:
+    """The materializations Dagster recorded whose lineage the log lacks, from the instance in
+    DAGSTER_HOME or else the settings' own (`make dev`'s, the demo's); none without an instance."""
+    import dagster as dg
+
+    from lineage_assets.assets.run_lineage import materializations_without_lineage
+    from lineage_assets.instance import dagster_home
+
+    home = Path(os.environ["DAGSTER_HOME"]) if os.environ.get("DAGSTER_HOME") else dagster_home(settings)
+    if not (home / "dagster.yaml").exists():
+        return []
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        return materializations_without_lineage(instance, emitter.events())
 
 
 def _utc_time(text: str) -> dt.datetime:
@@ -226,7 +243,7 @@ def _provenance(args: argparse.Namespace, settings: Settings, emitter) -> int:
     return 0
 
 
-def _delivery_status(emitter) -> int:
+def _delivery_status(settings: Settings, emitter) -> int:
     """What waits, what was set aside, where it goes and the last error; 0 when all is delivered."""
     log, delivery = emitter.log, emitter.delivery
     waiting, dead = log.pending(), len(log.dead_letters())
@@ -255,7 +272,12 @@ def _delivery_status(emitter) -> int:
     if "last_error" in status:
         before = " (before the sending under way)" if since and status["at"] < since else ""
         print(f"last error    {status['at']}: {status['last_error']}{before}")
-    return 1 if waiting or dead else 0
+    lost = _without_lineage(settings, emitter)
+    print(
+        f"unrecorded    {len(lost)} materializations without their lineage"
+        + (" (`lineage-assets lineage check` names them)" if lost else "")
+    )
+    return 1 if waiting or dead or lost else 0
 
 
 def _dead_letters(args: argparse.Namespace, emitter) -> int:

@@ -36,13 +36,15 @@ class LineageEmitter:
         self.transport = DurableTransport(DurableConfig(str(folder), backend, segment_bytes, retention_days))
         self.log = self.transport.log
         self.delivery = self.transport.delivery
-        self.emit_failures = 0
+        self.emit_failures = 0  # events that could not be recorded, since this emitter was made
+        self.last_failure = ""  # why the last of them could not
 
     def emit(self, event: Emittable) -> None:
         try:
             self.transport.emit(event)
-        except Exception:  # lineage must never fail the data job; the failure is counted and logged
+        except Exception as error:  # lineage must never fail the data job: counted, for the run to report it
             self.emit_failures += 1
+            self.last_failure = f"{type(error).__name__}: {error}"
             log.exception("could not record an OpenLineage event")
 
     def flush(self, timeout: float = 10.0) -> bool:

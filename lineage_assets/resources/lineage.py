@@ -71,6 +71,10 @@ class CheckRunLineage:
         self.emitter, self.check, self.dagster_run, self.settings = emitter, check, dagster_run, settings
         self.assertions: tuple[events.Assertion, ...] = ()
 
+    @property
+    def run_id(self) -> str:
+        return self.dagster_run.check_run_id(self.check)
+
     def result(self, assertions: list[events.Assertion], metadata: dict) -> dg.AssetCheckResult:
         """The evaluation: passed when every assertion holds; the assertions also go into the lineage."""
         self.assertions = tuple(assertions)
@@ -162,8 +166,10 @@ class LineageResource(dg.ConfigurableResource):
         # raises for such contexts, so the run id is read from the op's context.
         dagster_run = dagster_run_of(context.instance, context.op_execution_context.run_id)
         direct = dagster_run.job_name == DIRECT_INVOCATION
+        emitter = self.emitter()
+        failures_before = emitter.emit_failures
         if direct:
-            self.emitter().emit(events.dagster_run_event(RunState.START, dagster_run, settings))
+            emitter.emit(events.dagster_run_event(RunState.START, dagster_run, settings))
         run = make(dagster_run)
         run.emit(RunState.START)
         error = None
@@ -176,7 +182,7 @@ class LineageResource(dg.ConfigurableResource):
             state = ending(error)
             run.emit(state, error=error)
             if direct:
-                self.emitter().emit(
+                emitter.emit(
                     events.dagster_run_event(
                         state,
                         dagster_run,
@@ -184,3 +190,26 @@ class LineageResource(dg.ConfigurableResource):
                         error_message=f"{type(error).__name__}: {error}" if error else None,
                     )
                 )
+            if unrecorded := emitter.emit_failures - failures_before:
+                report_unrecorded(context, emitter, unrecorded, run.run_id)
+
+
+UNRECORDED_EVENTS = "lineage/unrecorded_events"  # metadata of a materialization whose lineage is incomplete
+
+
+def report_unrecorded(
+    context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext,
+    emitter: LineageEmitter,
+    count: int,
+    run_id: str,
+) -> None:
+    """Say in Dagster's event log, and on the materialization, that ``count`` events of this step's
+    lineage run could not be recorded: the materialization stands, its lineage does not."""
+    context.log.warning(
+        f"lineage: {count} events of lineage run {run_id} could not be recorded in {emitter.log.segments_dir} "
+        f"({emitter.last_failure}); this run's lineage is incomplete (`lineage-assets lineage check` names it)"
+    )
+    if isinstance(context, dg.AssetExecutionContext):
+        context.add_asset_metadata(
+            {UNRECORDED_EVENTS: count, "lineage/unrecorded_reason": emitter.last_failure, "lineage/run_id": run_id}
+        )

@@ -403,7 +403,7 @@ def test_while_the_backend_hangs_the_status_says_a_send_waits_and_dates_the_olde
             while "sending_since" not in emitter.delivery.status():
                 assert time.monotonic() < deadline, "the sender did not start sending"
                 time.sleep(0.1)
-            assert _delivery_status(emitter) == 1
+            assert _delivery_status(Settings(state_dir=tmp_path / "state"), emitter) == 1
             shown = capsys.readouterr().out
             since = emitter.delivery.status()["sending_since"]
             assert f"sender        running: sending since {since}" in shown
