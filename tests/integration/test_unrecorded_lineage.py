@@ -30,11 +30,10 @@ def full_lineage_folder(stack, settings):
     own.lineage_dir.mkdir(parents=True, exist_ok=True)
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", str(own.lineage_dir)], check=True)
     try:
-        with (own.lineage_dir / "filler").open("wb") as filler:
+        with (own.lineage_dir / "filler").open("wb", buffering=0) as filler:
             with pytest.raises(OSError) as full:
                 while True:
                     filler.write(b"\0" * 4096)
-                    filler.flush()
         assert full.value.errno == errno.ENOSPC
         yield own
     finally:
