@@ -18,6 +18,7 @@ from lineage_assets.settings import Settings
 from lineage_assets.source_schemas import SCHEMA_INCOMPATIBLE
 from lineage_assets.stack.services.base import StackError
 from lineage_assets.stack.supervisor import Supervisor
+from lineage_assets.streaming.exclusive import AlreadyRunning
 
 
 def _stack(args: argparse.Namespace, settings: Settings) -> int:
@@ -570,7 +571,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args, Settings.from_env().validated())
-    except (StackError, MarquezError, BackfillError, ValueError) as error:
+    except (StackError, MarquezError, BackfillError, AlreadyRunning, ValueError) as error:
         for line in str(error).splitlines():
             print(f"lineage-assets: {line}", file=sys.stderr)
         return 2

@@ -143,6 +143,11 @@ class Dataset:
         return self.key.split("/")
 
     @property
+    def node_name(self) -> str:
+        """Its asset's op in a Dagster job, and the key of the step that materializes it."""
+        return "__".join(self.asset_key_path)
+
+    @property
     def upstream(self) -> tuple[str, ...]:
         """Datasets this one is computed from, in first-seen order (the asset graph's edges)."""
         seen: dict[str, None] = {}

@@ -40,6 +40,7 @@ from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings
 from lineage_assets.source_schemas import value_subject
 from lineage_assets.stack.supervisor import Supervisor
+from lineage_assets.streaming.exclusive import AlreadyRunning
 
 STREAMING = tuple(d for d in DATASETS.values() if d.job.streaming)
 
@@ -63,8 +64,17 @@ class PipelineRun:
 
 
 def _raise_failures(result: dg.ExecuteInJobResult) -> None:
-    """The run's step failures, except a failed blocking asset check: that asset did materialize, and
-    its check holds back what depends on it (the run reports it; the pipeline goes on)."""
+    """Why the run was refused before any step ran (its resources not set up: another run of its
+    streaming jobs, named); else its step failures, except a failed blocking asset check: that asset
+    did materialize, and its check holds back what depends on it (the run reports it; the pipeline
+    goes on)."""
+    for event in result.all_events:
+        if event.event_type == dg.DagsterEventType.RESOURCE_INIT_FAILURE:
+            error = event.event_specific_data.error
+            while error.cause is not None:  # Dagster's wrapper first, the resource's own error last
+                error = error.cause
+            refused = AlreadyRunning if error.cls_name == AlreadyRunning.__name__ else RuntimeError
+            raise refused(error.message.strip())
     for event in result.get_step_failure_events():
         error = event.step_failure_data.error
         if error is None or error.cls_name != "DagsterAssetCheckFailedError":
@@ -77,12 +87,8 @@ def dagster_instance(settings: Settings) -> dg.DagsterInstance:
 
 
 def _metadata(result: dg.ExecuteInJobResult, dataset) -> dict:
-    materializations = [m for m in result.asset_materializations_for_node(_node(dataset))]
+    materializations = [m for m in result.asset_materializations_for_node(dataset.node_name)]
     return {key: value.value for key, value in materializations[-1].metadata.items()} if materializations else {}
-
-
-def _node(dataset) -> str:
-    return "__".join(dataset.asset_key_path)
 
 
 DEMO_LATE_FRACTION, DEMO_BAD_FRACTION = 0.03, 0.04
@@ -105,7 +111,7 @@ def run_pipeline(
             instance=instance,
             selection=[asset_key(ORDERS)],
             resources=resources,
-            run_config={"ops": {_node(ORDERS): {"config": orders_config}}},
+            run_config={"ops": {ORDERS.node_name: {"config": orders_config}}},
         )
         run.run_ids.append(result.run_id)
         run.rows[ORDERS.key] = _metadata(result, ORDERS)["rows_out"]

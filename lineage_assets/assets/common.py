@@ -3,7 +3,6 @@ the one shape of a streaming job's asset."""
 
 import dataclasses
 import functools
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -22,7 +21,7 @@ from lineage_assets.resources.lineage import LineageResource
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import Settings
-from lineage_assets.streaming.exclusive import exclusive_run
+from lineage_assets.streaming.exclusive import exclusive_step
 
 S = TypeVar("S", bound=StreamReport)  # the report of a streaming job
 
@@ -186,12 +185,7 @@ def streaming_asset(
         lineage: LineageResource,
     ) -> dg.MaterializeResult:
         settings = environment.settings
-        with exclusive_run(
-            settings.state_dir,
-            dataset.job.name,
-            dataset.key,
-            f"catch-up Dagster run {context.run.run_id} (pid {os.getpid()})",
-        ):
+        with exclusive_step(settings.state_dir, dataset.job.name, dataset.key, context.run.run_id):
             require_services(settings)
             with lineage.asset_run(context, dataset) as run:
                 created = kafka.ensure_topics(*topics(settings))

@@ -22,6 +22,7 @@ storage, which the sensor queries: a run is ended once even when a path and the 
 from __future__ import annotations
 
 import datetime as dt
+from contextlib import AbstractContextManager, nullcontext
 
 import dagster as dg
 from dagster._core.errors import DagsterExecutionInterruptedError
@@ -32,6 +33,7 @@ from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings
+from lineage_assets.streaming.exclusive import catch_up_holder, exclusive_runs
 
 LINEAGE_TAG = "lineage_assets/lineage"  # "started", then "ended": where the run's lineage run stands
 LINEAGE_RESOURCE = "lineage"
@@ -86,6 +88,21 @@ def end_dagster_run(
     )
 
 
+def streaming_claim(
+    settings: Settings, instance: dg.DagsterInstance, run: dg.DagsterRun
+) -> AbstractContextManager[None]:
+    """The locks of the streaming jobs among the steps the run executes, all held from the run's start
+    (each step then runs under its run's claim): a second catch-up run, or one while a job is
+    deployed, is refused before any of its steps runs, naming the run it would collide with, rather
+    than each run failing at a different step."""
+    plan = (
+        instance.get_execution_plan_snapshot(run.execution_plan_snapshot_id) if run.execution_plan_snapshot_id else None
+    )
+    steps = set(plan.step_keys_to_execute) if plan else set()
+    jobs = {d.job.name: d.key for d in DATASETS.values() if d.job.streaming and d.node_name in steps}
+    return exclusive_runs(settings.state_dir, jobs, catch_up_holder(run.run_id)) if jobs else nullcontext()
+
+
 def reports_lineage(job: dg.JobDefinition, execution_plan) -> bool:
     """Whether any step the plan executes requires the lineage resource."""
     to_execute = set(execution_plan.step_keys_to_execute)
@@ -116,21 +133,22 @@ class RunLineageExecutor(dg.Executor):
             yield from self.inner.execute(plan_context, execution_plan)
             return
         instance, run_id = plan_context.instance, plan_context.run_id
-        start_dagster_run(self.settings, instance, run_id)
-        status = dg.DagsterRunStatus.SUCCESS
-        try:
-            for event in self.inner.execute(plan_context, execution_plan):
-                if event.is_step_failure:
-                    status = dg.DagsterRunStatus.FAILURE
-                yield event
-        except (DagsterExecutionInterruptedError, KeyboardInterrupt):
-            status = dg.DagsterRunStatus.CANCELED
-            raise
-        except BaseException:
-            status = dg.DagsterRunStatus.FAILURE
-            raise
-        finally:
-            end_dagster_run(self.settings, instance, run_id, status)
+        with streaming_claim(self.settings, instance, plan_context.dagster_run):
+            start_dagster_run(self.settings, instance, run_id)
+            status = dg.DagsterRunStatus.SUCCESS
+            try:
+                for event in self.inner.execute(plan_context, execution_plan):
+                    if event.is_step_failure:
+                        status = dg.DagsterRunStatus.FAILURE
+                    yield event
+            except (DagsterExecutionInterruptedError, KeyboardInterrupt):
+                status = dg.DagsterRunStatus.CANCELED
+                raise
+            except BaseException:
+                status = dg.DagsterRunStatus.FAILURE
+                raise
+            finally:
+                end_dagster_run(self.settings, instance, run_id, status)
 
 
 def run_lineage_executor(settings: Settings) -> dg.ExecutorDefinition:

@@ -6,10 +6,11 @@ serves two of its ways: an in-process run and a direct invocation."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 import dagster as dg
 from openlineage.client.event_v2 import RunState
+from pydantic import PrivateAttr
 
 from lineage_assets.assets.run_lineage import (
     DIRECT_INVOCATION,
@@ -17,6 +18,7 @@ from lineage_assets.assets.run_lineage import (
     end_dagster_run,
     ending,
     start_dagster_run,
+    streaming_claim,
 )
 from lineage_assets.datasets import Check, Dataset
 from lineage_assets.lineage import events
@@ -104,6 +106,7 @@ class CheckRunLineage:
 
 class LineageResource(dg.ConfigurableResource):
     environment: SettingsResource
+    _claim: AbstractContextManager[None] | None = PrivateAttr(default=None)
 
     def emitter(self) -> LineageEmitter:
         return emitter_for(self.environment.settings)
@@ -121,18 +124,27 @@ class LineageResource(dg.ConfigurableResource):
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         if in_process := self._in_process_run(context):
             run, instance = in_process
+            # Where an in-process run starts: its streaming jobs are claimed here, as the executor
+            # claims a launched run's (``streaming_claim``); refused, the run does nothing.
+            self._claim = streaming_claim(self.environment.settings, instance, run)
+            self._claim.__enter__()
             start_dagster_run(self.environment.settings, instance, run.run_id)
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
         if in_process := self._in_process_run(context):
             run, instance = in_process
             failed = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE).records
-            end_dagster_run(
-                self.environment.settings,
-                instance,
-                run.run_id,
-                dg.DagsterRunStatus.FAILURE if failed else dg.DagsterRunStatus.SUCCESS,
-            )
+            try:
+                end_dagster_run(
+                    self.environment.settings,
+                    instance,
+                    run.run_id,
+                    dg.DagsterRunStatus.FAILURE if failed else dg.DagsterRunStatus.SUCCESS,
+                )
+            finally:
+                if self._claim is not None:
+                    self._claim.__exit__(None, None, None)
+                    self._claim = None
 
     def asset_run(self, context: dg.AssetExecutionContext, dataset: Dataset, lifecycle: str | None = None):
         """The lineage run of this materialization (``lineage_run``); the asset calls ``complete``.

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 
@@ -47,6 +47,33 @@ def exclusive_run(state_dir: Path, job_name: str, dataset_key: str, holder: str)
         os.ftruncate(descriptor, 0)
     finally:
         os.close(descriptor)
+
+
+def catch_up_holder(run_id: str) -> str:
+    """How a catch-up Dagster run names itself as a lock's holder."""
+    return f"catch-up Dagster run {run_id} (pid {os.getpid()})"
+
+
+@contextmanager
+def exclusive_runs(state_dir: Path, jobs: Mapping[str, str], holder: str) -> Iterator[None]:
+    """Hold the locks of all of ``jobs`` (job name -> dataset key) for the block, or none of them:
+    AlreadyRunning naming the first another run holds, before anything runs. Taken in name order, so
+    two runs claiming at once cannot each end up with a part."""
+    with ExitStack() as held:
+        for job_name in sorted(jobs):
+            held.enter_context(exclusive_run(state_dir, job_name, jobs[job_name], holder))
+        yield
+
+
+@contextmanager
+def exclusive_step(state_dir: Path, job_name: str, dataset_key: str, run_id: str) -> Iterator[None]:
+    """The lock of one catch-up step: already held when its run claimed the job at its start (in this
+    process or, with Dagster's multiprocess executor, in the run's), else taken for the step."""
+    if (running(state_dir, job_name) or "").startswith(f"catch-up Dagster run {run_id} "):
+        yield
+        return
+    with exclusive_run(state_dir, job_name, dataset_key, catch_up_holder(run_id)):
+        yield
 
 
 def running(state_dir: Path, job_name: str) -> str | None:

@@ -3,17 +3,21 @@ catch-up run of the job is going on is refused up front with a message naming th
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 
 import dagster as dg
 import pytest
 
 from lineage_assets.assets.common import asset_key
-from lineage_assets.datasets import LAKEHOUSE_ORDERS
+from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS, SUPPLIER_STATS_LIVE
 from lineage_assets.definitions import build_definitions
+from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.streaming.deployments import DeploymentError, LocalDeployments
-from lineage_assets.streaming.exclusive import running
-from tests.conftest import wait_for
+from lineage_assets.streaming.exclusive import exclusive_run, running
+from tests.conftest import pipeline_of_its_own, wait_for
 from tests.integration.test_deployments import orders_topic_ready
 from tests.suite import SHARED_PIPELINE
 
@@ -51,9 +55,35 @@ def test_a_second_run_of_a_streaming_job_is_refused_naming_the_running_one(stack
     assert first["result"].success
     assert holder.startswith(f"catch-up Dagster run {first['result'].run_id} (pid ")
     assert not second.success
-    failure = next(e for e in second.all_events if e.is_step_failure).step_failure_data.error
+    # Refused as it started, before any step: its resources were not set up.
+    assert not [e for e in second.all_events if e.event_type == dg.DagsterEventType.STEP_START]
+    (refusal,) = [e for e in second.all_events if e.event_type == dg.DagsterEventType.RESOURCE_INIT_FAILURE]
     assert (
         f"lakehouse/orders runs already: {holder}; a second run of the job would commit the same checkpoint"
-        in (failure.cause or failure).message
+        in refusal.event_specific_data.error.cause.message
     )
     assert running(settings.state_dir, LAKEHOUSE_ORDERS.job.name) is None  # the first run let go as it ended
+
+
+def test_a_demo_while_a_streaming_job_runs_is_refused_in_one_line_before_its_streaming_runs(stack, settings):
+    """`lineage-assets demo` on a pipeline of its own while its archive job runs elsewhere (held here):
+    the orders are produced, then the catch-up run is refused as a whole, in one line naming the
+    holder, with no traceback and no streaming step run."""
+    own = pipeline_of_its_own(settings, "refused-demo")
+    holder = "a deployment of the archive (pid 1)"
+    with exclusive_run(own.state_dir, ARCHIVE.job.name, ARCHIVE.key, holder):
+        done = subprocess.run(
+            [sys.executable, "-m", "lineage_assets.cli", "demo", "--orders", "5"],
+            env={**os.environ, **own.as_environment()},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.splitlines() == [
+        f"lineage-assets: {ARCHIVE.key} runs already: {holder}; a second run of the job would commit the same "
+        "checkpoint. Wait for it to end, or stop it"
+    ]
+    assert "streaming jobs (catch-up)" in done.stdout  # it got that far: the orders were produced
+    started = {e["job"]["name"] for e in emitter_for(own).events() if e["eventType"] == "START"}
+    assert not started & {d.job.lineage_name for d in (ARCHIVE, SUPPLIER_STATS_LIVE, LAKEHOUSE_ORDERS)}
