@@ -87,6 +87,18 @@ def descendants(roots: Iterable[int]) -> set[int]:
     return found
 
 
+def open_files_readable(pid: int) -> bool:
+    """Whether this process may read ``pid``'s open files: not those of another user's process
+    without the right to trace it (root in a container without CAP_SYS_PTRACE)."""
+    try:
+        next(Path(f"/proc/{pid}/fd").iterdir(), None)
+    except PermissionError:
+        return False
+    except OSError:  # gone
+        pass
+    return True
+
+
 def listeners(pids: Iterable[int]) -> dict[tuple[str, int], int]:
     """Every listening TCP socket of ``pids`` (those whose open files this process may read): (address,
     port) -> pid."""

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from lineage_assets.private_files import private_folder
-from lineage_assets.processes import command_line, descendants, listeners, terminate
+from lineage_assets.processes import command_line, descendants, listeners, open_files_readable, terminate
 from lineage_assets.settings import ENV_PREFIX, Settings
 from lineage_assets.stack.services import SERVICES
 from lineage_assets.stack.services.base import Service, StackError, as_user
@@ -104,8 +104,12 @@ class Supervisor:
         return service.healthy(self.settings)
 
     def _listens(self, service: Service, pid: int) -> bool:
-        held = {port for (_, port), _ in listeners(descendants({pid})).items()}
-        return set(service.ports(self.settings)) <= held
+        """Whether ``pid`` or a process below it listens on each of the service's ports; where this
+        process may not read their open files (PostgreSQL run as its own user in a container), its
+        probe alone decides."""
+        tree = descendants({pid})
+        held = {port for (_, port), _ in listeners(tree).items()}
+        return set(service.ports(self.settings)) <= held or not all(open_files_readable(p) for p in tree)
 
     # --- build ----------------------------------------------------------------------------------
     def build(self, names: Iterable[str] | None = None) -> None:

@@ -24,6 +24,7 @@ from lineage_assets.lineage.event_log import file_lock
 from lineage_assets.lineage.events import PRODUCER, column_lineage_facet
 from lineage_assets.lineage.marquez import MarquezApi, dataset_node, lineage_nodes
 from lineage_assets.resources.settings import SettingsResource
+from lineage_assets.stack.supervisor import Supervisor
 from tests.conftest import pipeline_of_its_own, wait_for
 from tests.e2e.conftest import DELIVERY_TIMEOUT_S
 from tests.marquez_graph import dataset_names, job_node
@@ -229,7 +230,7 @@ def test_each_overwrite_of_supplier_stats_is_one_dataset_version_in_marquez(runs
 
 
 def test_a_materialization_while_marquez_is_down_arrives_once_in_order_when_it_is_back(
-    stack, settings, stack_of_its_own
+    stack, settings, stack_of_its_own, request
 ):
     """On a Marquez of its own (and its PostgreSQL), the test stack's other servers shared: stopping the
     test stack's Marquez would fail whatever else reads it meanwhile."""
@@ -267,6 +268,8 @@ def test_a_materialization_while_marquez_is_down_arrives_once_in_order_when_it_i
             text=True,
             timeout=300,
         )
+    # Its state folder is the pipeline's (its lineage log's): the Marquez it started is stopped from there.
+    request.addfinalizer(lambda: Supervisor(own).down(["marquez"]))
     assert up.returncode == 0, up.stdout + up.stderr
     assert f"lineage: a sender delivers the {waiting} events waiting in" in up.stdout
     # Delivered by the sender `stack up` started: nothing in this process sends meanwhile.
