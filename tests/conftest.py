@@ -6,12 +6,16 @@ running stack is never touched; it is started once per session and stopped at th
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
 import secrets
 import shutil
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -68,6 +72,26 @@ def wait_for(condition, timeout: float, what: str, poll: float = 1.0):
             pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(poll)
     return value
+
+
+@contextlib.contextmanager
+def another_process_serving(port: int, folder: Path, answers: str = "/") -> Iterator[None]:
+    """Python's own HTTP server on ``port`` in a process of its own, serving ``folder``, from the moment
+    ``answers`` answers until the block ends: a squatter on a service's port."""
+    from lineage_assets.stack.probes import http_ok
+
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+        cwd=folder,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: http_ok(f"http://127.0.0.1:{port}{answers}"), 10, f"a server on port {port}", poll=0.05)
+        yield
+    finally:
+        server.terminate()
+        server.wait()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -6,8 +6,6 @@ import datetime
 import ipaddress
 import json
 import socket
-import subprocess
-import sys
 import urllib.request
 import uuid
 from pathlib import Path
@@ -16,11 +14,10 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from lineage_assets.stack.probes import http_ok
 from lineage_assets.stack.services.base import StackError
 from lineage_assets.stack.services.storage import s3_client
 from lineage_assets.stack.supervisor import Supervisor
-from tests.conftest import isolated_settings, wait_for
+from tests.conftest import another_process_serving, isolated_settings
 
 
 def _processes_using(state_dir: Path) -> list[int]:
@@ -169,22 +166,12 @@ def test_marquez_is_not_taken_as_running_elsewhere_on_the_answer_of_whoever_hold
     (tmp_path / "healthcheck").write_text("ok")
     with socket.socket() as probe:
         port = _bind_below_ephemeral(probe, isolated_settings("marquez-squat", offset=12200).marquez_admin_port)
-    squatter = subprocess.Popen(
-        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for(lambda: http_ok(f"http://127.0.0.1:{port}/healthcheck"), 10, "the squatter to answer", poll=0.1)
+    with another_process_serving(port, tmp_path, answers="/healthcheck"):
         supervisor = stack_of_its_own("marquez-squat", offset=12200, marquez_admin_port=port)
         with pytest.raises(StackError) as error:
             supervisor.up(["marquez"])  # PostgreSQL first, then Marquez's ports are looked at
         assert str(error.value).startswith(f"marquez: port {port} on 127.0.0.1 is already in use by another process")
         assert [(s.name, s.running, s.healthy) for s in supervisor.status(["marquez"])] == [("marquez", False, False)]
-    finally:
-        squatter.terminate()
-        squatter.wait()
 
 
 def test_a_healthy_service_run_elsewhere_is_used_and_left_alone(stack, settings, tmp_path):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -16,7 +15,7 @@ from lineage_assets.settings import Settings
 from lineage_assets.stack.probes import http_ok
 from lineage_assets.stack.services.base import Service, StackError
 from lineage_assets.stack.supervisor import Supervisor
-from tests.conftest import wait_for
+from tests.conftest import another_process_serving, wait_for
 
 # The service: it binds its port only once told to (the file ``go`` in its folder), as a slow server would.
 SLOW_SERVER = """
@@ -69,22 +68,14 @@ def test_a_port_another_process_answers_on_while_the_service_starts_is_not_its_h
     starting.start()
     record = settings.state_dir / "run" / "web.json"
     wait_for(record.exists, 10, "the service's process to start", poll=0.05)
-    squatter = subprocess.Popen(
-        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     try:
-        wait_for(lambda: http_ok(f"http://127.0.0.1:{port}/"), 10, "the other process to answer", poll=0.05)
-        starting.join()
-        assert "statuses" not in outcome  # not reported healthy on the other process's answer
-        assert str(outcome["error"]).startswith(f"web: not healthy after 4s at http://127.0.0.1:{port}")
-        (status,) = supervisor.status()
-        assert status.running and not status.healthy
+        with another_process_serving(port, tmp_path):
+            starting.join()
+            assert "statuses" not in outcome  # not reported healthy on the other process's answer
+            assert str(outcome["error"]).startswith(f"web: not healthy after 4s at http://127.0.0.1:{port}")
+            (status,) = supervisor.status()
+            assert status.running and not status.healthy
     finally:
-        squatter.terminate()
-        squatter.wait()
         supervisor.down()
 
 
