@@ -40,7 +40,7 @@ from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings
 from lineage_assets.source_schemas import value_subject
 from lineage_assets.stack.supervisor import Supervisor
-from lineage_assets.streaming.exclusive import AlreadyRunning
+from lineage_assets.streaming.exclusive import AlreadyRunning, running
 
 STREAMING = tuple(d for d in DATASETS.values() if d.job.streaming)
 
@@ -74,7 +74,7 @@ def _raise_failures(result: dg.ExecuteInJobResult) -> None:
             while error.cause is not None:  # Dagster's wrapper first, the resource's own error last
                 error = error.cause
             refused = AlreadyRunning if error.cls_name == AlreadyRunning.__name__ else RuntimeError
-            raise refused(error.message.strip())
+            raise refused(error.message.strip().split(": ", 1)[-1])  # without the class's name before it
     for event in result.get_step_failure_events():
         error = event.step_failure_data.error
         if error is None or error.cls_name != "DagsterAssetCheckFailedError":
@@ -99,6 +99,11 @@ def run_pipeline(
 ) -> PipelineRun:
     """Generate orders (unless ``orders_config`` is None), run the streaming jobs, then
     ``supplier_stats`` for every day the ingestion touched, with all asset checks."""
+    # A streaming job running elsewhere refuses the pass before it produces an order; a pass started
+    # at the same moment as another is refused by its catch-up run's claim instead.
+    for dataset in STREAMING:
+        if (holder := running(environment.settings.state_dir, dataset.job.name)) is not None:
+            raise AlreadyRunning.of(dataset.key, holder)
     definitions = build_definitions(environment)
     assets = [*materializable(definitions.assets), *materializable(definitions.asset_checks)]
     resources = definitions.resources

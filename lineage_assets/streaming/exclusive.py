@@ -21,6 +21,13 @@ from pathlib import Path
 class AlreadyRunning(RuntimeError):
     """The job runs already; the message names that run."""
 
+    @classmethod
+    def of(cls, dataset_key: str, holder: str) -> AlreadyRunning:
+        return cls(
+            f"{dataset_key} runs already: {holder}; a second run of the job would commit the same checkpoint. "
+            "Wait for it to end, or stop it"
+        )
+
 
 def lock_path(state_dir: Path, job_name: str) -> Path:
     return state_dir / "runs" / f"{job_name}.lock"
@@ -37,10 +44,7 @@ def exclusive_run(state_dir: Path, job_name: str, dataset_key: str, holder: str)
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise AlreadyRunning(
-                f"{dataset_key} runs already: {_holder(path)}; a second run of the job would "
-                "commit the same checkpoint. Wait for it to end, or stop it"
-            ) from None
+            raise AlreadyRunning.of(dataset_key, _holder(path)) from None
         os.ftruncate(descriptor, 0)
         os.pwrite(descriptor, holder.encode(), 0)
         yield descriptor
