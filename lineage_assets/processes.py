@@ -89,12 +89,15 @@ def descendants(roots: Iterable[int]) -> set[int]:
 
 def open_files_readable(pid: int) -> bool:
     """Whether this process may read ``pid``'s open files: not those of another user's process
-    without the right to trace it (root in a container without CAP_SYS_PTRACE)."""
+    without the right to trace it (root in a container without CAP_SYS_PTRACE may list them, but
+    not read where they lead)."""
     try:
-        next(Path(f"/proc/{pid}/fd").iterdir(), None)
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            fd.readlink()
+            return True
     except PermissionError:
         return False
-    except OSError:  # gone
+    except OSError:  # gone, or the descriptor closed meanwhile
         pass
     return True
 
