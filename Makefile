@@ -102,7 +102,7 @@ test-unit: setup
 # The pure tier: every test that starts no JVM, no server, no container and no browser (tiers: pyproject.toml).
 PURE := not (spark or stack or cluster or docker or browser)
 test-fast: $(BIN)/lineage-assets
-	$(BIN)/pytest -q -ra -m "$(PURE)"
+	$(BIN)/pytest -q -ra -m "$(PURE)" $(PARALLEL)
 
 # Same Dagster instance as `make demo`, so its runs show in the UI.
 dev: setup $(CONTAINER_ENGINE) stack-up

@@ -196,7 +196,7 @@ def _without_lineage(settings: Settings, emitter) -> list[str]:
     DAGSTER_HOME or else the settings' own (`make dev`'s, the demo's); none without an instance."""
     import dagster as dg
 
-    from lineage_assets.assets.run_lineage import materializations_without_lineage
+    from lineage_assets.assets.unrecorded import materializations_without_lineage
     from lineage_assets.instance import dagster_home
 
     home = Path(os.environ["DAGSTER_HOME"]) if os.environ.get("DAGSTER_HOME") else dagster_home(settings)

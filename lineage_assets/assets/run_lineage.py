@@ -188,53 +188,5 @@ def dead_dagster_run_lineage(context: dg.SensorEvaluationContext, environment: S
     return dg.SkipReason(f"ended the lineage of {len(dead)} Dagster runs that died")
 
 
-PAGE = 1000
-
-
-def materializations_without_lineage(instance: dg.DagsterInstance, recorded: list[dict]) -> list[str]:
-    """Dagster's event log as the second witness of the lineage log's ``recorded`` run events: each
-    materialization of a project asset since the log's first event whose lineage run has no COMPLETE
-    there (a deployment's commit: whose deployment run has no event there), as a gap. Events lost
-    before they were recorded (a full disk, a log that cannot be written) leave only this trace."""
-    from lineage_assets.assets.common import asset_key  # the assets' module imports this one
-
-    if not recorded:
-        since = None
-    else:
-        since = min(dt.datetime.fromisoformat(event["eventTime"]) for event in recorded).timestamp()
-    completed = {event["run"]["runId"] for event in recorded if event["eventType"] == "COMPLETE"}
-    reported = {event["run"]["runId"] for event in recorded}
-    runs: dict[str, events.DagsterRun] = {}
-    gaps = []
-    for dataset in DATASETS.values():
-        records_filter = dg.AssetRecordsFilter(asset_key=asset_key(dataset), after_timestamp=since)
-        cursor = None
-        while True:
-            page = instance.fetch_materializations(records_filter, limit=PAGE, cursor=cursor, ascending=True)
-            for record in page.records:
-                at = dt.datetime.fromtimestamp(record.timestamp, dt.UTC).isoformat(timespec="seconds")
-                materialization = record.asset_materialization
-                deployment = materialization.metadata.get("deployment/run_id") if materialization else None
-                if deployment is not None:
-                    if str(deployment.value) not in reported:
-                        gaps.append(
-                            f"{dataset.key} materialized at {at} by deployment run {deployment.value}: "
-                            f"no event of that run in the lineage log"
-                        )
-                    continue
-                if record.run_id not in runs:
-                    runs[record.run_id] = dagster_run_of(instance, record.run_id)
-                lineage_run = runs[record.run_id].asset_run_id(dataset)
-                if lineage_run not in completed:
-                    gaps.append(
-                        f"{dataset.key} materialized at {at} by Dagster run {record.run_id}: its lineage run "
-                        f"{lineage_run} has no COMPLETE in the lineage log (its events were not recorded)"
-                    )
-            if not page.has_more:
-                break
-            cursor = page.cursor
-    return gaps
-
-
 def run_lineage_definitions(settings: Settings) -> dg.Definitions:
     return dg.Definitions(sensors=[dead_dagster_run_lineage], executor=run_lineage_executor(settings))
