@@ -14,7 +14,7 @@ from pathlib import Path
 
 from lineage_assets.backfills import BackfillError
 from lineage_assets.lineage.marquez import MarquezError
-from lineage_assets.settings import Settings
+from lineage_assets.settings import PROJECT_ROOT, Settings
 from lineage_assets.source_schemas import SCHEMA_INCOMPATIBLE
 from lineage_assets.stack.services.base import StackError
 from lineage_assets.stack.supervisor import Supervisor
@@ -110,6 +110,43 @@ def _dev(args: argparse.Namespace, settings: Settings) -> int:
     os.execve(dagster, command, dagster_environment(settings, home))
 
 
+def _design_time(args: argparse.Namespace, settings: Settings) -> int:
+    """``lineage check --design`` and ``lineage accept``: the jobs' plans on empty inputs, in a local session."""
+    from lineage_assets.datasets import DESIGNED_LINEAGE
+    from lineage_assets.lineage import design_time
+    from lineage_assets.lineage.observed import ObservationError
+    from lineage_assets.spark_conf import in_process_session
+
+    keys = [args.subject] if args.subject else None
+    if args.subject and args.subject not in design_time.DESIGNS:
+        known = ", ".join(design_time.DESIGNS)
+        print(f"lineage-assets: {args.subject!r} is no dataset a Spark job writes: one of {known}", file=sys.stderr)
+        return 2
+    spark = in_process_session(settings, {"spark.master": "local[1]", "spark.ui.enabled": "false"})
+    if args.action == "accept":
+        try:
+            changed = design_time.accept(spark, settings, keys)
+        except ObservationError as error:
+            print(f"lineage accept: nothing written: {error}", file=sys.stderr)
+            return 1
+        where = DESIGNED_LINEAGE.relative_to(PROJECT_ROOT)
+        print(
+            f"lineage accept: {', '.join(changed)} changed in {where}"
+            if changed
+            else f"lineage accept: {where} unchanged"
+        )
+        return 0
+    gaps = design_time.design_gaps(spark, settings, keys)
+    if not gaps:
+        print("lineage check --design: the jobs' plans make the designed lineage")
+        return 0
+    print(f"lineage check --design: {len(gaps)} differences between the jobs' plans and the designed lineage:")
+    for gap in gaps:
+        print(f"  - {gap}")
+    print("  (`lineage-assets lineage accept` makes the plans the designed lineage, for review)")
+    return 1
+
+
 def _lineage(args: argparse.Namespace, settings: Settings) -> int:
     from lineage_assets.lineage.check import (
         check_log,
@@ -122,9 +159,11 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
     from lineage_assets.lineage.emitter import emitter_for
     from lineage_assets.lineage.marquez import MarquezApi
 
-    if args.subject and args.action not in ("impact", "trace", "provenance", "reached"):
+    if args.subject and args.action not in ("impact", "trace", "provenance", "reached", "accept"):
         print(f"lineage-assets: lineage {args.action} takes no subject, got {args.subject!r}", file=sys.stderr)
         return 2
+    if args.action == "accept" or (args.action == "check" and args.design):
+        return _design_time(args, settings)
     emitter = emitter_for(settings)
     if args.action == "publish":
         from lineage_assets.assets.design import published_line
@@ -484,8 +523,11 @@ def build_parser() -> argparse.ArgumentParser:
             "provenance",
             "reached",
             "retire",
+            "accept",
         ],
-        help="check: compare with the asset graph; publish: send the designed graph (a static event per "
+        help="check: compare with the asset graph (--design: the jobs' plans, without running them, with the "
+        "designed lineage); accept: write the jobs' derivations at design time (of DATASET, default all) into "
+        "the designed lineage, for review; publish: send the designed graph (a static event per "
         "dataset and job) where it changed since the last publish; export: write every event as JSON lines; "
         "flush: deliver waiting events to the configured backend; "
         "status: what waits for delivery, what was set aside, the last error; "
@@ -500,10 +542,15 @@ def build_parser() -> argparse.ArgumentParser:
         "subject",
         nargs="?",
         default="",
-        help="impact: DATASET[.COLUMN]; trace: DATASET.COLUMN; provenance: DATASET; reached: RUN_ID "
+        help="impact: DATASET[.COLUMN]; trace: DATASET.COLUMN; provenance, accept: DATASET; reached: RUN_ID "
         "(a dataset by its asset key, e.g. lakehouse/supplier_stats, or its OpenLineage namespace:name)",
     )
     lineage.add_argument("--json", action="store_true", help="impact, trace, provenance, reached: the answer as JSON")
+    lineage.add_argument(
+        "--design",
+        action="store_true",
+        help="check: each Spark job's plan on empty inputs held against the designed lineage (no stack needed)",
+    )
     version = lineage.add_mutually_exclusive_group()
     version.add_argument("--partition", help="provenance: the version of this partition (a day, YYYY-MM-DD)")
     version.add_argument("--version", help="provenance: this version (e.g. a table's snapshot id)")

@@ -20,9 +20,10 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from openlineage.client.naming.dataset import S3, Kafka
@@ -53,19 +54,12 @@ class Column:
 
 @dataclass(frozen=True)
 class Transformation:
-    """An OpenLineage column transformation (type DIRECT or INDIRECT, and its subtype). ``functions``:
-    for a DIRECT one, the functions Spark's analyzed plan applies on the way (its expression classes,
-    any order); what a job ran is this transformation only if its plan applies exactly these, so a
-    ``* 2`` or a CASE WHEN added to a column is a change of its lineage."""
+    """An OpenLineage column transformation (type DIRECT or INDIRECT, and its subtype); ``description``:
+    the derivation it comes from as Spark's plan computes it (``Derivations``)."""
 
     type: str
     subtype: str
     description: str
-    functions: frozenset[str] = frozenset()
-
-    @staticmethod
-    def identity() -> Transformation:
-        return Transformation("DIRECT", "IDENTITY", "copied unchanged")
 
 
 @dataclass(frozen=True)
@@ -121,11 +115,96 @@ class ProducingJob:
         return f"{self.name.replace('-', '_')}_spark"
 
 
+InputField = tuple[str, str, str, str]  # (input dataset, its field, OpenLineage type, subtype)
+RowInput = tuple[str, str, str, str]  # (input dataset, its field, INDIRECT subtype, what decides: a predicate, a key)
+
+
+@dataclass(frozen=True)
+class Derivations:
+    """What a job computes its dataset from, as Spark's analyzed plan says: each written column's
+    derivation (the expression with its literals, types and flags, down to the input fields, which
+    are named ``dataset.field``) and the input fields it reads; the input fields that decide which rows
+    there are (filters, joins, group keys), each with its predicate or key; and the schema written
+    (observed; the catalog's ``columns`` are the one designed).
+    An input that is no dataset of the catalog keeps the name the plan gives it."""
+
+    columns: dict[str, str]
+    inputs: dict[str, tuple[InputField, ...]]
+    rows: tuple[RowInput, ...]
+    schema: tuple[tuple[str, str], ...]
+
+    def lineage(self) -> dict[str, tuple[ColumnSource, ...]]:
+        """Per column its sources, each with one transformation described by its derivation: the
+        column's own, or for the fields that decide the rows, the predicate or key."""
+        rows = tuple(ColumnSource(d, f, Transformation("INDIRECT", subtype, how)) for d, f, subtype, how in self.rows)
+        return {
+            column: (
+                *(
+                    ColumnSource(d, f, Transformation(kind, subtype, text))
+                    for d, f, kind, subtype in self.inputs[column]
+                ),
+                *rows,
+            )
+            for column, text in self.columns.items()
+        }
+
+    @property
+    def datasets(self) -> tuple[str, ...]:
+        """The input datasets, in first-seen order."""
+        found = [d for inputs in self.inputs.values() for d, *_ in inputs] + [d for d, *_ in self.rows]
+        return tuple(dict.fromkeys(found))
+
+    def as_json(self) -> dict[str, Any]:
+        """The designed lineage file's entry: a line per derivation, input and row, for review."""
+        return {
+            "columns": {
+                column: {"derivation": text, "inputs": [f"{k}/{sub} {d}.{f}" for d, f, k, sub in self.inputs[column]]}
+                for column, text in self.columns.items()
+            },
+            "rows": [f"{subtype} {d}.{f}: {how}" for d, f, subtype, how in self.rows],
+        }
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> Derivations:
+        def field(text: str) -> tuple[str, str]:
+            dataset, _, name = text.rpartition(".")
+            return dataset, name
+
+        def input_field(text: str) -> InputField:
+            kind, _, source = text.partition(" ")
+            return (*field(source), *kind.split("/", 1))  # type: ignore[return-value]  # two and two strings
+
+        def row(text: str) -> RowInput:
+            head, _, how = text.partition(": ")
+            subtype, _, source = head.partition(" ")
+            return (*field(source), subtype, how)
+
+        columns = data["columns"]
+        return Derivations(
+            columns={column: entry["derivation"] for column, entry in columns.items()},
+            inputs={column: tuple(input_field(i) for i in entry["inputs"]) for column, entry in columns.items()},
+            rows=tuple(row(r) for r in data["rows"]),
+            schema=(),  # the catalog's columns are the schema designed
+        )
+
+
+# The designed lineage: each job's derivations from its plan on empty inputs, written by
+# `lineage-assets lineage accept` and reviewed as a diff of this file.
+DESIGNED_LINEAGE = Path(__file__).with_name("designed_lineage.json")
+
+
+@cache
+def designed_lineage() -> dict[str, Derivations]:
+    """The checked-in designed lineage, by dataset key."""
+    if not DESIGNED_LINEAGE.exists():
+        return {}
+    return {key: Derivations.from_json(data) for key, data in json.loads(DESIGNED_LINEAGE.read_text()).items()}
+
+
 @dataclass(frozen=True)
 class Dataset:
-    """``column_lineage`` is the expectation each run's observed lineage (what Spark planned) is held
-    against: per column, the input fields it is computed from or chosen by; ``indirect``: the input
-    fields that decide which rows there are (filters, group-by keys), so they shape every column."""
+    """``inputs``: the datasets it is computed from (the asset graph's edges); how each column is
+    computed from them is the designed lineage (``designed_lineage``), generated from the job's plan."""
 
     key: str  # the Dagster asset key, "/"-separated
     kind: Kind
@@ -134,8 +213,7 @@ class Dataset:
     description: str
     columns: tuple[Column, ...]
     identity: Callable[[Settings], Identity]
-    column_lineage: dict[str, tuple[ColumnSource, ...]] = field(default_factory=dict)
-    indirect: tuple[ColumnSource, ...] = ()
+    inputs: tuple[str, ...] = ()
     record_key: str | None = None  # a topic's field that is also each record's key
 
     @property
@@ -149,34 +227,22 @@ class Dataset:
 
     @property
     def upstream(self) -> tuple[str, ...]:
-        """Datasets this one is computed from, in first-seen order (the asset graph's edges)."""
-        seen: dict[str, None] = {}
-        for sources in (*self.column_lineage.values(), self.indirect):
-            for source in sources:
-                seen.setdefault(source.dataset, None)
-        return tuple(seen)
+        """Datasets this one is computed from (the asset graph's edges)."""
+        return self.inputs
+
+    @property
+    def designed(self) -> Derivations | None:
+        """How its job computes it, as reviewed (None: no job of the project's computes it)."""
+        return designed_lineage().get(self.key)
 
     @property
     def expected_lineage(self) -> dict[str, tuple[ColumnSource, ...]]:
-        """Every column's expected inputs: its own, then the dataset-wide ``indirect`` ones."""
-        if not self.upstream:
-            return {}
-        return {column.name: (*self.column_lineage.get(column.name, ()), *self.indirect) for column in self.columns}
+        """Every column's expected sources, each with its derivation (``Derivations.lineage``)."""
+        return self.designed.lineage() if self.designed is not None else {}
 
 
 def _named(naming, symlinks: tuple[Symlink, ...] = ()) -> Identity:
     return Identity(namespace=naming.get_namespace(), name=naming.get_name(), symlinks=symlinks)
-
-
-def _spark(*functions: str) -> frozenset[str]:
-    """The functions (expression classes) of a transformation in Spark's analyzed plan."""
-    return frozenset(functions)
-
-
-# Reading the schema id from a value's Confluent frame: its bytes 2-5 as hex, then a number.
-SCHEMA_ID_FUNCTIONS = _spark("Substring", "Hex", "Conv", "Cast", "Coalesce", "CaseWhen")
-# Spark's tumbling window over bid_time as its analyzer expands `window()`, then rendered as ISO text.
-WINDOW_FUNCTIONS = _spark("PreciseTimestampConversion", "Subtract", "Remainder", "Add", "CaseWhen", "DateFormatClass")
 
 
 def kafka_identity(topic: Callable[[Settings], str]) -> Callable[[Settings], Identity]:
@@ -207,14 +273,6 @@ def iceberg_identity(table: str) -> Callable[[Settings], Identity]:
 def iceberg_table_name(settings: Settings, table: str) -> str:
     """The table as Spark SQL names it in the project's catalog."""
     return f"{settings.catalog_name}.`{settings.iceberg_namespace}`.{table}"
-
-
-def _identity_from(dataset: str, *columns: str) -> dict[str, tuple[ColumnSource, ...]]:
-    return {column: (ColumnSource(dataset, column, Transformation.identity()),) for column in columns}
-
-
-def _every_field(dataset: str, fields: tuple[str, ...], transformation: Transformation) -> tuple[ColumnSource, ...]:
-    return tuple(ColumnSource(dataset, name, transformation) for name in fields)
 
 
 # --- the orders topic ---------------------------------------------------------------------------
@@ -278,22 +336,6 @@ def orders_reader_schema_json() -> str:
 
 ORDER_FIELD_NAMES = tuple(c.name for c in ORDER_FIELDS)
 
-# Which writer version decodes a record is chosen by the schema id in its bytes: every field of the
-# record decides which decoder gives a decoded field its value.
-CHOSEN_BY_FRAME = Transformation(
-    "INDIRECT", "CONDITIONAL", "decoded with the writer version the frame's schema id names"
-)
-# Only records that decode and pass validation: every field can make a record a dead letter.
-VALID_RECORDS = Transformation("INDIRECT", "FILTER", "valid records only; the others are dead letters")
-
-
-def _decoded(field_name: str, transformation: Transformation, dataset: str = "orders") -> tuple[ColumnSource, ...]:
-    """A field of an `orders` record read through the decoder: from that field, and chosen by the others."""
-    return (
-        ColumnSource(dataset, field_name, transformation),
-        *_every_field(dataset, tuple(f for f in ORDER_FIELD_NAMES if f != field_name), CHOSEN_BY_FRAME),
-    )
-
 
 ORDERS = Dataset(
     key="orders",
@@ -332,44 +374,9 @@ ARCHIVE = Dataset(
         Column("hour", "string", "UTC hour of the Kafka record time (the partition folder)"),
     ),
     identity=lambda s: _named(S3(bucket_name=s.archive_bucket, object_key=s.archive_prefix)),
-    # topic, partition, offset, timestamp and the folders made of it come from the record's metadata,
-    # which is no field of the topic's schema.
-    column_lineage={
-        **{name: _decoded(name, Transformation.identity()) for name in ("order_id", "bid_time", "item", "supplier")},
-        "price_text": _decoded("price", Transformation.identity()),
-        "key": (
-            ColumnSource(
-                "orders",
-                "order_id",
-                Transformation("DIRECT", "TRANSFORMATION", "the record key's bytes as text", _spark("Cast")),
-            ),
-        ),
-        "value_base64": _every_field(
-            "orders",
-            ORDER_FIELD_NAMES,
-            Transformation("DIRECT", "TRANSFORMATION", "Avro value bytes, base64", _spark("Base64")),
-        ),
-        "schema_id": _every_field(
-            "orders",
-            ORDER_FIELD_NAMES,
-            Transformation(
-                "DIRECT", "TRANSFORMATION", "the writer schema id of the value's Confluent frame", SCHEMA_ID_FUNCTIONS
-            ),
-        ),
-        "dead_letter_reason": _every_field(
-            "orders",
-            ORDER_FIELD_NAMES,
-            Transformation(
-                "DIRECT",
-                "TRANSFORMATION",
-                "why the value does not decode, or which field is missing or invalid",
-                SCHEMA_ID_FUNCTIONS | _spark("Concat"),
-            ),
-        ),
-    },
+    inputs=("orders",),
 )
 
-WINDOW = Transformation("INDIRECT", "GROUP_BY", "grouped by 5 s tumbling event-time window of bid_time")
 
 SUPPLIER_STATS_LIVE = Dataset(
     key="supplier_stats_live",
@@ -379,34 +386,14 @@ SUPPLIER_STATS_LIVE = Dataset(
     description="Kafka topic `supplier-stats`: per supplier and 5 s event-time tumbling window "
     "(watermark 5 s), total price and count; JSON values keyed by supplier.",
     columns=(
-        Column("window_start", "timestamp", "window start (UTC, inclusive)"),
-        Column("window_end", "timestamp", "window end (UTC, exclusive)"),
+        Column("window_start", "string", "window start (UTC, inclusive), ISO 8601"),
+        Column("window_end", "string", "window end (UTC, exclusive), ISO 8601"),
         Column("supplier", "string", "supplier name"),
         Column("total_price", "decimal(12,2)", "sum of price in the window"),
         Column("count", "bigint", "orders in the window"),
     ),
     identity=kafka_identity(lambda s: s.supplier_stats_topic),
-    column_lineage={
-        "window_start": _decoded(
-            "bid_time", Transformation("DIRECT", "TRANSFORMATION", "start of bid_time's window", WINDOW_FUNCTIONS)
-        ),
-        "window_end": _decoded(
-            "bid_time", Transformation("DIRECT", "TRANSFORMATION", "end of bid_time's window", WINDOW_FUNCTIONS)
-        ),
-        "supplier": _decoded("supplier", Transformation.identity()),
-        "total_price": _decoded(
-            "price", Transformation("DIRECT", "AGGREGATION", "SUM(CAST(price AS DECIMAL(10,2)))", _spark("Sum", "Cast"))
-        ),
-        # count is COUNT(*): it reads no column, only the rows the window and supplier group.
-    },
-    indirect=(
-        *_every_field("orders", ORDER_FIELD_NAMES, VALID_RECORDS),
-        ColumnSource(
-            "orders", "bid_time", Transformation("INDIRECT", "FILTER", "records behind the 5 s watermark are dropped")
-        ),
-        ColumnSource("orders", "bid_time", WINDOW),
-        ColumnSource("orders", "supplier", Transformation("INDIRECT", "GROUP_BY", "grouped by supplier")),
-    ),
+    inputs=("orders",),
 )
 
 LAKEHOUSE_ORDERS = Dataset(
@@ -424,20 +411,9 @@ LAKEHOUSE_ORDERS = Dataset(
         Column("bid_time", "timestamp_ntz", "bid time, UTC wall clock without zone"),
     ),
     identity=iceberg_identity("orders"),
-    column_lineage={
-        **{name: _decoded(name, Transformation.identity()) for name in ("order_id", "item", "supplier")},
-        "price": _decoded(
-            "price", Transformation("DIRECT", "TRANSFORMATION", "CAST(price AS DECIMAL(10,2))", _spark("Cast"))
-        ),
-        "bid_time": _decoded(
-            "bid_time",
-            Transformation("DIRECT", "TRANSFORMATION", "timestamp-millis to TIMESTAMP_NTZ (UTC)", _spark("Cast")),
-        ),
-    },
-    indirect=_every_field("orders", ORDER_FIELD_NAMES, VALID_RECORDS),
+    inputs=("orders",),
 )
 
-HOUR_GROUP = Transformation("INDIRECT", "GROUP_BY", "grouped by date and hour of bid_time")
 
 SUPPLIER_STATS = Dataset(
     key="lakehouse/supplier_stats",
@@ -456,36 +432,7 @@ SUPPLIER_STATS = Dataset(
         Column("total_count", "bigint", "number of orders"),
     ),
     identity=iceberg_identity("supplier_stats"),
-    column_lineage={
-        "supplier": (ColumnSource("lakehouse/orders", "supplier", Transformation.identity()),),
-        "bid_date": (
-            ColumnSource(
-                "lakehouse/orders",
-                "bid_time",
-                Transformation("DIRECT", "TRANSFORMATION", "to_date(bid_time)", _spark("ParseToDate")),
-            ),
-        ),
-        "bid_hour": (
-            ColumnSource(
-                "lakehouse/orders",
-                "bid_time",
-                Transformation("DIRECT", "TRANSFORMATION", "hour(bid_time)", _spark("Hour")),
-            ),
-        ),
-        "total_price": (
-            ColumnSource(
-                "lakehouse/orders",
-                "price",
-                Transformation("DIRECT", "AGGREGATION", "SUM(price)", _spark("Sum", "Cast")),
-            ),
-        ),
-        # total_count is COUNT(*): it reads no column, only the rows each group holds.
-    },
-    indirect=(
-        ColumnSource("lakehouse/orders", "bid_time", Transformation("INDIRECT", "FILTER", "orders of the run's day")),
-        ColumnSource("lakehouse/orders", "bid_time", HOUR_GROUP),
-        ColumnSource("lakehouse/orders", "supplier", Transformation("INDIRECT", "GROUP_BY", "grouped by supplier")),
-    ),
+    inputs=("lakehouse/orders",),
 )
 
 DATASETS: dict[str, Dataset] = {

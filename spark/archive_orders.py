@@ -12,19 +12,34 @@ even when a batch is retried; readers that go through Spark see exactly the comm
 
 from __future__ import annotations
 
+import argparse
 import time
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from lineage_assets.job_specs import ArchiveReport
 from spark import lineage, transforms
 from spark.support import arguments, kafka, quality, queries, reports, tables
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     parser = arguments.streaming_arguments(__doc__)
     parser.add_argument("--path", required=True, help="archive location, e.g. s3://archive/orders")
-    args = parser.parse_args()
+    return parser
+
+
+def written(decoded: DataFrame) -> DataFrame:
+    """What the job writes of the source's ``decoded`` records (``transforms.decode_orders``)."""
+    return transforms.archive_records(decoded)
+
+
+def column_lineage(records: DataFrame) -> dict:
+    """The column lineage of ``records`` (``spark/lineage.observe``)."""
+    return lineage.observe(records)
+
+
+def main() -> None:
+    args = parser().parse_args()
     started = time.monotonic()
     spark = SparkSession.builder.getOrCreate()
     before = tables.files_under(spark, args.path)
@@ -32,13 +47,11 @@ def main() -> None:
     versions = kafka.SourceVersions(args)
     columns = quality.ColumnMetrics()
     source = kafka.kafka_source(spark, args)
-    records = transforms.archive_records(
-        versions.observed(transforms.decode_orders(source, args.value_schema, versions.by_id))
-    )
-    written = columns.observed(records)
-    observed = reports.observed_lineage(args, lineage.observe(written))
+    decoded = versions.observed(transforms.decode_orders(source, args.value_schema, versions.by_id))
+    records = columns.observed(written(decoded))
+    observed = reports.observed_lineage(args, column_lineage(records))
     writer = (
-        written.writeStream.format("json")
+        records.writeStream.format("json")
         .partitionBy("date", "hour")
         .option("path", args.path)
         .option("checkpointLocation", args.checkpoint)

@@ -17,6 +17,7 @@ the asset knows when every such dead letter is back.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from collections import Counter
@@ -130,13 +131,23 @@ class BatchPlan:
         return needed.observe(observation, *self.outcomes)
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     parser = arguments.streaming_arguments(__doc__)
     parser.add_argument("--table", required=True, help="Iceberg table, as Spark SQL names it")
     parser.add_argument("--columns", required=True, help="the table's columns, as CREATE TABLE lists them")
     parser.add_argument("--dead-letter-topic", required=True)
     parser.add_argument("--job-name", default="iceberg-ingestion", help="recorded in dead letters")
-    args = parser.parse_args()
+    return parser
+
+
+def column_lineage(rows: DataFrame, batch: DataFrame, args: argparse.Namespace) -> dict:
+    """The column lineage of a micro-batch's ``rows`` (``spark/lineage.observe``): the ``batch`` read
+    is the source's records, which its plan does not name."""
+    return lineage.observe(rows, {f"kafka:{args.topic}": batch})
+
+
+def main() -> None:
+    args = parser().parse_args()
     started = time.monotonic()
     spark = SparkSession.builder.getOrCreate()
     created = tables.create_table(spark, args.table, args.columns, PARTITIONED_BY, WRITE_PROPERTIES)
@@ -197,9 +208,7 @@ def main() -> None:
         outcomes = Observation(f"outcomes-{batch_id}")
         rows = plan.rows(batch, outcomes)
         if plan.lineage is None:  # a micro-batch's rows are the source's records: the plan does not name them
-            plan.lineage = observed["lineage"] = reports.observed_lineage(
-                args, lineage.observe(rows, source=f"kafka:{args.topic}")
-            )
+            plan.lineage = observed["lineage"] = reports.observed_lineage(args, column_lineage(rows, batch, args))
         # Every batch commits a snapshot, an empty one when all its records are dead letters: the
         # snapshot tells a replay of the batch that it is done.
         (

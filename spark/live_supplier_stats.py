@@ -11,9 +11,10 @@ the job started: it reads them from its next start.
 
 from __future__ import annotations
 
+import argparse
 import time
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from lineage_assets import topics
 from lineage_assets.job_specs import LiveStatsReport
@@ -21,24 +22,38 @@ from spark import lineage, transforms
 from spark.support import arguments, kafka, queries, reports
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     parser = arguments.streaming_arguments(__doc__)
     parser.add_argument("--output-topic", required=True)
     parser.add_argument("--window-seconds", type=int, default=5)
     parser.add_argument("--watermark-seconds", type=int, default=5)
-    args = parser.parse_args()
+    return parser
+
+
+def written(decoded: DataFrame, args: argparse.Namespace) -> DataFrame:
+    """The records the job writes to its topic from the source's ``decoded`` ones (``transforms.decode_orders``)."""
+    stats = transforms.windowed_supplier_stats(
+        transforms.valid_orders(decoded), args.window_seconds, args.watermark_seconds
+    )
+    return transforms.supplier_stats_records(stats)
+
+
+def column_lineage(records: DataFrame) -> dict:
+    """The column lineage of ``records`` (``spark/lineage.observe``): the topic's columns are the
+    fields of each record's JSON value."""
+    return lineage.observe(records, expand="value")
+
+
+def main() -> None:
+    args = parser().parse_args()
     started = time.monotonic()
     spark = SparkSession.builder.getOrCreate()
 
     versions = kafka.SourceVersions(args)
     source = kafka.kafka_source(spark, args)
-    valid = transforms.valid_orders(
-        versions.observed(transforms.decode_orders(source, args.value_schema, versions.by_id))
-    )
-    stats = transforms.windowed_supplier_stats(valid, args.window_seconds, args.watermark_seconds)
-    records = transforms.supplier_stats_records(stats)
-    # The topic's columns are the fields of each record's JSON value.
-    observed = reports.observed_lineage(args, lineage.observe(records, expand="value"))
+    decoded = versions.observed(transforms.decode_orders(source, args.value_schema, versions.by_id))
+    records = written(decoded, args)
+    observed = reports.observed_lineage(args, column_lineage(records))
     writer = (
         records.writeStream.format("kafka")
         .outputMode("append")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import time
+from collections.abc import Mapping
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -27,14 +28,28 @@ def latest_day(source: DataFrame) -> dt.date | None:
     return source.select(F.max(F.to_date("bid_time")).alias("day")).collect()[0].day
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--source", required=True)
     parser.add_argument("--target", required=True)
     parser.add_argument("--columns", required=True, help="the target's columns, as CREATE TABLE lists them")
     parser.add_argument("--day", type=dt.date.fromisoformat, help="UTC day to compute (default: latest present)")
     parser.add_argument("--report", required=True)
-    args = parser.parse_args()
+    return parser
+
+
+def written(source: DataFrame, day: dt.date) -> DataFrame:
+    """The rows the job writes for ``day`` from the ``source`` table's orders."""
+    return transforms.hourly_supplier_stats(transforms.orders_of_day(source, day))
+
+
+def column_lineage(stats: DataFrame, day: dt.date, inputs: Mapping[str, DataFrame] | None = None) -> dict:
+    """The column lineage of ``stats`` (``spark/lineage.observe``), whose derivations name the run's day."""
+    return lineage.observe(stats, inputs, parameters={"day": day})
+
+
+def main() -> None:
+    args = parser().parse_args()
     started = time.monotonic()
     spark = SparkSession.builder.getOrCreate()
     created = tables.create_table(spark, args.target, args.columns, "bid_date, bid_hour")
@@ -59,9 +74,8 @@ def main() -> None:
         return
 
     print(f"{PROGRESS_PREFIX}computing {day} from {args.source} at snapshot {read['source_snapshot_id']}", flush=True)
-    orders = transforms.orders_of_day(source, day)
-    stats = transforms.hourly_supplier_stats(orders).persist()
-    observed = lineage.observe(stats)
+    stats = written(source, day).persist()
+    observed = column_lineage(stats, day)
     stats.writeTo(args.target).overwrite(F.col("bid_date") == F.lit(day))
     print(f"{PROGRESS_PREFIX}replaced {day} in {args.target} after {time.monotonic() - started:.0f} s", flush=True)
     # The head of main, which this session's own commit made: its catalog holds it without a refresh.

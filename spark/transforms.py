@@ -20,6 +20,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 
+from spark import lineage
+
 if TYPE_CHECKING:
     from lineage_assets.source_schemas import WriterVersion
 
@@ -90,10 +92,20 @@ class OrderDecoder:
             if version.readable
         ]
         self.order = F.coalesce(*decoders)
-        unreadable = [(schema_id, version) for schema_id, version in sorted(versions.items()) if not version.readable]
         version_of = F.lit(None).cast("int")
         for schema_id, version in versions.items():
             version_of = F.when(is_version[schema_id], F.lit(version.version)).otherwise(version_of)
+        incompatible = F.lit(None).cast("string")
+        for schema_id, version in sorted(versions.items()):
+            if not version.readable:
+                incompatible = F.when(is_version[schema_id], F.lit(version.dead_letter_reason)).otherwise(incompatible)
+        # What the registry's versions decide is made in columns of their own, named in lineage by what
+        # they are: their expressions change with the versions registered, not with this code.
+        self.registered = (
+            self.order.alias("order"),  # a decoded record: named by the bytes it decodes (spark/lineage.py)
+            lineage.derived_as(version_of, "schema_version", "registered_version(schema_id)"),
+            lineage.derived_as(incompatible, "schema_incompatibility", "incompatibility_of_version(schema_id)"),
+        )
         # Parsed once, into a column of its own that the reason reads: inlined in both, each parsed it.
         self.price = F.expr(f"try_cast(order.price AS {PRICE_TYPE})")
         price = F.col("price")
@@ -101,12 +113,12 @@ class OrderDecoder:
         # the schema makes non-nullable, so its absence means the body was not Avro of this schema.
         malformed = F.col("order").isNull() | F.col("order.order_id").isNull()
         missing = [F.when(F.col(f"order.{name}").isNull(), F.lit(name)) for name in REQUIRED_FIELDS]
-        reason = F.when(~framed | ~magic_ok, F.lit("not Confluent-framed Avro (missing magic byte 0)"))
-        for schema_id, version in unreadable:
-            reason = reason.when(is_version[schema_id], F.lit(version.dead_letter_reason))
         reason = (
-            reason.when(
-                version_of.isNull(), F.concat(F.lit("unexpected schema id "), F.col("schema_id").cast("string"))
+            F.when(~framed | ~magic_ok, F.lit("not Confluent-framed Avro (missing magic byte 0)"))
+            .when(F.col("schema_incompatibility").isNotNull(), F.col("schema_incompatibility"))
+            .when(
+                F.col("schema_version").isNull(),
+                F.concat(F.lit("unexpected schema id "), F.col("schema_id").cast("string")),
             )
             .when(malformed, F.lit("value is not valid Avro for the registered schema"))
             # The names are joined only for a record that lacks one, not for every record.
@@ -121,20 +133,20 @@ class OrderDecoder:
             F.col("key").cast("string").alias("key"),
             "value",
             F.col("schema_id").cast("int").alias("schema_id"),
-            version_of.alias("schema_version"),
+            "schema_version",
             F.col("order.order_id").alias("order_id"),
             F.col("order.bid_time").alias("bid_time"),
             F.col("order.price").alias("price_text"),
             "price",
             F.col("order.item").alias("item"),
             F.col("order.supplier").alias("supplier"),
-            reason.alias("dead_letter_reason"),
+            lineage.named_step(reason, "dead_letter_reason"),
         )
 
     def __call__(self, raw: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
         return (
-            raw.withColumn("schema_id", self.writer_id)
-            .withColumn("order", self.order)
+            raw.select("*", lineage.derived_as(self.writer_id, "schema_id", "schema_id_in_frame(value)"))
+            .select("*", *self.registered)
             .withColumn("price", self.price)
             .select(*self.columns, *keep)
         )

@@ -27,12 +27,12 @@ class ColumnHop:
     kinds: frozenset[tuple[str, str]]
     description: str
     merged: bool = False
-    direct: str = ""  # the description of its DIRECT transformation, if it has one of its own
+    own: frozenset[tuple[str, str, str]] = frozenset()  # its own transformations, each with its description
 
     @property
     def described_kinds(self) -> set[tuple[str, str, str]]:
-        """Its kinds, a DIRECT one with its description (``observed.Kinds``)."""
-        return {(kind, subtype, self.direct if kind == "DIRECT" else "") for kind, subtype in self.kinds}
+        """Its kinds, each with its description (``observed.Kinds``); merged ones without."""
+        return set(self.own) if self.own else {(kind, subtype, "") for kind, subtype in self.kinds}
 
     @property
     def spelled(self) -> str:
@@ -124,7 +124,7 @@ def column_hops(node: Node, facet: dict[str, Any]) -> dict[Edge, ColumnHop]:
                 hops[edge] = ColumnHop(
                     frozenset((t["type"], t.get("subtype") or "") for t in own),
                     "; ".join(dict.fromkeys(t["description"] for t in own if t.get("description"))),
-                    direct="; ".join(t.get("description") or "" for t in own if t["type"] == "DIRECT"),
+                    own=frozenset((t["type"], t.get("subtype") or "", t.get("description") or "") for t in own),
                 )
             else:
                 hops[edge] = ColumnHop(

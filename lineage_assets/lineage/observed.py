@@ -10,38 +10,22 @@ metadata (topic, partition, offset, timestamp) is no field of the topic's schema
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lineage_assets.datasets import DATASETS, ColumnSource, Dataset, Kind, Transformation
+from lineage_assets.datasets import DATASETS, ColumnSource, Dataset, Derivations, Kind, Transformation
 from lineage_assets.settings import Settings
 
 ColumnLineage = dict[str, tuple[ColumnSource, ...]]  # output column -> its inputs, each with one transformation
-InputKind = tuple[str, str, str, str]  # (input dataset, field, type, subtype)
-# (dataset key, field) -> {(type, subtype, how)}; how: a DIRECT transformation's description, which
-# names what ran when it is not what the catalog expects.
+# (dataset key, field) -> {(type, subtype, how)}; how: the transformation's description, the derivation
+# it comes from.
 Kinds = dict[tuple[str, str], set[tuple[str, str, str]]]
 
 
 class ObservationError(ValueError):
-    """A job's observed lineage names an input that is no dataset of the catalog."""
-
-
-def _described(dataset: Dataset, column: str) -> dict[tuple[str, str, str, str], Transformation]:
-    """The catalog's transformations of ``column`` by (input dataset, field, type, subtype)."""
-    return {
-        (s.dataset, s.column, s.transformation.type, s.transformation.subtype): s.transformation
-        for s in dataset.expected_lineage.get(column, ())
-    }
-
-
-def _as_ran(expected: Transformation | None, kind: str, subtype: str, functions: frozenset[str]) -> Transformation:
-    """An observed transformation in the catalog's words when it is the one the catalog expects (for a
-    DIRECT one: through exactly the functions the catalog names), else in Spark's plan's."""
-    if expected is not None and (kind != "DIRECT" or expected.functions == functions):
-        return expected
-    return Transformation(kind, subtype, f"Spark's plan: {', '.join(sorted(functions)) or 'no function'}", functions)
+    """A job's observed lineage cannot be read, or names an input that is no dataset of the catalog."""
 
 
 def _datasets_by_source(settings: Settings) -> dict[str, Dataset]:
@@ -70,42 +54,116 @@ def _fields(dataset: Dataset, field: str) -> tuple[str, ...]:
     return ()  # the record's metadata
 
 
-def from_report(report: Mapping[str, Any], dataset: Dataset, settings: Settings) -> ColumnLineage:
-    """A job report's ``column_lineage`` (``spark/lineage.report``) as the catalog's types: per written
-    column each input field with each of its transformations, the dataset-wide ones included. A
-    transformation the catalog expects keeps the catalog's description; another is described by the
-    functions Spark's plan applies."""
+# An input field in a derivation as ``spark/lineage.py`` writes it (``«source|column»``), a field of a
+# decoded record after it.
+_DECODED_FIELD = re.compile(r"decoded\(«([^|»]*)\|([^»]*)»\)\.(\w+)")
+_TOKEN = re.compile(r"«([^|»]*)\|([^»]*)»")
+
+
+def derivations_of(report: Mapping[str, Any], settings: Settings) -> Derivations:
+    """A job report's ``column_lineage`` (``spark/lineage.report``) in the catalog's names: each input
+    a catalog dataset's key and field (a Kafka value's field is that field of the topic), an input of
+    no catalog dataset named as the plan names it. ``ObservationError`` when the plan could not be read."""
     by_source = _datasets_by_source(settings)
-    unresolved = list(report.get("unresolved") or [])
+    if report.get("unresolved"):
+        raise ObservationError(f"the plan cannot be read: {'; '.join(report['unresolved'])}")
+    if "derivations" not in report:
+        raise ObservationError("the job reported no derivations (a job of an earlier version)")
 
-    def kinds(entry: Mapping[str, Any]) -> list[InputKind]:
-        upstream = by_source.get(entry["source"])
-        if upstream is None:
-            unresolved.append(f"input {entry['source']} is no dataset of the catalog")
-            return []
-        return [(upstream.key, name, entry["type"], entry["subtype"]) for name in _fields(upstream, entry["field"])]
+    def dataset_of(source: str) -> str:
+        known = by_source.get(source)
+        return known.key if known is not None else source
 
-    lineage: ColumnLineage = {}
-    for column, entries in (report.get("columns") or {}).items():
-        # One input field read several ways (the record's bytes whole and one decoded field) is one
-        # transformation through all their functions.
-        found: dict[InputKind, frozenset[str]] = {}
-        for entry in [*entries, *(report.get("dataset") or [])]:
-            for key in kinds(entry):
-                found[key] = found.get(key, frozenset()) | frozenset(entry.get("functions") or ())
-        described = _described(dataset, column)
-        direct = {key[:2] for key in found if key[2] == "DIRECT"}
+    def fields(entry: Mapping[str, Any]) -> tuple[str, ...]:
+        known = by_source.get(entry["source"])
+        return _fields(known, entry["field"]) if known is not None else (entry["field"],)
+
+    def field_name(source: str, column: str) -> str:
+        known = by_source.get(source)
+        if known is not None and known.kind == Kind.KAFKA and column.startswith("value."):
+            column = column.removeprefix("value.")
+        return f"{dataset_of(source)}.{column}"
+
+    def named(text: str) -> str:
+        text = _DECODED_FIELD.sub(lambda m: field_name(m.group(1), f"{m.group(2)}.{m.group(3)}"), text)
+        return _TOKEN.sub(lambda m: field_name(m.group(1), m.group(2)), text)
+
+    inputs = {}
+    for column, entries in report["columns"].items():
+        found = {(dataset_of(e["source"]), name, e["type"], e["subtype"]) for e in entries for name in fields(e)}
         # A field the column is computed from is not listed again for choosing between its values.
-        lineage[column] = tuple(
-            ColumnSource(key[0], key[1], _as_ran(described.get(key), key[2], key[3], functions))
-            for key, functions in found.items()
-            if not (key[3] == "CONDITIONAL" and key[:2] in direct)
-        )
-    if unresolved:
+        direct = {key[:2] for key in found if key[2] == "DIRECT"}
+        inputs[column] = tuple(sorted(key for key in found if not (key[3] == "CONDITIONAL" and key[:2] in direct)))
+    rows = {
+        (dataset_of(e["source"]), name, e["subtype"], named(e["derivation"]))
+        for e in report.get("dataset") or []
+        for name in fields(e)
+    }
+    return Derivations(
+        columns={column: named(text) for column, text in report["derivations"].items()},
+        inputs=inputs,
+        rows=tuple(sorted(rows)),
+        schema=tuple((name, kind) for name, kind in report.get("schema") or []),
+    )
+
+
+def undeclared_inputs(derivations: Derivations, dataset: Dataset) -> list[str]:
+    """The inputs of ``derivations`` that are not the dataset's declared inputs (the asset graph's edges)."""
+    return [source for source in derivations.datasets if source not in dataset.inputs]
+
+
+def from_report(report: Mapping[str, Any], dataset: Dataset, settings: Settings) -> ColumnLineage:
+    """A job report's ``column_lineage`` as the catalog's types: per written column each input field
+    with its transformation, described by the derivation Spark's plan computes."""
+    derivations = derivations_of(report, settings)
+    if undeclared := undeclared_inputs(derivations, dataset):
         raise ObservationError(
-            f"the observed lineage of {dataset.key} cannot be read: {'; '.join(dict.fromkeys(unresolved))}"
+            f"the observed lineage of {dataset.key} reads {', '.join(undeclared)}, which is no input of the asset"
         )
-    return lineage
+    return derivations.lineage()
+
+
+def derivation_gaps(dataset: Dataset, observed: Derivations, observer: str = "Spark ran") -> list[str]:
+    """Every difference between the dataset's designed derivations and ``observed``, each naming both
+    texts: a column's derivation or its inputs, the fields and predicates that decide the rows, the
+    written schema, and an input that is no declared input of the asset."""
+    key, designed = dataset.key, dataset.designed
+    found = [f"{key} reads {source}, which is no input of the asset" for source in undeclared_inputs(observed, dataset)]
+    if designed is None:
+        return [*found, f"{key} has no designed lineage (`lineage-assets lineage accept {key}`)"]
+    for column in dict.fromkeys([*designed.columns, *observed.columns]):
+        if column not in observed.columns:
+            found.append(f"{key}.{column}: the catalog says {designed.columns[column]}, {observer} no such column")
+        elif column not in designed.columns:
+            found.append(f"{key}.{column}: the catalog has no such column, {observer} {observed.columns[column]}")
+        else:
+            if (catalog := designed.columns[column]) != (ran := observed.columns[column]):
+                found.append(f"{key}.{column}: the catalog says {catalog}, {observer} {ran}")
+            if designed.inputs[column] != observed.inputs[column]:
+                found.append(
+                    f"{key}.{column} reads: the catalog says {_inputs(designed.inputs[column])}, "
+                    f"{observer} {_inputs(observed.inputs[column])}"
+                )
+    for row in sorted(set(designed.rows) - set(observed.rows)):
+        found.append(f"rows of {key}: the catalog says {_row(row)}, {observer} without it")
+    for row in sorted(set(observed.rows) - set(designed.rows)):
+        found.append(f"rows of {key}: the catalog does not say {_row(row)}, {observer} it")
+    if (columns := tuple((c.name, c.type) for c in dataset.columns)) != observed.schema:
+        found.append(f"schema of {key}: the catalog says {_schema(columns)}, {observer} {_schema(observed.schema)}")
+    return found
+
+
+def _inputs(inputs: tuple[tuple[str, str, str, str], ...]) -> str:
+    return ", ".join(f"{d}.{f} ({kind}/{subtype})" for d, f, kind, subtype in inputs) or "no input field"
+
+
+def _row(row: tuple[str, str, str, str]) -> str:
+    dataset, field, subtype, how = row
+    return f"{dataset}.{field} {subtype}: {how}"
+
+
+def _schema(schema: tuple[tuple[str, str], ...]) -> str:
+    return "(" + ", ".join(f"{name} {kind}" for name, kind in schema) + ")"
 
 
 def from_facet(
@@ -126,16 +184,12 @@ def from_facet(
         if upstream is None:
             unresolved.append(f"input {field['namespace']}:{field['name']} is no dataset of the catalog")
             return []
-        described = _described(dataset, column)
         return [
             ColumnSource(
                 upstream.key,
                 field["field"],
-                described.get(
-                    (upstream.key, field["field"], t["type"], t.get("subtype") or ""),
-                    Transformation(
-                        t["type"], t.get("subtype") or "", t.get("description") or "in openlineage-spark's plan"
-                    ),
+                Transformation(
+                    t["type"], t.get("subtype") or "", t.get("description") or "in openlineage-spark's plan"
                 ),
             )
             for t in field.get("transformations") or [{"type": "DIRECT", "subtype": "IDENTITY"}]
@@ -161,11 +215,11 @@ def from_facet(
 
 
 def kinds_of(sources: tuple[ColumnSource, ...], described: bool = True) -> Kinds:
-    """Per input field the kinds of its transformations; ``described``: with each DIRECT one's description."""
+    """Per input field the kinds of its transformations; ``described``: with each one's description."""
     kinds: Kinds = {}
     for source in sources:
         t = source.transformation
-        how = t.description if described and t.type == "DIRECT" else ""
+        how = t.description if described else ""
         kinds.setdefault((source.dataset, source.column), set()).add((t.type, t.subtype, how))
     return kinds
 

@@ -39,18 +39,19 @@ def test_an_iceberg_table_is_named_by_its_location_with_a_symlink_to_the_catalog
     assert iceberg_table_name(settings, "supplier_stats") == "lakehouse.`sales`.supplier_stats"
 
 
-def test_column_lineage_and_checks_name_only_columns_that_exist():
+def test_the_designed_lineage_and_checks_name_only_columns_and_inputs_that_exist():
     for dataset in DATASETS.values():
         names = {column.name for column in dataset.columns}
-        assert set(dataset.column_lineage) <= names, dataset.key
-        for sources in dataset.column_lineage.values():
+        assert set(dataset.expected_lineage) == (names if dataset.inputs else set()), dataset.key
+        for sources in dataset.expected_lineage.values():
             for source in sources:
+                assert source.dataset in dataset.inputs, (dataset.key, source)
                 assert source.column in {c.name for c in DATASETS[source.dataset].columns}, (dataset.key, source)
     for check in CHECKS.values():
         assert set(check.columns) <= {c.name for c in DATASETS[check.dataset].columns}, check.name
 
 
-def test_upstream_is_the_asset_graph_in_first_seen_order():
+def test_upstream_is_the_asset_graph():
     assert LAKEHOUSE_ORDERS.upstream == ("orders",)
     assert SUPPLIER_STATS.upstream == ("lakehouse/orders",)
     assert ORDERS.upstream == ()

@@ -134,6 +134,7 @@ def test_a_running_event_carries_the_column_lineage_only_when_the_run_has_not_se
         "columns": {
             "item": [{"source": "kafka:orders", "field": "value.item", "type": "DIRECT", "subtype": "IDENTITY"}]
         },
+        "derivations": {"item": "decoded(«kafka:orders|value»).item"},
         "dataset": [],
         "unresolved": [],
     }
@@ -145,7 +146,10 @@ def test_a_running_event_carries_the_column_lineage_only_when_the_run_has_not_se
     folder.reported(first)
     assert folder.facts(Settings(), folder.progress_facet(), repeat_lineage=False).column_lineage is None
     assert folder.facts(Settings(), folder.progress_facet()).column_lineage == first.column_lineage  # its end
-    changed = {"columns": {**observed["columns"], "supplier": observed["columns"]["item"]}}
+    changed = {
+        "columns": {**observed["columns"], "supplier": observed["columns"]["item"]},
+        "derivations": {**observed["derivations"], "supplier": "decoded(«kafka:orders|value»).item"},
+    }
     folder_with(tmp_path, lineage, {"event": "lineage", "column_lineage": {**observed, **changed}})
     again = folder.facts(Settings(), folder.progress_facet(), repeat_lineage=False).column_lineage
     assert again is not None and set(again) == {"item", "supplier"}

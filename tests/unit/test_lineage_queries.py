@@ -96,7 +96,7 @@ def test_impact_of_the_topic_price_reaches_every_column_computed_from_it(graph):
     assert set(answer.jobs) == {f"{NS}/{d.job.lineage_name}" for d in DATASETS.values() if d is not ORDERS}
     cast = next(hop for hop in answer.hops if hop.downstream == "lakehouse/orders.price")
     assert cast.job == f"{NS}/dagster.iceberg-ingestion"
-    assert cast.description == "CAST(price AS DECIMAL(10,2)); valid records only; the others are dead letters"
+    assert cast.description == "try_cast(orders.price as decimal(10,2)); rows where isnull(dead_letter_reason)"
 
 
 def test_impact_names_the_asset_checks_that_ran_on_what_it_reaches(graph):
@@ -187,7 +187,9 @@ def test_the_trace_tree_puts_each_source_under_the_column_it_feeds(graph):
     assert lines[0] == "trace of lakehouse/supplier_stats.total_price"
     table = next(i for i, line in enumerate(lines) if "── lakehouse/orders.price  (DIRECT/AGGREGATION" in line)
     topic = next(
-        i for i, line in enumerate(lines) if "── orders.price  (DIRECT/TRANSFORMATION, INDIRECT/FILTER: CAST" in line
+        i
+        for i, line in enumerate(lines)
+        if "── orders.price  (DIRECT/TRANSFORMATION, INDIRECT/FILTER: try_cast" in line
     )
     assert table < topic <= table + 5 and lines[topic].index("orders.price") > lines[table].index(
         "lakehouse/orders.price"

@@ -1,5 +1,6 @@
-"""Column lineage read from Spark's analyzed plans of the jobs' own transforms, held against the catalog;
-and the same transforms changed one column at a time, which the comparison must name."""
+"""Column lineage read from Spark's analyzed plans of the jobs' own code at design time (empty inputs,
+no stack), held against the designed lineage; and the everyday edits of `spark/` a reviewer must
+see, each named with both derivations before anything runs."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import datetime as dt
 import json
 
 import pytest
+from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
+from lineage_assets import job_specs
 from lineage_assets.datasets import (
     ARCHIVE,
     LAKEHOUSE_ORDERS,
@@ -17,33 +20,22 @@ from lineage_assets.datasets import (
     SUPPLIER_STATS_LIVE,
     orders_reader_schema_json,
 )
-from lineage_assets.lineage import observed
+from lineage_assets.lineage import design_time, observed
 from lineage_assets.settings import Settings
-from lineage_assets.source_schemas import WriterVersion, judge
-from spark import lineage, transforms
-from spark.ingest_orders import BatchPlan
-from spark.support import quality
+from lineage_assets.source_schemas import WriterVersion
+from spark import ingest_orders, lineage, transforms
 
 SETTINGS = Settings.from_env({})
-VERSIONS = {
-    3: WriterVersion(
-        "orders-value", 1, 3, json.dumps(ORDERS_AVRO_SCHEMA), judge(ORDERS_AVRO_SCHEMA, ORDERS_AVRO_SCHEMA)
-    )
-}
 ORDERS_TABLE = "table:lakehouse.default.orders"
-DAY = dt.date(2026, 11, 21)
+MADE = "the job's plan makes"
 
 
-@pytest.fixture(scope="module")
-def topic(spark):
-    """The orders topic as the jobs read it: a Kafka streaming relation (never started)."""
-    return (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", "127.0.0.1:9")
-        .option("subscribe", SETTINGS.orders_topic)
-        .option("includeHeaders", "true")
-        .load()
-    )
+def gaps(spark, dataset) -> list[str]:
+    return design_time.design_gaps(spark, SETTINGS, [dataset.key])
+
+
+def catalog(dataset, column: str) -> str:
+    return dataset.designed.columns[column]
 
 
 @pytest.fixture(scope="module")
@@ -53,154 +45,145 @@ def table(spark):
     )
 
 
-def decoded(topic):
-    return transforms.decode_orders(topic, orders_reader_schema_json(), VERSIONS)
+def test_every_jobs_plan_makes_the_designed_lineage(spark):
+    assert design_time.design_gaps(spark, SETTINGS) == []
 
 
-def gaps(dataset, frame, **observe) -> list[str]:
-    kinds = {
-        column: observed.kinds_of(sources)
-        for column, sources in observed.from_report(lineage.observe(frame, **observe), dataset, SETTINGS).items()
-    }
-    return [str(gap) for gap in observed.gaps(dataset, kinds)]
-
-
-def archive(topic):
-    return quality.ColumnMetrics().observed(transforms.archive_records(decoded(topic)))
-
-
-def live(topic, stats=transforms.windowed_supplier_stats):
-    return transforms.supplier_stats_records(stats(transforms.valid_orders(decoded(topic))))
-
-
-def ingested(topic, rows=transforms.iceberg_orders):
-    """A micro-batch's rows as the ingestion writes them (the plan of a batch: the source's columns)."""
-    plan = BatchPlan(orders_reader_schema_json(), VERSIONS, {})
-    needed = plan.decode(topic).select(*transforms.ICEBERG_ORDER_COLUMNS, "schema_id", "dead_letter_reason", "replayed")
-    return rows(transforms.valid_orders(needed))
-
-
-def daily(table, stats=transforms.hourly_supplier_stats):
-    return stats(transforms.orders_of_day(table, DAY))
-
-
-def test_each_jobs_plan_observes_exactly_the_catalogs_column_lineage(topic, table):
-    assert gaps(ARCHIVE, archive(topic)) == []
-    assert gaps(SUPPLIER_STATS_LIVE, live(topic), expand="value") == []
-    assert gaps(LAKEHOUSE_ORDERS, ingested(topic)) == []
-    assert gaps(SUPPLIER_STATS, daily(table), source=ORDERS_TABLE) == []
-
-
-def test_each_input_field_has_its_own_transformation(table):
-    report = lineage.observe(daily(table), source=ORDERS_TABLE)
-    total = {(entry["field"], entry["type"], entry["subtype"]) for entry in report["columns"]["total_price"]}
-    assert total == {("price", "DIRECT", "AGGREGATION")}
-    assert {(entry["field"], entry["subtype"]) for entry in report["dataset"]} == {
-        ("bid_time", "FILTER"),
-        ("bid_time", "GROUP_BY"),
-        ("supplier", "GROUP_BY"),
-    }
-    assert report["columns"]["total_count"] == []  # COUNT(*) reads no column
-
-
-def test_an_avro_field_read_through_from_avro_is_that_field_of_the_topic(topic):
-    report = lineage.observe(ingested(topic), source=f"kafka:{SETTINGS.orders_topic}")
-    price = [entry for entry in report["columns"]["price"] if entry["type"] == "DIRECT"]
-    assert [(entry["source"], entry["field"], entry["subtype"]) for entry in price] == [
-        (f"kafka:{SETTINGS.orders_topic}", "value.price", "TRANSFORMATION")
-    ]
-
-
-def test_a_group_by_key_taken_from_another_column_is_named_with_both_derivations(table):
-    def by_item(orders):
-        return orders.groupBy(
-            F.col("item").alias("supplier"),
-            F.to_date("bid_time").alias("bid_date"),
-            F.hour("bid_time").alias("bid_hour"),
-        ).agg(F.sum("price").cast("decimal(10,2)").alias("total_price"), F.count(F.lit(1)).alias("total_count"))
-
-    found = gaps(SUPPLIER_STATS, daily(table, by_item), source=ORDERS_TABLE)
+def test_a_derivation_names_its_literals_flags_and_the_runs_parameters(spark, table):
+    stats = transforms.hourly_supplier_stats(transforms.orders_of_day(table, dt.date(2026, 11, 21)))
+    report = lineage.observe(stats, {ORDERS_TABLE: table}, parameters={"day": dt.date(2026, 11, 21)})
+    made = observed.derivations_of(report, SETTINGS)
+    assert made.columns["total_price"] == "cast(sum(lakehouse/orders.price) as decimal(10,2))"
+    assert made.inputs["total_price"] == (("lakehouse/orders", "price", "DIRECT", "AGGREGATION"),)
+    assert made.inputs["total_count"] == ()  # COUNT(*) reads no column
     assert (
-        "column lineage of lakehouse/supplier_stats.supplier from lakehouse/orders.item: the catalog says nothing "
-        "(an extra source), Spark ran DIRECT/IDENTITY (Spark's plan: no function), INDIRECT/GROUP_BY"
-    ) in found
+        "lakehouse/orders",
+        "bid_time",
+        "FILTER",
+        "rows where (to_date(lakehouse/orders.bid_time, None, Some(UTC), true) = :day)",
+    ) in made.rows
+    assert made.schema[3] == ("total_price", "decimal(10,2)")
+
+
+def test_a_changed_window_length_is_named_with_both_derivations(spark, monkeypatch):
+    windowed = transforms.windowed_supplier_stats
+    monkeypatch.setattr(
+        transforms, "windowed_supplier_stats", lambda valid, window, watermark: windowed(valid, 10, watermark)
+    )
+    start = catalog(SUPPLIER_STATS_LIVE, "window_start")
+    assert "5000000" in start
     assert (
-        "column lineage of lakehouse/supplier_stats.supplier from lakehouse/orders.supplier: the catalog says "
-        "DIRECT/IDENTITY (copied unchanged), INDIRECT/GROUP_BY, Spark ran nothing (a missing source)"
-    ) in found
-    assert {gap.split(":")[0].split(" from ")[0] for gap in found} == {
-        f"column lineage of lakehouse/supplier_stats.{column}"
-        for column in ("supplier", "bid_date", "bid_hour", "total_price", "total_count")
-    }
+        f"supplier_stats_live.window_start: the catalog says {start}, {MADE} {start.replace('5000000', '10000000')}"
+        in gaps(spark, SUPPLIER_STATS_LIVE)
+    )
 
 
-def test_an_aggregate_over_another_column_is_named_with_both_derivations(topic):
-    def counted_as_total(valid):
+def test_a_distinct_sum_is_named_with_both_derivations(spark, monkeypatch):
+    def distinct_sums(orders):
         return (
-            valid.withWatermark("bid_time", "5 seconds")
-            .groupBy(F.window("bid_time", "5 seconds"), "supplier")
-            .agg(F.count(F.lit(1)).alias("count"), F.sum(F.length("item")).alias("total_price"))
+            orders.groupBy("supplier", F.to_date("bid_time").alias("bid_date"), F.hour("bid_time").alias("bid_hour"))
+            .agg(F.sum_distinct("price").alias("total_price"), F.count(F.lit(1)).alias("total_count"))
             .select(
-                F.col("window.start").alias("window_start"),
-                F.col("window.end").alias("window_end"),
                 "supplier",
-                F.col("total_price").cast("decimal(12,2)").alias("total_price"),
-                "count",
+                "bid_date",
+                "bid_hour",
+                F.col("total_price").cast(transforms.PRICE_TYPE).alias("total_price"),
+                F.col("total_count").cast("long").alias("total_count"),
             )
         )
 
-    found = gaps(SUPPLIER_STATS_LIVE, live(topic, counted_as_total), expand="value")
-    assert found == [
-        "column lineage of supplier_stats_live.total_price from orders.item: the catalog says INDIRECT/CONDITIONAL, "
-        "INDIRECT/FILTER, Spark ran DIRECT/AGGREGATION (Spark's plan: Cast, Length, Sum), INDIRECT/FILTER",
-        "column lineage of supplier_stats_live.total_price from orders.price: the catalog says DIRECT/AGGREGATION "
-        "(SUM(CAST(price AS DECIMAL(10,2)))), INDIRECT/FILTER, Spark ran INDIRECT/CONDITIONAL, INDIRECT/FILTER",
+    monkeypatch.setattr(transforms, "hourly_supplier_stats", distinct_sums)
+    assert gaps(spark, SUPPLIER_STATS) == [
+        "lakehouse/supplier_stats.total_price: the catalog says cast(sum(lakehouse/orders.price) as decimal(10,2)), "
+        f"{MADE} cast(sum(distinct lakehouse/orders.price) as decimal(10,2))"
     ]
 
 
-def test_a_cast_removed_is_named_with_both_derivations(topic):
-    def uncast(valid):
-        return valid.select("order_id", "item", "price", "supplier", "bid_time")
-
-    assert gaps(LAKEHOUSE_ORDERS, ingested(topic, uncast)) == [
-        "column lineage of lakehouse/orders.bid_time from orders.bid_time: the catalog says DIRECT/TRANSFORMATION "
-        "(timestamp-millis to TIMESTAMP_NTZ (UTC)), INDIRECT/FILTER, Spark ran DIRECT/IDENTITY (Spark's plan: no "
-        "function), INDIRECT/FILTER"
+def test_a_changed_predicate_is_named_with_both_predicates(spark, monkeypatch):
+    monkeypatch.setattr(
+        transforms, "orders_of_day", lambda orders, day: orders.where(F.to_date("bid_time") <= F.lit(day))
+    )
+    day = "lakehouse/orders.bid_time FILTER: rows where (to_date(lakehouse/orders.bid_time, None, Some(UTC), true)"
+    assert gaps(spark, SUPPLIER_STATS) == [
+        f"rows of lakehouse/supplier_stats: the catalog says {day} = :day), {MADE} without it",
+        f"rows of lakehouse/supplier_stats: the catalog does not say {day} <= :day), {MADE} it",
     ]
 
 
-def test_a_source_that_is_no_asset_is_a_clear_error(spark):
-    other = spark.createDataFrame([("a",)], "supplier string")
-    with pytest.raises(
-        observed.ObservationError, match="input table:lakehouse.default.suppliers is no dataset of the catalog"
-    ):
-        observed.from_report(
-            lineage.observe(other, source="table:lakehouse.default.suppliers"), SUPPLIER_STATS, SETTINGS
-        )
+def test_a_changed_cast_is_named_in_the_derivation_and_the_schema(spark, monkeypatch):
+    monkeypatch.setattr(transforms, "PRICE_TYPE", "DECIMAL(8,0)")
+    found = gaps(spark, LAKEHOUSE_ORDERS)
+    assert (
+        "lakehouse/orders.price: the catalog says try_cast(orders.price as decimal(10,2)), "
+        f"{MADE} try_cast(orders.price as decimal(8,0))"
+    ) in found
+    assert any(gap.startswith("schema of lakehouse/orders: ") and "price decimal(8,0)" in gap for gap in found)
 
 
-def test_a_value_changed_under_a_condition_is_named_with_what_spark_ran(topic):
-    """A column whose inputs stay the same but whose computation changes (one supplier's prices
-    doubled): the functions Spark's plan applies are not the catalog's."""
+def test_an_input_that_is_no_dataset_of_the_catalog_is_named(spark, monkeypatch):
+    hourly = transforms.hourly_supplier_stats
+
+    def with_discounts(orders):
+        discounts = orders.sparkSession.createDataFrame([("Alice", 0.1)], "supplier string, discount double")
+        return hourly(orders.join(discounts, "supplier", "left").withColumn("price", F.col("price") * 1))
+
+    monkeypatch.setattr(transforms, "hourly_supplier_stats", with_discounts)
+    found = gaps(spark, SUPPLIER_STATS)
+    assert found[0] == "lakehouse/supplier_stats reads unnamed:LogicalRDD, which is no input of the asset"
+    assert any("LeftOuter join on (lakehouse/orders.supplier = unnamed:LogicalRDD.supplier)" in gap for gap in found)
+
+
+def test_a_table_the_plan_cannot_find_is_named(spark, monkeypatch):
+    hourly = transforms.hourly_supplier_stats
+
+    def with_discounts(orders):
+        discounts = orders.sparkSession.table("nowhere.discounts")
+        return hourly(orders.join(discounts, "supplier", "left"))
+
+    monkeypatch.setattr(transforms, "hourly_supplier_stats", with_discounts)
+    [found] = gaps(spark, SUPPLIER_STATS)
+    assert found.startswith("lakehouse/supplier_stats: the job's plan cannot be made: ")
+    assert "discounts" in found
+
+
+def test_a_dropped_column_is_named_and_the_schema_written_too(spark, monkeypatch):
+    records = transforms.archive_records
+    monkeypatch.setattr(transforms, "archive_records", lambda decoded: records(decoded).drop("item"))
+    found = gaps(spark, ARCHIVE)
+    assert f"orders_archive.item: the catalog says orders.item, {MADE} no such column" in found
+    assert any(gap.startswith("schema of orders_archive: ") for gap in found)
+
+
+def test_a_value_changed_under_a_condition_is_named_with_what_spark_ran(spark, monkeypatch):
+    """The doubling of one supplier's prices (the wrong deploy of the end-to-end tests)."""
+    rows = transforms.iceberg_orders
 
     def doubled_for_alice(valid):
-        rows = transforms.iceberg_orders(valid)
+        written = rows(valid)
         doubled = F.when(F.col("supplier") == "Alice", F.col("price") * 2).otherwise(F.col("price"))
-        return rows.withColumn("price", doubled.cast(rows.schema["price"].dataType))
+        return written.withColumn("price", doubled.cast(written.schema["price"].dataType))
 
-    assert gaps(LAKEHOUSE_ORDERS, ingested(topic, doubled_for_alice)) == [
-        "column lineage of lakehouse/orders.price from orders.price: the catalog says DIRECT/TRANSFORMATION "
-        "(CAST(price AS DECIMAL(10,2))), INDIRECT/FILTER, Spark ran DIRECT/TRANSFORMATION (Spark's plan: CaseWhen, "
-        "Cast, Multiply), INDIRECT/FILTER"
-    ]
+    monkeypatch.setattr(transforms, "iceberg_orders", doubled_for_alice)
+    [found] = gaps(spark, LAKEHOUSE_ORDERS)
+    assert found.startswith(
+        f"lakehouse/orders.price: the catalog says try_cast(orders.price as decimal(10,2)), {MADE} cast(CASE WHEN "
+        "(orders.supplier = Alice) THEN (try_cast(orders.price as decimal(10,2)) * cast(2 as decimal(1,0)))"
+    )
 
 
-def test_a_value_chosen_under_a_condition_is_no_copy(topic):
-    def hidden_for_alice(valid):
-        rows = transforms.iceberg_orders(valid)
-        return rows.withColumn("item", F.when(F.col("supplier") == "Alice", F.lit("?")).otherwise(F.col("item")))
-
-    assert gaps(LAKEHOUSE_ORDERS, ingested(topic, hidden_for_alice)) == [
-        "column lineage of lakehouse/orders.item from orders.item: the catalog says DIRECT/IDENTITY (copied "
-        "unchanged), INDIRECT/FILTER, Spark ran DIRECT/IDENTITY (Spark's plan: CaseWhen), INDIRECT/FILTER"
-    ]
+def test_a_registered_version_changes_no_derivation(spark):
+    """What the registry decides (which writer versions decode, and why others cannot) is named, not
+    spelled out: a run with other versions registered observes the design's derivations."""
+    renamed = {
+        **ORDERS_AVRO_SCHEMA,
+        "fields": [*ORDERS_AVRO_SCHEMA["fields"][:4], {"name": "vendor", "type": "string"}],
+    }
+    versions = {
+        1: WriterVersion("orders-value", 1, 1, orders_reader_schema_json(), ()),
+        7: WriterVersion("orders-value", 2, 7, json.dumps(renamed), ("supplier is missing",)),
+    }
+    batch = spark.createDataFrame([], design_time.KAFKA_BATCH)
+    args = ingest_orders.parser().parse_args([*job_specs.ingestion_job(SETTINGS).arguments, "--report", "-"])
+    rows = ingest_orders.BatchPlan(args.value_schema, versions, {}).rows(batch, Observation("versions"))
+    made = observed.derivations_of(ingest_orders.column_lineage(rows, batch, args), SETTINGS)
+    assert observed.derivation_gaps(LAKEHOUSE_ORDERS, made) == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 from lineage_assets.processes import command_line
 
@@ -14,6 +15,10 @@ def test_a_command_with_an_empty_argument_is_known_by_its_whole_command_line():
     command = [sys.executable, "-c", "import sys; sys.stdin.read()", "", "last"]
     with subprocess.Popen(command, stdin=subprocess.PIPE) as process:
         try:
+            # Popen returns once the child is forked; its command line is there once it has exec'd.
+            deadline = time.monotonic() + 10
+            while command_line(process.pid) in ([], None) and time.monotonic() < deadline:
+                time.sleep(0.01)
             assert command_line(process.pid) == command
         finally:
             process.communicate(b"")

@@ -1,0 +1,145 @@
+"""Each Spark job's derivations at design time: what the job writes (its own ``written``) computed from
+empty inputs of their declared schemas, in a local Spark session, with the arguments its job spec
+gives it, and observed as a run observes its plan. No stack and no data: ``lineage check --design``
+holds the code against the designed lineage in seconds, and ``lineage accept`` writes what the code
+does into it, to be reviewed as a diff.
+
+The Kafka sources are the jobs' own (a streaming relation is planned without connecting); the
+registry holds the reader schema as the one writer version, which only the registry-dependent
+columns the decoder marks would differ by (``spark/lineage.derived_as``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from pyspark.sql import DataFrame, Observation, SparkSession
+
+from lineage_assets import job_specs
+from lineage_assets.datasets import (
+    ARCHIVE,
+    DATASETS,
+    DESIGNED_LINEAGE,
+    LAKEHOUSE_ORDERS,
+    ORDERS_READER_SCHEMA,
+    SUPPLIER_STATS,
+    SUPPLIER_STATS_LIVE,
+    Derivations,
+    designed_lineage,
+    orders_reader_schema_json,
+)
+from lineage_assets.lineage.observed import ObservationError, derivation_gaps, derivations_of
+from lineage_assets.settings import Settings
+from lineage_assets.source_schemas import WriterVersion, judge, value_subject
+from spark import archive_orders, ingest_orders, live_supplier_stats, supplier_stats, transforms
+from spark.support import kafka
+
+# A micro-batch of the orders topic as `foreachBatch` hands it over (the source's columns, headers included).
+KAFKA_BATCH = (
+    "key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp, "
+    "timestampType int, headers array<struct<key:string,value:binary>>"
+)
+DESIGN_DAY = dt.date(2000, 1, 1)  # any day: a derivation names the run's day as the parameter `:day`
+
+
+def _arguments(parser: argparse.ArgumentParser, spec: job_specs.JobSpec[Any]) -> argparse.Namespace:
+    return parser.parse_args([*spec.arguments, "--report", "design-time"])
+
+
+def _registered(settings: Settings) -> dict[int, WriterVersion]:
+    """The registry as designed: the reader schema, its one writer version."""
+    problems = judge(ORDERS_READER_SCHEMA, ORDERS_READER_SCHEMA)
+    subject = value_subject(settings.orders_topic)
+    return {1: WriterVersion(subject, 1, 1, orders_reader_schema_json(), problems)}
+
+
+def _decoded(spark: SparkSession, args: argparse.Namespace, settings: Settings) -> DataFrame:
+    """The job's source topic (a streaming relation, planned, never started), decoded as it decodes it."""
+    return transforms.decode_orders(kafka.kafka_source(spark, args), args.value_schema, _registered(settings))
+
+
+def _archive(spark: SparkSession, settings: Settings) -> dict[str, Any]:
+    args = _arguments(archive_orders.parser(), job_specs.archive_job(settings))
+    return archive_orders.column_lineage(archive_orders.written(_decoded(spark, args, settings)))
+
+
+def _live_stats(spark: SparkSession, settings: Settings) -> dict[str, Any]:
+    args = _arguments(live_supplier_stats.parser(), job_specs.live_stats_job(settings))
+    return live_supplier_stats.column_lineage(live_supplier_stats.written(_decoded(spark, args, settings), args))
+
+
+def _ingestion(spark: SparkSession, settings: Settings) -> dict[str, Any]:
+    args = _arguments(ingest_orders.parser(), job_specs.ingestion_job(settings))
+    batch = spark.createDataFrame([], KAFKA_BATCH)
+    plan = ingest_orders.BatchPlan(args.value_schema, _registered(settings), {})
+    return ingest_orders.column_lineage(plan.rows(batch, Observation("design-time")), batch, args)
+
+
+def _supplier_stats(spark: SparkSession, settings: Settings) -> dict[str, Any]:
+    args = _arguments(supplier_stats.parser(), job_specs.supplier_stats_job(settings, DESIGN_DAY))
+    source = spark.createDataFrame([], job_specs.table_columns(LAKEHOUSE_ORDERS))
+    table = f"table:{settings.catalog_name}.{settings.iceberg_namespace}.orders"  # as Spark names the table read
+    return supplier_stats.column_lineage(supplier_stats.written(source, args.day), args.day, {table: source})
+
+
+DESIGNS: dict[str, Callable[[SparkSession, Settings], dict[str, Any]]] = {
+    ARCHIVE.key: _archive,
+    SUPPLIER_STATS_LIVE.key: _live_stats,
+    LAKEHOUSE_ORDERS.key: _ingestion,
+    SUPPLIER_STATS.key: _supplier_stats,
+}
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def design_derivations(
+    spark: SparkSession, settings: Settings, keys: Iterable[str] | None = None
+) -> dict[str, Derivations | ObservationError]:
+    """Per dataset (``keys``, default every one a Spark job writes) its job's derivations at design
+    time, or why they cannot be made (the plan cannot be built, e.g. it reads a table that does not
+    exist, or cannot be read)."""
+    found: dict[str, Derivations | ObservationError] = {}
+    for key in keys or DESIGNS:
+        if key not in DESIGNS:
+            raise ValueError(f"{key!r} is no dataset a Spark job writes: one of {', '.join(DESIGNS)}")
+        try:
+            found[key] = derivations_of(DESIGNS[key](spark, settings), settings)
+        except ObservationError as error:
+            found[key] = error
+        except Exception as error:  # whatever stops Spark from planning the job is what the check reports
+            found[key] = ObservationError(f"the job's plan cannot be made: {_first_line(error)}")
+    return found
+
+
+def design_gaps(spark: SparkSession, settings: Settings, keys: Iterable[str] | None = None) -> list[str]:
+    """Every difference between the jobs' plans at design time and the designed lineage."""
+    gaps = []
+    for key, found in design_derivations(spark, settings, keys).items():
+        if isinstance(found, ObservationError):
+            gaps.append(f"{key}: {found}")
+        else:
+            gaps.extend(derivation_gaps(DATASETS[key], found, "the job's plan makes"))
+    return gaps
+
+
+def accept(spark: SparkSession, settings: Settings, keys: Iterable[str] | None = None) -> list[str]:
+    """Write the jobs' design-time derivations (of ``keys``, default all) into the designed lineage;
+    the keys whose derivations changed. Nothing is written when any cannot be made."""
+    found = design_derivations(spark, settings, keys)
+    failed = {key: error for key, error in found.items() if isinstance(error, ObservationError)}
+    if failed:
+        raise ObservationError("; ".join(f"{key}: {error}" for key, error in failed.items()))
+    before = designed_lineage()
+    made: Mapping[str, Derivations] = {key: d for key, d in found.items() if isinstance(d, Derivations)}
+    after = {**before, **made}
+    DESIGNED_LINEAGE.write_text(
+        json.dumps({key: after[key].as_json() for key in sorted(after)}, indent=2, ensure_ascii=False) + "\n"
+    )
+    designed_lineage.cache_clear()
+    return [key for key in made if before.get(key) != made[key]]
