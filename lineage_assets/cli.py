@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime as dt
 import json
@@ -10,7 +11,9 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lineage_assets.backfills import BackfillError
 from lineage_assets.lineage.marquez import MarquezError
@@ -19,6 +22,9 @@ from lineage_assets.source_schemas import SCHEMA_INCOMPATIBLE
 from lineage_assets.stack.services.base import StackError
 from lineage_assets.stack.supervisor import Supervisor
 from lineage_assets.streaming.exclusive import AlreadyRunning
+
+if TYPE_CHECKING:
+    from dagster import DagsterInstance
 
 
 def _stack(args: argparse.Namespace, settings: Settings) -> int:
@@ -152,7 +158,7 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
         check_log,
         check_marquez_with_design,
         log_design,
-        not_yet_run_in_log,
+        log_notes,
         report,
         retire,
     )
@@ -219,30 +225,44 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
         answer = ask(args.action, args.subject, settings, log=emitter.log, marquez=marquez)
         print(json.dumps(answer.as_dict(), indent=2) if args.json else answer.tree())
         return 0
-    if args.source == "marquez":
-        where = f"Marquez at {settings.marquez_api_url}"
-        gaps, notes = check_marquez_with_design(MarquezApi(settings.marquez_api_url), settings, emitter.log)
-    else:
-        where = f"the lineage in {emitter.log.segments_dir}"
-        gaps = check_log(emitter.log, settings) + _without_lineage(settings, emitter)
-        notes = not_yet_run_in_log(emitter.log)
+    from lineage_assets.assets.in_progress import lineage_runs_in_progress
+
+    with _dagster_instance(settings) as instance:
+        in_progress = {} if instance is None else lineage_runs_in_progress(instance)
+        if args.source == "marquez":
+            where = f"Marquez at {settings.marquez_api_url}"
+            gaps, notes = check_marquez_with_design(
+                MarquezApi(settings.marquez_api_url), settings, emitter.log, in_progress
+            )
+        else:
+            where = f"the lineage in {emitter.log.segments_dir}"
+            gaps = check_log(emitter.log, settings, in_progress) + _without_lineage(instance, emitter)
+            notes = log_notes(emitter.log, in_progress)
     print(report(gaps, where, notes))
     return 1 if gaps else 0
 
 
-def _without_lineage(settings: Settings, emitter) -> list[str]:
-    """The materializations Dagster recorded whose lineage the log lacks, from the instance in
-    DAGSTER_HOME or else the settings' own (`make dev`'s, the demo's); none without an instance."""
+@contextlib.contextmanager
+def _dagster_instance(settings: Settings) -> Iterator[DagsterInstance | None]:
+    """The Dagster instance in DAGSTER_HOME or else the settings' own (`make dev`'s, the demo's); None
+    where there is none."""
     import dagster as dg
 
-    from lineage_assets.assets.unrecorded import materializations_without_lineage
     from lineage_assets.instance import dagster_home
 
     home = Path(os.environ["DAGSTER_HOME"]) if os.environ.get("DAGSTER_HOME") else dagster_home(settings)
     if not (home / "dagster.yaml").exists():
-        return []
+        yield None
+        return
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        return materializations_without_lineage(instance, emitter.events())
+        yield instance
+
+
+def _without_lineage(instance: DagsterInstance | None, emitter) -> list[str]:
+    """The materializations Dagster recorded whose lineage the log lacks; none without an instance."""
+    from lineage_assets.assets.unrecorded import materializations_without_lineage
+
+    return [] if instance is None else materializations_without_lineage(instance, emitter.events())
 
 
 def _utc_time(text: str) -> dt.datetime:
@@ -312,7 +332,8 @@ def _delivery_status(settings: Settings, emitter) -> int:
     if "last_error" in status:
         before = " (before the sending under way)" if since and status["at"] < since else ""
         print(f"last error    {status['at']}: {status['last_error']}{before}")
-    lost = _without_lineage(settings, emitter)
+    with _dagster_instance(settings) as instance:
+        lost = _without_lineage(instance, emitter)
     print(
         f"unrecorded    {len(lost)} materializations without their lineage"
         + (" (`lineage-assets lineage check` names them)" if lost else "")

@@ -17,6 +17,7 @@ import dagster as dg
 
 from lineage_assets.assets.common import asset_key
 from lineage_assets.assets.design import published_line
+from lineage_assets.assets.in_progress import lineage_runs_in_progress
 from lineage_assets.assets.lakehouse import days_behind
 from lineage_assets.datasets import DATASETS, LAKEHOUSE_ORDERS, ORDERS, ORDERS_AVRO_SCHEMA, SUPPLIER_STATS
 from lineage_assets.dead_letters import TEACH_THEN_REPLAY
@@ -24,10 +25,11 @@ from lineage_assets.definitions import build_definitions, materializable, publis
 from lineage_assets.generator import GeneratedOrder, GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.instance import prepare_dagster_home
 from lineage_assets.lineage.check import (
+    InProgress,
     check_log,
     check_marquez_with_design,
     log_design,
-    not_yet_run_in_log,
+    log_notes,
     report,
     retire,
 )
@@ -183,7 +185,7 @@ def summary(run: PipelineRun, marquez_web_url: str) -> str:
     return "\n".join(lines)
 
 
-def marquez_gaps(emitter: LineageEmitter, settings: Settings) -> list[str]:
+def marquez_gaps(emitter: LineageEmitter, settings: Settings, in_progress: InProgress) -> list[str]:
     """The check of what Marquez shows (printed), when the lineage goes to Marquez and it answers."""
     if emitter.backend != Backend.marquez(settings.marquez_api_url):
         print("lineage check in Marquez skipped: openlineage-python's configuration sends the lineage elsewhere")
@@ -193,7 +195,7 @@ def marquez_gaps(emitter: LineageEmitter, settings: Settings) -> list[str]:
         hidden = retire(api, settings, log_design(emitter.log))  # jobs renamed or retired since an earlier demo
         if hidden:
             print(f"hid in Marquez the jobs renamed or retired since: {', '.join(hidden)}")
-        gaps, notes = check_marquez_with_design(api, settings, emitter.log)
+        gaps, notes = check_marquez_with_design(api, settings, emitter.log, in_progress)
     except MarquezError as error:  # Marquez is down: its events wait in the log, whose check stands
         print(f"lineage check in Marquez skipped: {error}")
         return []
@@ -206,9 +208,10 @@ def main_demo(settings: Settings, orders: int, seed: int, continuous: bool = Fal
     require_services(settings)  # the ones run elsewhere too, before an order is produced
     print(published_line(publish_definitions(settings)))  # Marquez shows the designed graph before any run
     # Some late and some bad orders, so the watermark and the dead-letter topic have work to show.
+    instance = dagster_instance(settings)
     run = run_pipeline(
         SettingsResource.of(settings),
-        dagster_instance(settings),
+        instance,
         {"count": orders, "seed": seed, "late_fraction": DEMO_LATE_FRACTION, "bad_fraction": DEMO_BAD_FRACTION},
     )
     print(summary(run, settings.marquez_web_url))
@@ -218,10 +221,11 @@ def main_demo(settings: Settings, orders: int, seed: int, continuous: bool = Fal
             f"lineage: {emitter.pending()} events wait for the backend in {emitter.log.segments_dir} "
             f"(`lineage-assets lineage flush`)"
         )
-    gaps = check_log(emitter.log, settings)
+    in_progress = lineage_runs_in_progress(instance)  # the demo's runs ended; a sensor's in `make dev` may not have
+    gaps = check_log(emitter.log, settings, in_progress)
     where = f"the lineage in {emitter.log.segments_dir} ({len(emitter.events())} events)"
-    print("\n" + report(gaps, where, not_yet_run_in_log(emitter.log)))
-    gaps += marquez_gaps(emitter, settings)
+    print("\n" + report(gaps, where, log_notes(emitter.log, in_progress)))
+    gaps += marquez_gaps(emitter, settings, in_progress)
     if continuous:
         from lineage_assets.job_specs import STREAMING_JOBS
         from lineage_assets.streaming.deployments import deployments_for

@@ -8,7 +8,8 @@ column lineage. A gap is a readable line; no gap means the check passes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import datetime as dt
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -22,6 +23,10 @@ from lineage_assets.lineage.summary import summary
 from lineage_assets.settings import Settings
 
 NEWEST = 5  # versions read per call while looking for the newest a run wrote (each carries its facets)
+
+# Lineage run id -> when its Dagster run started, for the runs of Dagster runs the instance says are in
+# progress (``assets/in_progress.py``): such a run without its end is under way, not left RUNNING.
+InProgress = Mapping[str, dt.datetime]
 
 
 def _asset_job(dataset: Dataset, settings: Settings) -> str:
@@ -41,13 +46,14 @@ def check(
     settings: Settings,
     running_jobs: AbstractSet[str] = frozenset(),
     design: PublishedDesign | None = None,
+    in_progress: InProgress | None = None,
 ) -> list[str]:
     """Every gap between the asset graph and the lineage in ``events`` (run events); empty when they agree.
 
-    ``running_jobs`` are jobs known to be running now (streaming deployments): their runs may lack
-    a terminal event. With the published ``design``, a designed job that never ran is no gap
-    (``not_yet_run`` names it), and the runs are also held against the design."""
-    return check_graph(LineageGraph.from_events(events), settings, running_jobs, design)
+    ``running_jobs`` are jobs known to be running now (streaming deployments), and ``in_progress`` runs
+    known to be under way: those may lack a terminal event. With the published ``design``, a designed
+    job that never ran is no gap (``not_yet_run`` names it), and the runs are also held against the design."""
+    return check_graph(LineageGraph.from_events(events), settings, running_jobs, design, in_progress)
 
 
 def check_marquez(
@@ -55,7 +61,8 @@ def check_marquez(
     settings: Settings,
     running_jobs: AbstractSet[str] = frozenset(),
     design: PublishedDesign | None = None,
-    jobs: list[dict[str, Any]] | None = None,
+    graph: LineageGraph | None = None,
+    in_progress: InProgress | None = None,
 ) -> list[str]:
     """``check`` of what Marquez shows: its jobs, runs and each asset's columns and column lineage as
     the newest version a run wrote keeps them (Marquez's column-lineage graph also keeps every field
@@ -64,8 +71,9 @@ def check_marquez(
     one job out from every asset, and every dataset the project's jobs read or write there. One job
     out, not Marquez's whole walk: together they reach every job that touches an asset and every
     dataset such a job touches, and Marquez fetches each job's latest run with all its facets. Other datasets in
-    the same namespaces (another team's topics on a shared cluster) are not the project's."""
-    graph = read_graph(api, settings, jobs)
+    the same namespaces (another team's topics on a shared cluster) are not the project's. ``graph``:
+    Marquez's jobs and runs (``read_graph``) when the caller has read them."""
+    graph = read_graph(api, settings) if graph is None else graph
     for dataset in DATASETS.values():
         node = dataset.identity(settings).node
         written = next((v for v in api.dataset_versions(*node, page=NEWEST) if v.get("createdByRun")), None)
@@ -78,7 +86,7 @@ def check_marquez(
             }
         if facet := (written.get("facets") or {}).get("columnLineage"):
             graph.column_lineage[(None, node)] = column_hops(node, facet)
-    gaps = check_graph(graph, settings, running_jobs, design)
+    gaps = check_graph(graph, settings, running_jobs, design, in_progress)
     retired = _retired_jobs(settings)
     for job in sorted(set(graph.jobs) & set(retired)):
         gaps.append(
@@ -117,6 +125,7 @@ def check_graph(
     settings: Settings,
     running_jobs: AbstractSet[str] = frozenset(),
     design: PublishedDesign | None = None,
+    in_progress: InProgress | None = None,
 ) -> list[str]:
     gaps = []
     asset_jobs = {_asset_job(dataset, settings): dataset for dataset in DATASETS.values()}
@@ -178,13 +187,39 @@ def check_graph(
         job = states[0][0]
         kinds = [state for _, state in states]
         terminal = [k for k in kinds if k in TERMINAL]
-        if "START" in kinds and not terminal and job.split("/", 1)[1] not in running_jobs:
+        if _unended(states) and job.split("/", 1)[1] not in running_jobs and run_id not in (in_progress or {}):
             gaps.append(f"run left RUNNING: {job} run {run_id} has no terminal event")
         if len(terminal) > 1 and len(set(terminal)) > 1:
             gaps.append(f"conflicting terminal events: {job} run {run_id}: {', '.join(terminal)}")
         if terminal and kinds[-1] not in TERMINAL:
             gaps.append(f"event after the end: {job} run {run_id} ends with {kinds[-1]} after {terminal[0]}")
     return gaps + (design_gaps(graph, design) if design is not None else [])
+
+
+def _unended(states: list[tuple[str, str]]) -> bool:
+    """Whether a run's states (``LineageGraph.run_states``) have its START and no terminal event."""
+    kinds = {state for _, state in states}
+    return "START" in kinds and not kinds & TERMINAL
+
+
+def runs_in_progress(graph: LineageGraph, in_progress: InProgress, now: dt.datetime | None = None) -> list[str]:
+    """The runs without their end that ``check_graph`` passes over as ``in_progress``, as notes with their age."""
+    now = now or dt.datetime.now(dt.UTC)
+    return [
+        f"run in progress: {states[0][0]} run {run_id}, started {_age(now - in_progress[run_id])} ago"
+        for run_id, states in graph.run_states.items()
+        if run_id in in_progress and _unended(states)
+    ]
+
+
+def _age(elapsed: dt.timedelta) -> str:
+    """``elapsed`` in its two largest units from the first that is not zero (``3h 12m``, ``45s``)."""
+    rest, amounts = max(int(elapsed.total_seconds()), 0), []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        amounts.append(f"{rest // size}{unit}")
+        rest %= size
+    first = next((i for i, amount in enumerate(amounts) if not amount.startswith("0")), len(amounts) - 1)
+    return " ".join(amounts[first : first + 2])
 
 
 def design_gaps(graph: LineageGraph, design: PublishedDesign) -> list[str]:
@@ -222,19 +257,29 @@ def log_design(log: EventLog) -> PublishedDesign:
     return PublishedDesign.from_events(summary(log).design)
 
 
-def not_yet_run_in_log(log: EventLog) -> list[str]:
+def log_notes(log: EventLog, in_progress: InProgress | None = None) -> list[str]:
+    """The notes of the log's check: the designed jobs no run of which it holds, then its runs ``in_progress``."""
     known = summary(log)
-    return not_yet_run(PublishedDesign.from_events(known.design), known.ran())
+    return not_yet_run(PublishedDesign.from_events(known.design), known.ran()) + runs_in_progress(
+        known.graph, in_progress or {}
+    )
 
 
-def check_marquez_with_design(api: MarquezApi, settings: Settings, log: EventLog) -> tuple[list[str], list[str]]:
+def check_marquez_with_design(
+    api: MarquezApi, settings: Settings, log: EventLog, in_progress: InProgress | None = None
+) -> tuple[list[str], list[str]]:
     """What the command line and the demo check in Marquez: the events of ``log`` it lacks, ``check_marquez``
-    against the design published through ``log``; and, as notes, the designed jobs it knows no run of."""
+    against the design published through ``log``; and, as notes, the designed jobs it knows no run of and
+    its runs ``in_progress``."""
     design = log_design(log)
     jobs = api.jobs(settings.lineage_namespace)  # once: Marquez builds the list from every run it holds
-    gaps = not_delivered(log) + check_marquez(api, settings, design=design if design.jobs else None, jobs=jobs)
+    graph = read_graph(api, settings, jobs)
+    gaps = not_delivered(log) + check_marquez(
+        api, settings, design=design if design.jobs else None, graph=graph, in_progress=in_progress
+    )
     # A job published and never run has no ``latestRun``.
-    return gaps, not_yet_run(design, {job_key(job["namespace"], job["name"]) for job in jobs if job.get("latestRun")})
+    ran = {job_key(job["namespace"], job["name"]) for job in jobs if job.get("latestRun")}
+    return gaps, not_yet_run(design, ran) + runs_in_progress(graph, in_progress or {})
 
 
 def _column_gaps(graph: LineageGraph, dataset: Dataset, node: Node, job: str, settings: Settings) -> list[str]:
@@ -272,13 +317,13 @@ def retire(api: MarquezApi, settings: Settings, design: PublishedDesign | None =
     return hidden
 
 
-def check_log(log: EventLog, settings: Settings) -> list[str]:
+def check_log(log: EventLog, settings: Settings, in_progress: InProgress | None = None) -> list[str]:
     """``check`` of the log's run events against the asset graph and the design published in the same
     log, after a gap for each line of it that is no event."""
     known = summary(log)
     design = PublishedDesign.from_events(known.design) if known.design else None
     return [f"unreadable event at {line}" for line in known.unreadable] + check_graph(
-        known.graph, settings, design=design
+        known.graph, settings, design=design, in_progress=in_progress
     )
 
 
@@ -298,7 +343,7 @@ def not_delivered(log: EventLog) -> list[str]:
 
 def report(gaps: list[str], where: str, notes: Sequence[str] = ()) -> str:
     """The check's result as printed: one line when ``where`` matches the asset graph, else a line per
-    gap; then the ``notes`` (designed jobs not yet run), which are no gaps."""
+    gap; then the ``notes`` (designed jobs not yet run, runs in progress), which are no gaps."""
     if not gaps:
         lines = [f"lineage check: {where} matches the asset graph"]
     else:

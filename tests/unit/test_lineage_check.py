@@ -8,9 +8,10 @@ import json
 
 from openlineage.client.event_v2 import RunState
 
-from lineage_assets.datasets import ARCHIVE, CHECKS, DATASETS, SUPPLIER_STATS
+from lineage_assets.datasets import ARCHIVE, CHECKS, DATASETS, ORCHESTRATOR_JOB, ORDERS, SUPPLIER_STATS
 from lineage_assets.lineage import events
-from lineage_assets.lineage.check import check
+from lineage_assets.lineage.check import check, runs_in_progress
+from lineage_assets.lineage.graph import LineageGraph
 from lineage_assets.lineage.transport import event_line
 from lineage_assets.settings import Settings
 
@@ -82,6 +83,43 @@ def test_a_check_run_left_without_its_end_is_a_run_left_running():
     (gap,) = check(log, SETTINGS)
     job = f"{SETTINGS.lineage_namespace}/{VALUES.lineage_name}"
     assert gap == f"run left RUNNING: {job} run {RUN.check_run_id(VALUES)} has no terminal event"
+
+
+def test_a_run_without_its_end_is_in_progress_while_its_dagster_run_is_and_left_running_otherwise():
+    # The Dagster run and its orders run have started and not ended; the other runs have.
+    unended = {RUN.lineage_run_id, RUN.asset_run_id(ORDERS)}
+    log = [e for e in pipeline() if not (e["run"]["runId"] in unended and e["eventType"] == "COMPLETE")]
+    orchestrator, orders = (
+        f"{SETTINGS.lineage_namespace}/{name}" for name in (ORCHESTRATOR_JOB, ORDERS.job.lineage_name)
+    )
+    assert sorted(check(log, SETTINGS)) == [
+        f"run left RUNNING: {job} run {run_id} has no terminal event"
+        for job, run_id in sorted([(orchestrator, RUN.lineage_run_id), (orders, RUN.asset_run_id(ORDERS))])
+    ]
+    # Every lineage run of the Dagster run is in progress, the ended ones too: only the unended are notes.
+    in_progress = {event["run"]["runId"]: RUN.started_at for event in log}
+    assert check(log, SETTINGS, in_progress=in_progress) == []
+    now = RUN.started_at + dt.timedelta(hours=3, minutes=12, seconds=5)
+    assert runs_in_progress(LineageGraph.from_events(log), in_progress, now) == [
+        f"run in progress: {orchestrator} run {RUN.lineage_run_id}, started 3h 12m ago",
+        f"run in progress: {orders} run {RUN.asset_run_id(ORDERS)}, started 3h 12m ago",
+    ]
+    # Another Dagster run in progress is no evidence for this one's runs.
+    assert len(check(log, SETTINGS, in_progress={"0190f2a4-another-dagster-run": RUN.started_at})) == 2
+
+
+def test_the_age_of_a_run_in_progress_reads_in_its_two_largest_units():
+    (started,) = [e for e in pipeline() if e["run"]["runId"] == RUN.lineage_run_id and e["eventType"] == "START"]
+    graph = LineageGraph.from_events([started])
+    ages = {
+        dt.timedelta(seconds=45): "45s",
+        dt.timedelta(minutes=2): "2m 0s",
+        dt.timedelta(days=1, minutes=5): "1d 0h",
+        dt.timedelta(seconds=-3): "0s",  # a clock behind the instance's
+    }
+    for elapsed, age in ages.items():
+        (note,) = runs_in_progress(graph, {RUN.lineage_run_id: RUN.started_at}, RUN.started_at + elapsed)
+        assert note.endswith(f", started {age} ago")
 
 
 def renamed(event: dict, old: str) -> dict:

@@ -9,7 +9,7 @@ import json
 
 from bench.lineage_history import write_history
 from lineage_assets.lineage import summary as summary_module
-from lineage_assets.lineage.check import check, check_log, log_design, not_yet_run, not_yet_run_in_log
+from lineage_assets.lineage.check import check, check_log, log_design, log_notes, not_yet_run
 from lineage_assets.lineage.design import PublishedDesign
 from lineage_assets.lineage.emitter import LineageEmitter
 from lineage_assets.lineage.event_log import is_run_event
@@ -53,7 +53,7 @@ def answers_of_the_summary(log, settings) -> dict:
     return {
         "check": check_log(log, settings),
         "runs": summary_runs(log).records(),
-        "not yet run": not_yet_run_in_log(log),
+        "not yet run": log_notes(log),
         **{
             f"{query} {subject}": ask(query, subject, settings, log=log).as_dict()
             for query in QUERIES
