@@ -47,6 +47,7 @@ from lineage_assets.datasets import (
 )
 from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import LineageEmitter
+from lineage_assets.lineage.observed import as_designed
 from lineage_assets.lineage.summary import runs as runs_of_log
 from lineage_assets.lineage.summary import summary as summary_of
 from lineage_assets.settings import PROJECT_ROOT, Settings
@@ -182,7 +183,7 @@ class History:
                 ),
                 quality=table_quality(8 * 24 * (at.timetuple().tm_yday)),
                 reads=(events.table_read(LAKEHOUSE_ORDERS, self.snapshot or None, 0),),
-                column_lineage=SUPPLIER_STATS.expected_lineage,
+                observation=as_designed(SUPPLIER_STATS),
                 partitions=(day,),
             )
             self.asset_run(run, SUPPLIER_STATS, stats, at + dt.timedelta(seconds=25), stats_end)
@@ -260,7 +261,7 @@ class History:
         facts = events.RunFacts(
             events.OutputStatistics(rows=deployment.rows),
             reads=(read,),
-            column_lineage=dataset.expected_lineage if repeat else None,
+            observation=as_designed(dataset) if repeat else None,
         )
         if dataset is LAKEHOUSE_ORDERS and not drifted:
             self.snapshot += 1
@@ -270,21 +271,17 @@ class History:
                 version=events.snapshot_written(self.snapshot, 0, deployment.parent_snapshot),
                 quality=table_quality(self.table_rows),
                 reads=facts.reads,
-                column_lineage=facts.column_lineage,
+                observation=facts.observation,
                 partitions=tuple(sorted(deployment.days)),
             )
         elif dataset is SUPPLIER_STATS_LIVE:
             self.windows.write(interval_orders // 45)
             written = events.offset_ranges(self.windows.name, deployment.written_from, self.windows.offsets())
-            facts = events.RunFacts(
-                facts.statistics, reads=facts.reads, column_lineage=facts.column_lineage, offsets=written
-            )
+            facts = events.RunFacts(facts.statistics, reads=facts.reads, observation=facts.observation, offsets=written)
         elif dataset is ARCHIVE:
             hour = at.strftime("date=%Y-%m-%d/hour=%H")
             added = (events.WrittenFile(f"{hour}/part-{self.new_id()}.c000.json", interval_orders * 220),)
-            facts = events.RunFacts(
-                facts.statistics, reads=facts.reads, column_lineage=facts.column_lineage, files=added
-            )
+            facts = events.RunFacts(facts.statistics, reads=facts.reads, observation=facts.observation, files=added)
         progress = events.StreamingProgressRunFacet(processedRows=deployment.rows, sourceOffsets=self.orders.offsets())
         self.emit(self.deployment_event(deployment, state, facts, at, progress, error), "deployment")
 

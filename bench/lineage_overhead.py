@@ -56,7 +56,7 @@ def run(environment: SettingsResource, quick: bool) -> dict:
             events.RunFacts(
                 events.OutputStatistics(rows=report.rows_written),
                 "OVERWRITE",
-                column_lineage=observed_lineage(SUPPLIER_STATS, report, settings, LOG, agent),
+                observation=observed_lineage(SUPPLIER_STATS, report, settings, LOG, agent),
             )
         )
         run.emit(RunState.COMPLETE)

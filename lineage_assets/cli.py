@@ -129,6 +129,8 @@ def _design_time(args: argparse.Namespace, settings: Settings) -> int:
         print(f"lineage-assets: {args.subject!r} is no dataset a Spark job writes: one of {known}", file=sys.stderr)
         return 2
     spark = in_process_session(settings, {"spark.master": "local[1]", "spark.ui.enabled": "false"})
+    if args.action == "diff":
+        return _design_diff(args, spark, settings)
     if args.action == "accept":
         try:
             changed = design_time.accept(spark, settings, keys)
@@ -153,6 +155,27 @@ def _design_time(args: argparse.Namespace, settings: Settings) -> int:
     return 1
 
 
+def _design_diff(args: argparse.Namespace, spark, settings: Settings) -> int:
+    """``lineage diff``: the changes, as text or (``--json``) for a pull request; exit 1 when a plan cannot be made."""
+    from lineage_assets.lineage import design_time
+
+    try:
+        changes, failures = design_time.diff(spark, settings, args.base)
+    except ValueError as error:
+        print(f"lineage diff: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        entries = [dataclasses.asdict(change) for change in changes]
+        print(json.dumps({"base": args.base, "changes": entries, "failures": failures}, indent=2))
+    else:
+        print(f"lineage diff against {args.base}: {len(changes) or 'no'} changes to the designed lineage")
+        for change in changes:
+            print(change.text())
+        for failure in failures:
+            print(f"cannot be planned: {failure}")
+    return 1 if failures else 0
+
+
 def _lineage(args: argparse.Namespace, settings: Settings) -> int:
     from lineage_assets.lineage.check import (
         check_log,
@@ -168,7 +191,7 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
     if args.subject and args.action not in ("impact", "trace", "provenance", "reached", "accept"):
         print(f"lineage-assets: lineage {args.action} takes no subject, got {args.subject!r}", file=sys.stderr)
         return 2
-    if args.action == "accept" or (args.action == "check" and args.design):
+    if args.action in ("accept", "diff") or (args.action == "check" and args.design):
         return _design_time(args, settings)
     emitter = emitter_for(settings)
     if args.action == "publish":
@@ -545,10 +568,13 @@ def build_parser() -> argparse.ArgumentParser:
             "reached",
             "retire",
             "accept",
+            "diff",
         ],
         help="check: compare with the asset graph (--design: the jobs' plans, without running them, with the "
         "designed lineage); accept: write the jobs' derivations at design time (of DATASET, default all) into "
-        "the designed lineage, for review; publish: send the designed graph (a static event per "
+        "the designed lineage, for review; diff: what the working tree's jobs change in the designed lineage as "
+        "checked in at --base (default HEAD), and what each change reaches downstream; publish: send the designed "
+        "graph (a static event per "
         "dataset and job) where it changed since the last publish; export: write every event as JSON lines; "
         "flush: deliver waiting events to the configured backend; "
         "status: what waits for delivery, what was set aside, the last error; "
@@ -567,6 +593,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(a dataset by its asset key, e.g. lakehouse/supplier_stats, or its OpenLineage namespace:name)",
     )
     lineage.add_argument("--json", action="store_true", help="impact, trace, provenance, reached: the answer as JSON")
+    lineage.add_argument("--base", default="HEAD", help="diff: the git revision to compare with (default HEAD)")
     lineage.add_argument(
         "--design",
         action="store_true",

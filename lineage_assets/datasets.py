@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from functools import cache
 from pathlib import Path
@@ -132,6 +132,7 @@ class Derivations:
     inputs: dict[str, tuple[InputField, ...]]
     rows: tuple[RowInput, ...]
     schema: tuple[tuple[str, str], ...]
+    locations: dict[str, str] = field(default_factory=dict)  # an input table's location, by its name in the plan
 
     def lineage(self) -> dict[str, tuple[ColumnSource, ...]]:
         """Per column its sources, each with one transformation described by its derivation: the
@@ -268,6 +269,24 @@ def iceberg_identity(table: str) -> Callable[[Settings], Identity]:
         )
 
     return identity
+
+
+def foreign_identity(source: str, location: str | None, settings: Settings) -> Identity | None:
+    """An input that is no dataset of the catalog, as a Spark plan names it (``kafka:<topic>``,
+    ``table:<catalog table>``), named as openlineage-spark names it: a topic of the project's cluster,
+    a table by its location with a symlink to its catalog name. None for rows no name reaches (made in
+    memory, or a table whose location the run did not report)."""
+    kind, _, name = source.partition(":")
+    if kind == "kafka":
+        return kafka_identity(lambda s: name)(settings)
+    if kind == "table" and location and "://" in location:
+        bucket, _, key = location.split("://", 1)[1].partition("/")
+        table = name.removeprefix(f"{settings.catalog_name}.")
+        return _named(
+            S3(bucket_name=bucket, object_key=key),
+            symlinks=(Symlink(namespace=settings.iceberg_catalog_url, name=table, type="TABLE"),),
+        )
+    return None
 
 
 def iceberg_table_name(settings: Settings, table: str) -> str:
@@ -473,6 +492,10 @@ class Check:
     def lineage_name(self) -> str:
         return f"{ORCHESTRATOR_JOB}.check.{self.name}"
 
+
+# The check every Spark-written asset's run evaluates in the run itself, from what its plan computed:
+# that it is the designed lineage (no lineage job of its own; the lineage check reads the run's facets).
+LINEAGE_CHECK = "lineage_matches_catalog"
 
 CHECKS: dict[str, Check] = {
     c.name: c

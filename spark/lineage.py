@@ -520,7 +520,14 @@ def observe(
     for identity, source in (inputs or {}).items():
         leaves = source._jdf.queryExecution().analyzed().collectLeaves()
         given.update({_output_ids(leaf): identity for leaf in _jvm_list(leaves)})
-    leaves = [leaf_identity(leaf, given) for leaf in _jvm_list(analyzed.collectLeaves())]
+    jleaves = _jvm_list(analyzed.collectLeaves())
+    leaves = [leaf_identity(leaf, given) for leaf in jleaves]
+    # A table's location names it as openlineage-spark does, for an input the catalog does not know.
+    locations = {
+        identity: str(location)
+        for identity, leaf in zip(leaves, jleaves)
+        if leaf.nodeName() == "DataSourceV2Relation" and (location := leaf.table().properties().get("location"))
+    }
     printed = {name: literal_text(frame.sparkSession, value) for name, value in (parameters or {}).items()}
     nodes = json.loads(analyzed.toJSON())
     walk = PlanLineage(tree(nodes), leaves, plan_texts(analyzed, nodes), printed)
@@ -529,4 +536,4 @@ def observe(
     if expand is not None:  # the written columns are the fields of one column's struct
         schema = [[name, kind] for name, kind in walk.member_types.get(dict(walk.output).get(expand, -1), {}).items()]
     seconds = round(time.perf_counter() - started, 3)  # what observing cost the job
-    return {**observed, "schema": schema, "seconds": seconds}
+    return {**observed, "schema": schema, "locations": locations, "seconds": seconds}

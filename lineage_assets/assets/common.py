@@ -9,10 +9,17 @@ from typing import Generic, TypeVar
 
 import dagster as dg
 
-from lineage_assets.datasets import DATASETS, OWNERS, Check, Dataset
+from lineage_assets.datasets import DATASETS, LINEAGE_CHECK, OWNERS, Check, Dataset
 from lineage_assets.job_specs import JobSpec, Report, StreamReport, SupplierStatsReport
 from lineage_assets.lineage.events import Assertion, RunFacts, SourceRead, orders_read
-from lineage_assets.lineage.observed import ColumnLineage, ObservationError, disagreements, from_facet, from_report
+from lineage_assets.lineage.observed import (
+    ColumnLineage,
+    Observation,
+    ObservationError,
+    disagreements,
+    from_facet,
+    observe_run,
+)
 from lineage_assets.lineage.queries import declared_graph, declared_impact
 from lineage_assets.lineage.spark_agent import AgentEvidence
 from lineage_assets.preflight import require_services
@@ -87,25 +94,58 @@ def check_arguments(check: Check) -> dict:
 
 def observed_lineage(
     dataset: Dataset, report: Report, settings: Settings, log, agent: AgentEvidence | None = None
-) -> ColumnLineage | None:
-    """The column lineage of what the job wrote as its own plan says, in the catalog's terms. None
-    when it observed none (a run without a batch) or named an input that is no asset (logged: `lineage
-    check` then finds the run without column lineage). Where openlineage-spark reached the write too
-    (``agent``), a difference between the two is logged: the agent labels a group-by key that passes
-    through an alias as a direct copy into every column, so it is a witness, not the observation."""
-    try:
-        observed = from_report(report.column_lineage, dataset, settings) if report.column_lineage else None
-        if observed is not None and agent is not None and agent.column_lineage:
+) -> Observation:
+    """What the job observed of its write in its own plan, in the catalog's terms (``observe_run``);
+    where it could not, logged. Where openlineage-spark reached the write too (``agent``), a
+    difference between the two is logged: the agent labels a group-by key that passes through an alias
+    as a direct copy into every column, so it is a witness, not the observation."""
+    observation = observe_run(report.column_lineage, settings)
+    if observation.missing:
+        log.error(f"the column lineage of {dataset.key} was not observed: {observation.missing}")
+    if observation.column_lineage is not None and agent is not None and agent.column_lineage:
+        try:
             witness = from_facet(agent.column_lineage, dataset, settings, agent.columns)
-            if differences := disagreements(observed, witness):
+        except ObservationError as error:
+            log.warning(f"openlineage-spark's column lineage of {dataset.key} cannot be compared: {error}")
+        else:
+            if differences := disagreements(observation.column_lineage, witness):
                 log.warning(
                     f"openlineage-spark's column lineage of {dataset.key} differs from the job's plan: "
                     + "; ".join(differences)
                 )
-        return observed
-    except ObservationError as error:
-        log.error(str(error))
-        return None
+    return observation
+
+
+LINEAGE_CHECK_DESCRIPTION = (
+    "What the run's Spark plan computes each column from (its derivations, the predicates and keys "
+    "that decide its rows, the schema it writes) is the designed lineage (lineage_assets/designed_lineage.json)."
+)
+
+
+def lineage_check_spec(dataset: Dataset) -> dg.AssetCheckSpec:
+    """The check each Spark-written asset's run evaluates from its observation; blocking where other
+    assets are computed from it, which must not build on a derivation nobody reviewed."""
+    downstream = any(dataset.key in other.upstream for other in DATASETS.values())
+    return dg.AssetCheckSpec(
+        LINEAGE_CHECK, asset=asset_key(dataset), blocking=downstream, description=LINEAGE_CHECK_DESCRIPTION
+    )
+
+
+def lineage_check_result(dataset: Dataset, observation: Observation) -> dg.AssetCheckResult:
+    """``lineage_matches_catalog`` of one run: each difference named with both derivations."""
+    if observation.derivations is None and not observation.missing:
+        return dg.AssetCheckResult(
+            check_name=LINEAGE_CHECK,
+            passed=True,
+            description="The run wrote nothing: no plan to hold against the designed lineage.",
+        )
+    gaps = observation.gaps(dataset)
+    return dg.AssetCheckResult(
+        check_name=LINEAGE_CHECK,
+        passed=not gaps,
+        severity=dg.AssetCheckSeverity.ERROR,
+        metadata={"gaps": dg.MetadataValue.md("\n".join(f"- {gap}" for gap in gaps) or "none"), "gap_count": len(gaps)},
+    )
 
 
 def run_metadata(report: StreamReport | SupplierStatsReport, facts: RunFacts) -> dict:
@@ -175,8 +215,9 @@ def streaming_asset(
     catch-up run, or a deployment); otherwise one lineage run around ensuring ``topics``, the Spark job
     and its ``outcome``."""
     dataset = job(settings).dataset
+    check_specs = [*asset_arguments.pop("check_specs", ()), lineage_check_spec(dataset)]
 
-    @dg.asset(**asset_spec_arguments(dataset, settings, group), **asset_arguments)
+    @dg.asset(**asset_spec_arguments(dataset, settings, group), check_specs=check_specs, **asset_arguments)
     def streaming(
         context: dg.AssetExecutionContext,
         environment: SettingsResource,
@@ -191,9 +232,8 @@ def streaming_asset(
                 created = kafka.ensure_topics(*topics(settings))
                 report = spark_jobs.run(job(settings), log=context.log)
                 result = outcome(StreamingRun(context, settings, report, created))
-                facts = dataclasses.replace(
-                    result.facts, column_lineage=observed_lineage(dataset, report, settings, context.log)
-                )
+                observation = observed_lineage(dataset, report, settings, context.log)
+                facts = dataclasses.replace(result.facts, observation=observation)
                 run.complete(facts)
         return dg.MaterializeResult(
             metadata={
@@ -205,7 +245,7 @@ def streaming_asset(
                 ),
                 **result.metadata,
             },
-            check_results=list(result.check_results),
+            check_results=[*result.check_results, lineage_check_result(dataset, observation)],
         )
 
     return streaming

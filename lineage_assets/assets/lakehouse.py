@@ -16,6 +16,8 @@ from lineage_assets.assets.common import (
     asset_key,
     asset_spec_arguments,
     check_arguments,
+    lineage_check_result,
+    lineage_check_spec,
     observed_lineage,
     orders_read_by,
     run_metadata,
@@ -252,7 +254,11 @@ def ingested(run: StreamingRun[IngestionReport]) -> Outcome:
 
 
 def supplier_stats_asset(settings: Settings) -> dg.AssetsDefinition:
-    @dg.asset(partitions_def=DAILY, **asset_spec_arguments(SUPPLIER_STATS, settings, "lakehouse"))
+    @dg.asset(
+        partitions_def=DAILY,
+        check_specs=[lineage_check_spec(SUPPLIER_STATS)],
+        **asset_spec_arguments(SUPPLIER_STATS, settings, "lakehouse"),
+    )
     def supplier_stats(
         context: dg.AssetExecutionContext,
         environment: SettingsResource,
@@ -273,6 +279,7 @@ def supplier_stats_asset(settings: Settings) -> dg.AssetsDefinition:
                 run.forward_spark_events(application, ended_by=error)  # Spark's own events, even from a failed job
                 raise
             agent = run.forward_spark_events(application)
+            observation = observed_lineage(SUPPLIER_STATS, report, environment.settings, context.log, agent)
             facts = RunFacts(
                 OutputStatistics(rows=report.rows_written, bytes=report.bytes_written, files=report.files_written),
                 "CREATE" if report.table_created else "OVERWRITE",
@@ -287,7 +294,7 @@ def supplier_stats_asset(settings: Settings) -> dg.AssetsDefinition:
                     ),
                 ),
                 partitions=(report.day,) if report.day else (),
-                column_lineage=observed_lineage(SUPPLIER_STATS, report, environment.settings, context.log, agent),
+                observation=observation,
             )
             run.complete(facts)
         return dg.MaterializeResult(
@@ -302,7 +309,8 @@ def supplier_stats_asset(settings: Settings) -> dg.AssetsDefinition:
                 "table_created": report.table_created,
                 "totals": dg.MetadataValue.json(report.totals),
                 **table_metadata(report.snapshot_id, report.schema_id, report.quality),
-            }
+            },
+            check_results=[lineage_check_result(SUPPLIER_STATS, observation)],
         )
 
     return supplier_stats

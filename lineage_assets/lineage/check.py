@@ -84,8 +84,12 @@ def check_marquez(
             graph.schemas[node][job_key(writer["namespace"], writer["name"])] = {
                 field["name"]: field.get("type") or "" for field in written.get("fields") or []
             }
-        if facet := (written.get("facets") or {}).get("columnLineage"):
+        facets = written.get("facets") or {}
+        if facet := facets.get("columnLineage"):
             graph.column_lineage[(None, node)] = column_hops(node, facet)
+        elif unobserved := facets.get("columnLineageUnobserved"):
+            graph.column_lineage.pop((None, node), None)
+            graph.unobserved[(None, node)] = unobserved.get("reason") or "no reason given"
     gaps = check_graph(graph, settings, running_jobs, design, in_progress)
     retired = _retired_jobs(settings)
     for job in sorted(set(graph.jobs) & set(retired)):
@@ -288,6 +292,9 @@ def _column_gaps(graph: LineageGraph, dataset: Dataset, node: Node, job: str, se
     if not dataset.expected_lineage:
         return []
     hops = graph.lineage_into(job, node)
+    if hops is None and (reason := graph.unobserved_into(job, node)) is not None:
+        run = graph.column_runs.get((job, node))
+        return [f"no observed column lineage: run {run} of {job} wrote {dataset.key} without it: {reason}"]
     if hops is None:
         return [f"no observed column lineage: no run of {job} reported where the columns of {dataset.key} come from"]
     keys = {d.identity(settings).node: d.key for d in DATASETS.values()}

@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import subprocess
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame, Observation, SparkSession
@@ -22,9 +24,11 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from lineage_assets import job_specs
 from lineage_assets.datasets import (
     ARCHIVE,
+    CHECKS,
     DATASETS,
     DESIGNED_LINEAGE,
     LAKEHOUSE_ORDERS,
+    LINEAGE_CHECK,
     ORDERS_READER_SCHEMA,
     SUPPLIER_STATS,
     SUPPLIER_STATS_LIVE,
@@ -33,7 +37,8 @@ from lineage_assets.datasets import (
     orders_reader_schema_json,
 )
 from lineage_assets.lineage.observed import ObservationError, derivation_gaps, derivations_of
-from lineage_assets.settings import Settings
+from lineage_assets.lineage.queries import declared_graph, impact, resolve
+from lineage_assets.settings import PROJECT_ROOT, Settings
 from lineage_assets.source_schemas import WriterVersion, judge, value_subject
 from spark import archive_orders, ingest_orders, live_supplier_stats, supplier_stats, transforms
 from spark.support import kafka
@@ -142,4 +147,92 @@ def accept(spark: SparkSession, settings: Settings, keys: Iterable[str] | None =
         json.dumps({key: after[key].as_json() for key in sorted(after)}, indent=2, ensure_ascii=False) + "\n"
     )
     designed_lineage.cache_clear()
-    return [key for key in made if before.get(key) != made[key]]
+    return [key for key in made if key not in before or before[key].as_json() != made[key].as_json()]
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change a working tree makes to the designed lineage of a dataset: a column added, removed
+    or derived otherwise (its derivation or the fields it reads), or the rows decided otherwise (a
+    filter, join or key); with what it reaches downstream, and the checks that test it."""
+
+    dataset: str
+    column: str | None  # None: which rows there are, which reaches every column
+    kind: str  # added, removed, changed
+    before: list[str]
+    after: list[str]
+    reaches: list[str]  # "dataset.column" downstream
+    assets: list[str]
+    checks: list[str]
+
+    def text(self) -> str:
+        subject = f"{self.dataset}.{self.column}" if self.column else f"rows of {self.dataset}"
+        lines = [f"{subject}: {self.kind}"]
+        lines += [f"  - {line}" for line in self.before if line not in self.after]
+        lines += [f"  + {line}" for line in self.after if line not in self.before]
+        lines.append(f"  reaches: {', '.join(self.reaches) or 'nothing downstream'}")
+        lines.append(f"  assets: {', '.join(self.assets)}")
+        lines.append(f"  checks: {', '.join(self.checks) or '-'}")
+        return "\n".join(lines)
+
+
+def designed_at(ref: str) -> dict[str, Derivations]:
+    """The designed lineage as checked in at the git revision ``ref`` (empty where it had none)."""
+    path = DESIGNED_LINEAGE.relative_to(PROJECT_ROOT).as_posix()
+    shown = subprocess.run(
+        ["git", "show", f"{ref}:{path}"], cwd=PROJECT_ROOT, capture_output=True, text=True, check=False
+    )
+    if shown.returncode != 0:
+        if subprocess.run(
+            ["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd=PROJECT_ROOT
+        ).returncode:
+            raise ValueError(f"{ref!r} is no git revision of {PROJECT_ROOT}")
+        return {}
+    return {key: Derivations.from_json(data) for key, data in json.loads(shown.stdout).items()}
+
+
+def _lines(derivations: Derivations | None, column: str | None) -> list[str]:
+    """What a column's entry (or, for None, the rows' entry) of the designed lineage says, a line each."""
+    if derivations is None:
+        return []
+    entry = derivations.as_json()
+    if column is None:
+        return list(entry["rows"])
+    if column not in entry["columns"]:
+        return []
+    return [entry["columns"][column]["derivation"], *(f"reads {i}" for i in entry["columns"][column]["inputs"])]
+
+
+def diff(spark: SparkSession, settings: Settings, base: str = "HEAD") -> tuple[list[Change], list[str]]:
+    """What the working tree's jobs (their plans at design time) change in the designed lineage as
+    checked in at ``base``: each change with what it reaches downstream; and the datasets whose plans
+    cannot be made, with why."""
+    before = designed_at(base)
+    graph = declared_graph(settings)
+    changes, failures = [], []
+    for key, found in design_derivations(spark, settings).items():
+        if isinstance(found, ObservationError):
+            failures.append(f"{key}: {found}")
+            continue
+        old = before.get(key)
+        columns = dict.fromkeys([*(old.columns if old else {}), *found.columns])
+        for column in [*columns, None]:
+            was, now = _lines(old, column), _lines(found, column)
+            if was == now:
+                continue
+            kind = "added" if not was else "removed" if not now else "changed"
+            answer = impact(graph, resolve(f"{key}.{column}" if column else key, settings), settings)
+            own = [c.name for c in CHECKS.values() if c.dataset == key and (column is None or column in c.columns)]
+            changes.append(
+                Change(
+                    key,
+                    column,
+                    kind,
+                    was,
+                    now,
+                    sorted({hop.downstream for hop in answer.hops}),
+                    sorted({key, *answer.assets}),
+                    sorted({*own, *answer.checks, f"{LINEAGE_CHECK} of {key}"}),
+                )
+            )
+    return changes, failures

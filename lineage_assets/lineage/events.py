@@ -55,9 +55,11 @@ from lineage_assets.datasets import (
     Check,
     ColumnSource,
     Dataset,
+    Identity,
     Kind,
     Transformation,
 )
+from lineage_assets.lineage.observed import Observation
 from lineage_assets.settings import PROJECT_ROOT, Settings
 from lineage_assets.source_schemas import value_subject
 
@@ -241,6 +243,17 @@ class TableVersionDatasetFacet(dataset_version_dataset.DatasetVersionDatasetFace
     schemaId: int | None = attr.field(default=None)  # noqa: N815
 
 
+@attr.define
+class ColumnLineageUnobservedDatasetFacet(DatasetFacet):
+    """A write whose column lineage the job's plan did not give, and why: unknown, not the last known."""
+
+    reason: str
+
+    @staticmethod
+    def _get_schema() -> str:
+        return f"urn:lineage_assets:schema:ColumnLineageUnobservedDatasetFacet:{VERSION}"
+
+
 @dataclass(frozen=True)
 class DatasetVersion:
     """What a run read or wrote: a registry version (``orders-value:2``), an Iceberg snapshot and
@@ -355,10 +368,14 @@ class RunFacts:
     version: DatasetVersion | None = None
     quality: dict[str, Any] | None = None  # the job's ``quality`` report entry
     reads: tuple[SourceRead, ...] = ()
-    column_lineage: dict[str, tuple[ColumnSource, ...]] | None = None  # as the job's plan says
+    observation: Observation | None = None  # what the job's plan says it computed the columns from
     offsets: tuple[OffsetRange, ...] | None = None  # a topic: the records written
     files: tuple[WrittenFile, ...] | None = None  # a dataset of files: those added
     partitions: tuple[str, ...] | None = None  # a partitioned table: the days it wrote rows into
+
+    @property
+    def column_lineage(self) -> dict[str, tuple[ColumnSource, ...]] | None:
+        return self.observation.column_lineage if self.observation is not None else None
 
 
 NO_FACTS = RunFacts()  # a run's START, before it has read or written anything
@@ -464,15 +481,29 @@ def check_job(check: Check, settings: Settings) -> Job:
     )
 
 
-def dataset_facets(dataset: Dataset, settings: Settings) -> dict[str, DatasetFacet]:
-    identity = dataset.identity(settings)
-    facets: dict[str, DatasetFacet] = {
-        "schema": schema_dataset.SchemaDatasetFacet(
+def dataset_facets(
+    dataset: Dataset, settings: Settings, written: tuple[tuple[str, str], ...] | None = None
+) -> dict[str, DatasetFacet]:
+    """A dataset's facets: its schema (the catalog's; ``written``: the one a run's plan wrote, each
+    column described where the catalog knows it), its source and symlinks."""
+    described = {c.name: c for c in dataset.columns}
+    columns = written if written is not None else tuple((c.name, c.type) for c in dataset.columns)
+    return _identity_facets(
+        dataset.identity(settings),
+        schema_dataset.SchemaDatasetFacet(
             fields=[
-                schema_dataset.SchemaDatasetFacetFields(name=c.name, type=c.type, description=c.description)
-                for c in dataset.columns
+                schema_dataset.SchemaDatasetFacetFields(
+                    name=name, type=kind, description=described[name].description if name in described else None
+                )
+                for name, kind in columns
             ]
         ),
+    )
+
+
+def _identity_facets(identity: Identity, schema: schema_dataset.SchemaDatasetFacet | None) -> dict[str, DatasetFacet]:
+    facets: dict[str, DatasetFacet] = {
+        **({"schema": schema} if schema is not None else {}),
         "dataSource": datasource_dataset.DatasourceDatasetFacet(name=identity.namespace, uri=identity.namespace),
     }
     if identity.symlinks:
@@ -493,10 +524,11 @@ def deprecated_transformation_type(transformation: Transformation) -> str:
 
 
 def column_lineage_facet(
-    lineage: dict[str, tuple[ColumnSource, ...]], settings: Settings
+    lineage: dict[str, tuple[ColumnSource, ...]], settings: Settings, foreign: Mapping[str, Identity] | None = None
 ) -> column_lineage_dataset.ColumnLineageDatasetFacet:
     """``lineage`` (per column, each input field with one transformation) as the facet: one input
-    field per dataset and field, with all its transformations."""
+    field per dataset and field, with all its transformations. ``foreign``: the names of inputs that
+    are no dataset of the catalog; an input no name reaches (rows made in memory) is left out."""
     fields = {}
     for column, sources in lineage.items():
         if not sources:  # made of no input field (a record's metadata, COUNT(*) with no grouping)
@@ -506,7 +538,9 @@ def column_lineage_facet(
             grouped.setdefault((source.dataset, source.column), []).append(source.transformation)
         inputs = []
         for (key, field_name), transformations in grouped.items():
-            upstream = DATASETS[key].identity(settings)
+            upstream = DATASETS[key].identity(settings) if key in DATASETS else (foreign or {}).get(key)
+            if upstream is None:
+                continue
             inputs.append(
                 column_lineage_dataset.InputField(
                     namespace=upstream.namespace,
@@ -616,8 +650,18 @@ def assertions_facet(
     )
 
 
-def inputs(dataset: Dataset, settings: Settings, reads: tuple[SourceRead, ...] = ()) -> list[InputDataset]:
-    result = []
+def inputs(
+    dataset: Dataset,
+    settings: Settings,
+    reads: tuple[SourceRead, ...] = (),
+    foreign: Mapping[str, Identity] | None = None,
+) -> list[InputDataset]:
+    """The datasets a run read: the asset's inputs, with what ``reads`` say the run read of each, and
+    the ``foreign`` ones its plan read beside them (no dataset of the catalog: the lineage shows them)."""
+    result = [
+        InputDataset(namespace=identity.namespace, name=identity.name, facets=_identity_facets(identity, None))
+        for identity in (foreign or {}).values()
+    ]
     for key in dataset.upstream:
         upstream = DATASETS[key]
         identity = upstream.identity(settings)
@@ -660,15 +704,19 @@ def output(dataset: Dataset, settings: Settings, facts: RunFacts) -> OutputDatas
     came from as the job's plan says (``lineage/observed.py``; never the catalog's, which is what it is
     held against), the change it made and how much it wrote."""
     identity = dataset.identity(settings)
-    facets = dataset_facets(dataset, settings)
+    observation = facts.observation or Observation()
+    written = observation.derivations.schema if observation.derivations is not None else None
+    facets = dataset_facets(dataset, settings, written or None)
     if facts.version is not None:
         facets["version"] = TableVersionDatasetFacet(
             datasetVersion=facts.version.version, schemaId=facts.version.schema_id
         )
     if facts.quality is not None:
         facets["dataQualityMetrics"] = quality_facet(facts.quality)
-    if facts.column_lineage:
-        facets["columnLineage"] = column_lineage_facet(facts.column_lineage, settings)
+    if observation.column_lineage:
+        facets["columnLineage"] = column_lineage_facet(observation.column_lineage, settings, observation.foreign)
+    elif observation.missing:
+        facets["columnLineageUnobserved"] = ColumnLineageUnobservedDatasetFacet(reason=observation.missing)
     if facts.lifecycle:
         facets["lifecycleStateChange"] = lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet(
             lifecycleStateChange=lifecycle_state_change_dataset.LifecycleStateChange[facts.lifecycle]
@@ -791,7 +839,7 @@ def asset_event(
         eventTime=(event_time or dt.datetime.now(dt.UTC)).isoformat(),
         run=Run(runId=run_id, facets=run_facets),
         job=job(dataset, settings, running_interval),
-        inputs=inputs(dataset, settings, facts.reads),
+        inputs=inputs(dataset, settings, facts.reads, (facts.observation or Observation()).foreign),
         outputs=[output(dataset, settings, facts)],
         producer=PRODUCER,
     )

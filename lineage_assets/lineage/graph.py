@@ -145,6 +145,8 @@ class LineageGraph:
     # of its latest report, and the run that reported it: what ran last.
     column_lineage: dict[tuple[str | None, Node], dict[Edge, ColumnHop]] = field(default_factory=dict)
     column_runs: dict[tuple[str | None, Node], str] = field(default_factory=dict)
+    # Where the latest report of a write said its column lineage could not be observed, and why.
+    unobserved: dict[tuple[str | None, Node], str] = field(default_factory=dict)
     aliases: dict[tuple[str, str, str], set[Node]] = field(default_factory=lambda: defaultdict(set))
     schemas: dict[Node, dict[str, dict[str, str]]] = field(
         default_factory=lambda: defaultdict(dict)
@@ -182,8 +184,18 @@ class LineageGraph:
         return set(self.column_hops)
 
     def lineage_into(self, job: str, node: Node) -> dict[Edge, ColumnHop] | None:
-        """The latest column lineage ``job`` reported into ``node`` (or that the source shows with no writer)."""
-        return self.column_lineage.get((job, node), self.column_lineage.get((None, node)))
+        """The column lineage of the latest report of ``job`` (or of the source, which shows no writer)
+        into ``node``: None when that report said it could not be observed, never an earlier one's."""
+        for key in ((job, node), (None, node)):
+            if key in self.unobserved:
+                return None
+            if key in self.column_lineage:
+                return self.column_lineage[key]
+        return None
+
+    def unobserved_into(self, job: str, node: Node) -> str | None:
+        """Why the latest report of ``job`` into ``node`` has no column lineage, when it said why."""
+        return self.unobserved.get((job, node), self.unobserved.get((None, node)))
 
     def _add_dataset(self, job: str, side: dict[str, set[Node]], dataset: dict[str, Any], run_id: str | None) -> None:
         node = (dataset["namespace"], dataset["name"])
@@ -198,6 +210,11 @@ class LineageGraph:
         if run_id is not None and "columnLineage" in facets:  # a later report replaces the job's earlier one
             self.column_lineage[(job, node)] = column_hops(node, facets["columnLineage"])
             self.column_runs[(job, node)] = run_id
+            self.unobserved.pop((job, node), None)
+        elif run_id is not None and "columnLineageUnobserved" in facets:
+            self.column_lineage.pop((job, node), None)
+            self.column_runs[(job, node)] = run_id
+            self.unobserved[(job, node)] = facets["columnLineageUnobserved"].get("reason") or "no reason given"
 
     def columns(self, node: Node, trusted: set[str]) -> dict[str, str]:
         """A dataset's columns as the ``trusted`` jobs last reported them (others only when none did:

@@ -12,10 +12,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from lineage_assets.datasets import DATASETS, ColumnSource, Dataset, Derivations, Kind, Transformation
+from lineage_assets.datasets import (
+    DATASETS,
+    ColumnSource,
+    Dataset,
+    Derivations,
+    Identity,
+    Kind,
+    Transformation,
+    foreign_identity,
+)
 from lineage_assets.settings import Settings
 
 ColumnLineage = dict[str, tuple[ColumnSource, ...]]  # output column -> its inputs, each with one transformation
@@ -104,6 +113,7 @@ def derivations_of(report: Mapping[str, Any], settings: Settings) -> Derivations
         inputs=inputs,
         rows=tuple(sorted(rows)),
         schema=tuple((name, kind) for name, kind in report.get("schema") or []),
+        locations=dict(report.get("locations") or {}),
     )
 
 
@@ -112,15 +122,45 @@ def undeclared_inputs(derivations: Derivations, dataset: Dataset) -> list[str]:
     return [source for source in derivations.datasets if source not in dataset.inputs]
 
 
-def from_report(report: Mapping[str, Any], dataset: Dataset, settings: Settings) -> ColumnLineage:
-    """A job report's ``column_lineage`` as the catalog's types: per written column each input field
-    with its transformation, described by the derivation Spark's plan computes."""
-    derivations = derivations_of(report, settings)
-    if undeclared := undeclared_inputs(derivations, dataset):
-        raise ObservationError(
-            f"the observed lineage of {dataset.key} reads {', '.join(undeclared)}, which is no input of the asset"
-        )
-    return derivations.lineage()
+@dataclass(frozen=True)
+class Observation:
+    """What one run's job observed of what it wrote, for its lineage run and its Dagster check: its
+    derivations (None when it observed none: ``missing`` says why, unless it wrote nothing), per column
+    the sources they make, and its inputs that are no dataset of the catalog, named as openlineage-spark
+    names them (an input no name reaches, rows made in memory, is left out of the lineage, not of the gaps)."""
+
+    derivations: Derivations | None = None
+    column_lineage: ColumnLineage | None = None
+    foreign: dict[str, Identity] = field(default_factory=dict)
+    missing: str | None = None
+
+    def gaps(self, dataset: Dataset) -> list[str]:
+        """Where what ran differs from the designed lineage; nothing observed of a write is one."""
+        if self.derivations is None:
+            return [f"{dataset.key}: no column lineage observed: {self.missing}"] if self.missing else []
+        return derivation_gaps(dataset, self.derivations)
+
+
+def as_designed(dataset: Dataset) -> Observation:
+    """An observation of exactly the designed lineage: what a design reports, and a run as designed."""
+    return Observation(dataset.designed, dataset.expected_lineage)
+
+
+def observe_run(report: Mapping[str, Any] | None, settings: Settings) -> Observation:
+    """A job report's ``column_lineage`` (None: the run planned no write) as an ``Observation``."""
+    if report is None:
+        return Observation()
+    try:
+        derivations = derivations_of(report, settings)
+    except ObservationError as error:
+        return Observation(missing=str(error))
+    foreign = {}
+    for source in derivations.datasets:
+        if source not in DATASETS and (
+            identity := foreign_identity(source, derivations.locations.get(source), settings)
+        ):
+            foreign[source] = identity
+    return Observation(derivations, derivations.lineage(), foreign)
 
 
 def derivation_gaps(dataset: Dataset, observed: Derivations, observer: str = "Spark ran") -> list[str]:

@@ -24,6 +24,7 @@ from lineage_assets.lineage import events
 from lineage_assets.lineage.event_log import EventLog
 from lineage_assets.lineage.graph import LineageGraph, Node, job_key
 from lineage_assets.lineage.marquez import MarquezApi, read_graph
+from lineage_assets.lineage.observed import as_designed
 from lineage_assets.lineage.summary import summary
 from lineage_assets.settings import Settings
 
@@ -217,7 +218,7 @@ def declared_graph(settings: Settings) -> LineageGraph:
                         dataset,
                         None,
                         settings,
-                        events.RunFacts(column_lineage=dataset.expected_lineage),
+                        events.RunFacts(observation=as_designed(dataset)),
                         run_id=str(generate_new_uuid()),
                     )
                 )

@@ -26,7 +26,7 @@ from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.event_log import file_lock
 from lineage_assets.lineage.graph import TERMINAL
-from lineage_assets.lineage.observed import ColumnLineage, ObservationError, from_report
+from lineage_assets.lineage.observed import ColumnLineage, Observation, observe_run
 from lineage_assets.lineage.summary import summary
 from lineage_assets.processes import command_line, names, pids_naming, terminate
 from lineage_assets.settings import Settings
@@ -172,17 +172,11 @@ class DeploymentFolder:
             return None, {"rows": rows, "bytes": None, "files": None, "columns": progress[-1]["columns"]}
         return None, None
 
-    def column_lineage(self, settings: Settings) -> ColumnLineage | None:
-        """The column lineage the job last observed in its plan (``observed.from_report``); None
-        before it did, or when it names an input that is no asset (the lineage check then finds the
-        run without column lineage)."""
+    def observation(self, settings: Settings) -> Observation:
+        """What the job last observed of its write in its plan (``observed.observe_run``); nothing
+        before it did."""
         reports = self.progress("lineage")
-        if not reports:
-            return None
-        try:
-            return from_report(reports[-1]["column_lineage"], DATASETS[self.spec()["dataset"]], settings)
-        except ObservationError:
-            return None
+        return observe_run(reports[-1]["column_lineage"] if reports else None, settings)
 
     def facts(
         self, settings: Settings, progress: events.StreamingProgressRunFacet, repeat_lineage: bool = True
@@ -212,9 +206,10 @@ class DeploymentFolder:
             if added
             else None
         )
-        lineage = self.column_lineage(settings)
-        if not repeat_lineage and lineage is not None and _fingerprint(lineage) == reported.get("lineage"):
-            lineage = None
+        observation = self.observation(settings)
+        if not repeat_lineage and observation.column_lineage is not None:
+            if _fingerprint(observation.column_lineage) == reported.get("lineage"):
+                observation = Observation()
         return events.RunFacts(
             statistics=events.OutputStatistics(rows=progress.processedRows),
             version=version,
@@ -223,7 +218,7 @@ class DeploymentFolder:
             # An ingestion reports the days of each commit (the other jobs write no partitioned table).
             partitions=tuple(sorted({day for commit in self.progress("committed") for day in commit.get("days", ())}))
             or None,
-            column_lineage=lineage,
+            observation=observation,
             offsets=offsets,
             files=files,
         )

@@ -12,6 +12,7 @@ from lineage_assets.datasets import (
     CHECKS,
     DATASETS,
     LAKEHOUSE_ORDERS,
+    LINEAGE_CHECK,
     ORCHESTRATOR_JOB,
     ORDERS,
     SUPPLIER_STATS,
@@ -226,4 +227,6 @@ def test_every_asset_check_result_is_a_quality_assertion_on_the_dataset_it_check
         (orders,) = complete["inputs"]
         (schema,) = orders["inputFacets"]["dataQualityAssertions"]["assertions"]
         assert (schema["name"], schema["success"]) == ("orders_schema_readable", outcomes["orders_schema_readable"])
-    assert {name for outcomes in evaluated for name in outcomes} == {*CHECKS, "orders_schema_readable"}  # none left out
+    lineage_checks = {f"{LINEAGE_CHECK} of {dataset.key}" for dataset in DATASETS.values() if dataset.upstream}
+    assert {name for outcomes in evaluated for name in outcomes} == {*CHECKS, "orders_schema_readable", *lineage_checks}
+    assert all(outcomes[name] for outcomes in evaluated for name in lineage_checks)  # what ran is the design

@@ -34,9 +34,22 @@ def test_definitions_load_with_every_asset_check_sensor_and_job():
         "orders_reconcile_with_topic",
         "orders_values_in_range",
         "orders_schema_readable",
+        "lineage_matches_catalog",
     }
     schema_check = next(key for key in graph.asset_check_keys if key.name == "orders_schema_readable")
     assert graph.get_check_spec(schema_check).blocking  # a drifted source stops supplier_stats in the same run
+    # Each Spark-written asset holds its run's lineage against the design; blocking where others build on it.
+    lineage_checks = {
+        key.asset_key.to_user_string(): graph.get_check_spec(key).blocking
+        for key in graph.asset_check_keys
+        if key.name == "lineage_matches_catalog"
+    }
+    assert lineage_checks == {
+        "orders_archive": False,
+        "supplier_stats_live": False,
+        "lakehouse/orders": True,
+        "lakehouse/supplier_stats": False,
+    }
 
 
 def test_every_asset_declares_column_schema_and_lineage_from_the_catalog():
@@ -146,6 +159,7 @@ def test_the_definitions_and_every_resource_follow_one_environment():
     assert {check.name for check in definitions.resolve_asset_graph().asset_check_keys} == {
         *CHECKS,
         "orders_schema_readable",
+        "lineage_matches_catalog",
     }
     assert {job.name for job in definitions.jobs} == {
         "supplier_stats_job",

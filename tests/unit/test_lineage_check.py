@@ -12,8 +12,10 @@ from lineage_assets.datasets import ARCHIVE, CHECKS, DATASETS, ORCHESTRATOR_JOB,
 from lineage_assets.lineage import events
 from lineage_assets.lineage.check import check, runs_in_progress
 from lineage_assets.lineage.graph import LineageGraph
+from lineage_assets.lineage.observed import as_designed, observe_run
 from lineage_assets.lineage.transport import event_line
 from lineage_assets.settings import Settings
+from tests.openlineage_schemas import validate_event
 
 SETTINGS = Settings()
 RUN = events.DagsterRun(
@@ -37,7 +39,7 @@ def pipeline(*, with_checks: bool = True) -> list[dict]:
             as_json(events.asset_event(RunState.START, dataset, RUN, SETTINGS)),
             as_json(
                 events.asset_event(
-                    RunState.COMPLETE, dataset, RUN, SETTINGS, events.RunFacts(column_lineage=dataset.expected_lineage)
+                    RunState.COMPLETE, dataset, RUN, SETTINGS, events.RunFacts(observation=as_designed(dataset))
                 )
             ),
         ]
@@ -136,3 +138,90 @@ def test_a_renamed_jobs_earlier_runs_are_history_but_an_unknown_job_is_a_gap():
         f"extra job: {SETTINGS.lineage_namespace}/dagster.supplier-totals reads or writes 2 datasets "
         f"but is no asset's job"
     ]
+
+
+def stats_report(**changes) -> dict:
+    """A `supplier_stats` run's ``column_lineage`` report as its job writes it (spark/lineage.report):
+    SUM(price) per supplier, here joined with a table of discounts the catalog does not know."""
+    orders, discounts = "table:lakehouse.default.orders", "table:lakehouse.default.discounts"
+    report = {
+        "columns": {
+            "supplier": [{"source": orders, "field": "supplier", "type": "DIRECT", "subtype": "IDENTITY"}],
+            "total_price": [
+                {"source": orders, "field": "price", "type": "DIRECT", "subtype": "AGGREGATION"},
+                {"source": discounts, "field": "discount", "type": "DIRECT", "subtype": "AGGREGATION"},
+            ],
+        },
+        "derivations": {
+            "supplier": f"«{orders}|supplier»",
+            "total_price": f"sum((«{orders}|price» * (1 - «{discounts}|discount»)))",
+        },
+        "dataset": [
+            {
+                "source": discounts,
+                "field": "supplier",
+                "type": "INDIRECT",
+                "subtype": "JOIN",
+                "derivation": f"LeftOuter join on («{orders}|supplier» = «{discounts}|supplier»)",
+            }
+        ],
+        "unresolved": [],
+        "schema": [["supplier", "string"], ["total_price", "decimal(10,2)"]],
+        "locations": {discounts: "s3://warehouse/default/discounts"},
+    }
+    return {**report, **changes}
+
+
+def stats_run(run_id: str, report: dict | None) -> list[dict]:
+    """A `supplier_stats` run that observed ``report`` (None: exactly the designed lineage)."""
+    dagster_run = events.DagsterRun(run_id=run_id, job_name="supplier_stats_job", started_at=RUN.started_at)
+    observation = as_designed(SUPPLIER_STATS) if report is None else observe_run(report, SETTINGS)
+    facts = events.RunFacts(observation=observation)
+    return [
+        as_json(events.asset_event(RunState.START, SUPPLIER_STATS, dagster_run, SETTINGS)),
+        as_json(events.asset_event(RunState.COMPLETE, SUPPLIER_STATS, dagster_run, SETTINGS, facts)),
+    ]
+
+
+def test_an_input_the_catalog_does_not_know_is_in_the_event_and_named_by_the_check():
+    (_, complete) = stats_run("1c1e0a6e-1111-4222-8333-944455556666", stats_report())
+    assert validate_event(complete) == []
+    discounts = ("s3://warehouse", "default/discounts")
+    assert discounts in {(d["namespace"], d["name"]) for d in complete["inputs"]}
+    output = complete["outputs"][0]
+    assert [(f["name"], f["type"]) for f in output["facets"]["schema"]["fields"]] == [
+        ("supplier", "string"),
+        ("total_price", "decimal(10,2)"),
+    ]  # the schema the run wrote, not the catalog's five columns
+    total = output["facets"]["columnLineage"]["fields"]["total_price"]
+    assert {(f["name"], f["field"]) for f in total["inputFields"]} >= {("default/discounts", "discount")}
+    assert total["transformationDescription"].startswith(
+        "sum((lakehouse/orders.price * (1 - table:lakehouse.default.discounts.discount)))"
+    )
+    gaps = check([*pipeline(), *stats_run("1c1e0a6e-1111-4222-8333-944455556666", stats_report())], SETTINGS)
+    stats = f"{SETTINGS.lineage_namespace}/{SUPPLIER_STATS.job.lineage_name}"
+    extra = f"extra edge: job {stats} reads s3://warehouse:default/discounts, which asset {SUPPLIER_STATS.key}"
+    assert f"{extra} does not depend on" in gaps
+    assert any(
+        gap.startswith(
+            "column lineage of lakehouse/supplier_stats.total_price from s3://warehouse:default/discounts.discount"
+        )
+        for gap in gaps
+    ), gaps
+
+
+def test_a_write_whose_lineage_was_not_observed_is_a_gap_never_an_earlier_runs_lineage():
+    observed = stats_run("2c1e0a6e-1111-4222-8333-944455556666", None)
+    unreadable = stats_run("3c1e0a6e-1111-4222-8333-944455556666", stats_report(unresolved=["Expand"]))
+    assert "columnLineageUnobserved" in unreadable[1]["outputs"][0]["facets"]
+    assert validate_event(unreadable[1]) == []
+    gaps = check([*pipeline(), *observed, *unreadable], SETTINGS)
+    column_gaps = [gap for gap in gaps if "column lineage" in gap]
+    run = unreadable[1]["run"]["runId"]
+    assert column_gaps == [
+        f"no observed column lineage: run {run} of {SETTINGS.lineage_namespace}/{SUPPLIER_STATS.job.lineage_name} "
+        f"wrote {SUPPLIER_STATS.key} without it: the plan cannot be read: Expand"
+    ]
+    # A run as designed after it: clean again.
+    again = stats_run("4c1e0a6e-1111-4222-8333-944455556666", None)
+    assert check([*pipeline(), *observed, *unreadable, *again], SETTINGS) == []

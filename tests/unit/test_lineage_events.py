@@ -11,6 +11,7 @@ from openlineage.client.serde import Serde
 
 from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS
 from lineage_assets.lineage import events
+from lineage_assets.lineage.observed import as_designed
 from lineage_assets.lineage.transport import event_line
 from lineage_assets.settings import Settings
 from tests.openlineage_schemas import validate_event
@@ -107,7 +108,7 @@ def every_kind_of_event():
                 quality=QUALITY,
                 version=events.DatasetVersion("4412", schema_id=1),
                 reads=(READ, TABLE_READ),
-                column_lineage=dataset.expected_lineage,
+                observation=as_designed(dataset),
                 offsets=WRITTEN,
                 files=(events.WrittenFile("part-00000-1.parquet", 2048),),
                 partitions=("2026-11-20", "2026-11-21"),
@@ -231,7 +232,7 @@ def test_inputs_and_outputs_are_the_asset_graph_edges_named_by_the_catalog():
             SUPPLIER_STATS,
             RUN,
             SETTINGS,
-            events.RunFacts(column_lineage=SUPPLIER_STATS.expected_lineage),
+            events.RunFacts(observation=as_designed(SUPPLIER_STATS)),
         )
     )
     assert [(d["namespace"], d["name"]) for d in body["inputs"]] == [("s3://warehouse", "default/orders")]
@@ -260,7 +261,7 @@ def test_inputs_and_outputs_are_the_asset_graph_edges_named_by_the_catalog():
             LAKEHOUSE_ORDERS,
             RUN,
             SETTINGS,
-            events.RunFacts(column_lineage=LAKEHOUSE_ORDERS.expected_lineage),
+            events.RunFacts(observation=as_designed(LAKEHOUSE_ORDERS)),
         )
     )
     assert ingestion["job"]["name"] == "dagster.iceberg-ingestion"

@@ -12,6 +12,7 @@ from openlineage.client.event_v2 import RunState
 from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS, SUPPLIER_STATS_LIVE
 from lineage_assets.lineage import events
 from lineage_assets.lineage.graph import LineageGraph
+from lineage_assets.lineage.observed import as_designed
 from lineage_assets.lineage.queries import QueryError, impact, resolve, trace
 from lineage_assets.lineage.transport import event_line
 from lineage_assets.settings import Settings
@@ -39,7 +40,7 @@ def run_events(dataset, name: str, *states_and_seconds) -> list[dict]:
                     dataset,
                     None,
                     SETTINGS,
-                    events.RunFacts(column_lineage=dataset.expected_lineage),
+                    events.RunFacts(observation=as_designed(dataset)),
                     run_id=run_id(name),
                     event_time=at(second),
                 )
