@@ -249,9 +249,11 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps(answer.as_dict(), indent=2) if args.json else answer.tree())
         return 0
     from lineage_assets.assets.in_progress import lineage_runs_in_progress
+    from lineage_assets.streaming.deployments import deployments_in_progress
 
     with _dagster_instance(settings) as instance:
-        in_progress = {} if instance is None else lineage_runs_in_progress(instance)
+        in_progress = deployments_in_progress(settings)  # a deployment runs until stopped: its run has no end yet
+        in_progress |= {} if instance is None else lineage_runs_in_progress(instance)
         if args.source == "marquez":
             where = f"Marquez at {settings.marquez_api_url}"
             gaps, notes = check_marquez_with_design(

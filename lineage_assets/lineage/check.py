@@ -17,7 +17,7 @@ from lineage_assets.datasets import CHECKS, DATASETS, ORCHESTRATOR_JOB, Check, D
 from lineage_assets.lineage import observed
 from lineage_assets.lineage.design import PublishedDesign
 from lineage_assets.lineage.event_log import EventLog
-from lineage_assets.lineage.graph import TERMINAL, LineageGraph, Node, column_hops, job_key
+from lineage_assets.lineage.graph import TERMINAL, LineageGraph, Node, job_key
 from lineage_assets.lineage.marquez import MarquezApi, lineage_nodes, read_graph
 from lineage_assets.lineage.summary import summary
 from lineage_assets.settings import Settings
@@ -86,7 +86,7 @@ def check_marquez(
             }
         facets = written.get("facets") or {}
         if facet := facets.get("columnLineage"):
-            graph.column_lineage[(None, node)] = column_hops(node, facet)
+            graph.record_column_lineage((None, node), facet)
         elif unobserved := facets.get("columnLineageUnobserved"):
             graph.column_lineage.pop((None, node), None)
             graph.unobserved[(None, node)] = unobserved.get("reason") or "no reason given"
@@ -111,7 +111,8 @@ def check_marquez(
         for namespace, name in sorted(shown_datasets - expected_datasets):
             gaps.append(f"Marquez lineage of asset {dataset.key} has dataset {namespace}:{name}, which is no asset")
     symlinks = {(s.namespace, s.name) for dataset in DATASETS.values() for s in dataset.identity(settings).symlinks}
-    touched = set().union(*graph.inputs.values(), *graph.outputs.values())
+    jobs = {*graph.jobs, *graph.inputs, *graph.outputs}
+    touched = set().union(*(graph.current_inputs(job) | graph.current_outputs(job) for job in jobs))
     for namespace, name in sorted(touched - expected_datasets - symlinks):
         gaps.append(
             f"the project's jobs in Marquez touch dataset {namespace}:{name}, which is neither an "
@@ -137,33 +138,33 @@ def check_graph(
         if design is not None and job in design.jobs and not _ran(graph, job):
             continue  # designed, not yet run: nothing ran that could disagree
         node = dataset.identity(settings).node
-        if node not in graph.outputs.get(job, set()):
+        if node not in graph.current_outputs(job):
             gaps.append(f"missing edge: job {job} -> dataset {node[0]}:{node[1]} (asset {dataset.key})")
         upstream_nodes = {DATASETS[key].identity(settings).node for key in dataset.upstream}
         for upstream_key in dataset.upstream:
             upstream = DATASETS[upstream_key].identity(settings).node
-            if upstream not in graph.inputs.get(job, set()):
+            if upstream not in graph.current_inputs(job):
                 gaps.append(f"missing edge: dataset {upstream[0]}:{upstream[1]} (asset {upstream_key}) -> job {job}")
-        for extra in sorted(graph.inputs.get(job, set()) - upstream_nodes):
+        for extra in sorted(graph.current_inputs(job) - upstream_nodes):
             gaps.append(
                 f"extra edge: job {job} reads {extra[0]}:{extra[1]}, which asset {dataset.key} does not depend on"
             )
-        for extra in sorted(graph.outputs.get(job, set()) - {node}):
+        for extra in sorted(graph.current_outputs(job) - {node}):
             gaps.append(f"extra edge: job {job} writes {extra[0]}:{extra[1]}, which is not asset {dataset.key}")
         gaps.extend(_column_gaps(graph, dataset, node, job, settings))
     check_jobs = _check_jobs(settings)
     for job, asset_check in check_jobs.items():  # a check that ran reads what it checks (one designed only may not)
         checked = DATASETS[asset_check.dataset].identity(settings).node
-        if _ran(graph, job) and checked not in graph.inputs.get(job, set()):
+        if _ran(graph, job) and checked not in graph.current_inputs(job):
             gaps.append(
                 f"missing edge: dataset {checked[0]}:{checked[1]} (asset {asset_check.dataset}) -> check job {job}"
             )
-        for extra in sorted(graph.inputs.get(job, set()) - {checked}):
+        for extra in sorted(graph.current_inputs(job) - {checked}):
             gaps.append(
                 f"extra edge: check job {job} reads {extra[0]}:{extra[1]}, which is not asset "
                 f"{asset_check.dataset} it checks"
             )
-        for extra in sorted(graph.outputs.get(job, set())):
+        for extra in sorted(graph.current_outputs(job)):
             gaps.append(f"extra edge: check job {job} writes {extra[0]}:{extra[1]}; a check writes nothing")
     orchestrator = job_key(settings.lineage_namespace, ORCHESTRATOR_JOB)
     retired = _retired_jobs(settings)  # history of a renamed job (check_marquez says if Marquez still shows it)
@@ -182,7 +183,11 @@ def check_graph(
             gaps.append(f"duplicate dataset: {kind} {namespace}:{name} is named {len(nodes)} ways: {names}")
     known = {d.identity(settings).node for d in DATASETS.values()}
     used = sorted(
-        {(job, node) for side in (graph.inputs, graph.outputs) for job, nodes in side.items() for node in nodes}
+        {
+            (job, node)
+            for job in {*graph.jobs, *graph.inputs, *graph.outputs}
+            for node in graph.current_inputs(job) | graph.current_outputs(job)
+        }
     )
     for job, node in used:
         if node not in known and not any(node in aliased for aliased in graph.aliases.values() if known & aliased):
@@ -233,11 +238,11 @@ def design_gaps(graph: LineageGraph, design: PublishedDesign) -> list[str]:
     for job, (inputs, outputs) in sorted(design.jobs.items()):
         if not _ran(graph, job):
             continue
-        for extra in sorted(graph.inputs.get(job, set()) - inputs):
+        for extra in sorted(graph.current_inputs(job) - inputs):
             gaps.append(f"beside the design: job {job} ran reading {extra[0]}:{extra[1]}, which its design does not")
-        for extra in sorted(graph.outputs.get(job, set()) - outputs):
+        for extra in sorted(graph.current_outputs(job) - outputs):
             gaps.append(f"beside the design: job {job} ran writing {extra[0]}:{extra[1]}, which its design does not")
-        for node in sorted(outputs & graph.outputs.get(job, set())):
+        for node in sorted(outputs & graph.current_outputs(job)):
             written, published = graph.schemas.get(node, {}).get(job), design.schemas.get(node)
             if written is not None and published is not None and written != published:
                 gaps.append(
@@ -304,7 +309,18 @@ def _column_gaps(graph: LineageGraph, dataset: Dataset, node: Node, job: str, se
         kinds.setdefault(column, {})[(keys.get(source, f"{source[0]}:{source[1]}"), field)] = hop.described_kinds
         descriptions.setdefault(column, set()).add(hop.description)
     merged = descriptions if any(hop.merged for hop in hops.values()) else None
-    return [str(gap) for gap in observed.gaps(dataset, kinds, graph.column_runs.get((job, node)), merged)]
+    run = graph.column_runs.get((job, node))
+    found = [str(gap) for gap in observed.gaps(dataset, kinds, run, merged)]
+    # A column that reads no field itself (COUNT(*)): only its per-column description says what it is.
+    texts, designed = graph.texts_into(job, node), dataset.designed
+    reading_nothing = {c: text for c, text in designed.columns.items() if not designed.inputs[c]} if designed else {}
+    for column, derivation in reading_nothing.items():  # the others: their inputs' transformations carry it
+        shown = texts.get(column, "")
+        if shown != derivation and not shown.startswith(f"{derivation}; "):
+            rows = {how for *_, how in designed.rows} if designed else set()
+            ran = "; ".join(part for part in shown.split("; ") if part not in rows) or "nothing"
+            found.append(str(observed.Gap(dataset.key, column, None, derivation, ran, run)))
+    return found
 
 
 def retire(api: MarquezApi, settings: Settings, design: PublishedDesign | None = None) -> list[str]:

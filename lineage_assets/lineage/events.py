@@ -524,14 +524,21 @@ def deprecated_transformation_type(transformation: Transformation) -> str:
 
 
 def column_lineage_facet(
-    lineage: dict[str, tuple[ColumnSource, ...]], settings: Settings, foreign: Mapping[str, Identity] | None = None
+    lineage: dict[str, tuple[ColumnSource, ...]],
+    settings: Settings,
+    foreign: Mapping[str, Identity] | None = None,
+    derivations: Mapping[str, str] | None = None,
 ) -> column_lineage_dataset.ColumnLineageDatasetFacet:
     """``lineage`` (per column, each input field with one transformation) as the facet: one input
     field per dataset and field, with all its transformations. ``foreign``: the names of inputs that
-    are no dataset of the catalog; an input no name reaches (rows made in memory) is left out."""
+    are no dataset of the catalog; an input no name reaches (rows made in memory) is left out.
+    ``derivations``: each column's own, first in its per-column description, so that a column made of
+    no input field (COUNT(*), a record's metadata) says what it is computed as too."""
     fields = {}
-    for column, sources in lineage.items():
-        if not sources:  # made of no input field (a record's metadata, COUNT(*) with no grouping)
+    derivations = derivations or {}
+    for column in dict.fromkeys([*lineage, *derivations]):
+        sources = lineage.get(column, ())
+        if not sources and column not in derivations:
             continue
         grouped: dict[tuple[str, str], list[Transformation]] = {}
         for source in sources:
@@ -559,10 +566,11 @@ def column_lineage_facet(
         merged = sorted(
             dict.fromkeys(source.transformation for source in sources), key=lambda t: (t.type, t.subtype, t.description)
         )
+        own = [derivations[column]] if column in derivations else []
         fields[column] = column_lineage_dataset.Fields(
             inputFields=inputs,
             transformationType=", ".join(dict.fromkeys(map(deprecated_transformation_type, merged))),
-            transformationDescription="; ".join(dict.fromkeys(t.description for t in merged)),
+            transformationDescription="; ".join(dict.fromkeys([*own, *(t.description for t in merged)])),
         )
     return column_lineage_dataset.ColumnLineageDatasetFacet(fields=fields)
 
@@ -714,7 +722,10 @@ def output(dataset: Dataset, settings: Settings, facts: RunFacts) -> OutputDatas
     if facts.quality is not None:
         facets["dataQualityMetrics"] = quality_facet(facts.quality)
     if observation.column_lineage:
-        facets["columnLineage"] = column_lineage_facet(observation.column_lineage, settings, observation.foreign)
+        derivations = observation.derivations.columns if observation.derivations is not None else {}
+        facets["columnLineage"] = column_lineage_facet(
+            observation.column_lineage, settings, observation.foreign, derivations
+        )
     elif observation.missing:
         facets["columnLineageUnobserved"] = ColumnLineageUnobservedDatasetFacet(reason=observation.missing)
     if facts.lifecycle:

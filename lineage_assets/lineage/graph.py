@@ -136,6 +136,15 @@ def column_hops(node: Node, facet: dict[str, Any]) -> dict[Edge, ColumnHop]:
 
 
 @dataclass
+class CurrentRun:
+    """A job's latest run and what it read and wrote."""
+
+    run_id: str
+    inputs: set[Node] = field(default_factory=set)
+    outputs: set[Node] = field(default_factory=set)
+
+
+@dataclass
 class LineageGraph:
     """What the events say: job -> inputs/outputs, column edges, dataset aliases and fields, runs."""
 
@@ -145,6 +154,8 @@ class LineageGraph:
     # of its latest report, and the run that reported it: what ran last.
     column_lineage: dict[tuple[str | None, Node], dict[Edge, ColumnHop]] = field(default_factory=dict)
     column_runs: dict[tuple[str | None, Node], str] = field(default_factory=dict)
+    # Per column of the latest report, its per-column description: its own derivation first.
+    column_texts: dict[tuple[str | None, Node], dict[str, str]] = field(default_factory=dict)
     # Where the latest report of a write said its column lineage could not be observed, and why.
     unobserved: dict[tuple[str | None, Node], str] = field(default_factory=dict)
     aliases: dict[tuple[str, str, str], set[Node]] = field(default_factory=lambda: defaultdict(set))
@@ -155,6 +166,9 @@ class LineageGraph:
         default_factory=lambda: defaultdict(list)
     )  # run -> [(job, state)]
     jobs: dict[str, JobSummary] = field(default_factory=dict)
+    # Per job, its latest run and what that run read and wrote: the graph as it stands now, where
+    # ``inputs`` and ``outputs`` keep what every run did.
+    current: dict[str, CurrentRun] = field(default_factory=dict)
 
     @classmethod
     def from_events(cls, events: list[dict[str, Any]]) -> LineageGraph:
@@ -170,10 +184,16 @@ class LineageGraph:
         states = self.run_states[event["run"]["runId"]]
         if not states or states[-1] != state:  # a deployment's thousands of RUNNING in a row say one thing
             states.append(state)
-        self.jobs.setdefault(job, JobSummary(job)).record(event)
+        summary = self.jobs.setdefault(job, JobSummary(job))
+        summary.record(event)
+        run_id = event["run"]["runId"]
+        if summary.latest_run == run_id and (job not in self.current or self.current[job].run_id != run_id):
+            self.current[job] = CurrentRun(run_id)
         for side, target in (("inputs", self.inputs), ("outputs", self.outputs)):
             for dataset in event.get(side) or []:
-                self._add_dataset(job, target, dataset, event["run"]["runId"] if side == "outputs" else None)
+                self._add_dataset(job, target, dataset, run_id if side == "outputs" else None)
+                if summary.latest_run == run_id:
+                    getattr(self.current[job], side).add((dataset["namespace"], dataset["name"]))
 
     @property
     def column_hops(self) -> dict[Edge, ColumnHop]:
@@ -193,6 +213,18 @@ class LineageGraph:
                 return self.column_lineage[key]
         return None
 
+    def record_column_lineage(self, key: tuple[str | None, Node], facet: dict[str, Any]) -> None:
+        """A report's ``columnLineage`` facet of a write, which replaces the earlier one."""
+        self.column_lineage[key] = column_hops(key[1], facet)
+        self.column_texts[key] = {
+            column: fields.get("transformationDescription") or ""
+            for column, fields in (facet.get("fields") or {}).items()
+        }
+
+    def texts_into(self, job: str, node: Node) -> dict[str, str]:
+        """The per-column descriptions of the latest report into ``node`` (``lineage_into``)."""
+        return self.column_texts.get((job, node), self.column_texts.get((None, node), {}))
+
     def unobserved_into(self, job: str, node: Node) -> str | None:
         """Why the latest report of ``job`` into ``node`` has no column lineage, when it said why."""
         return self.unobserved.get((job, node), self.unobserved.get((None, node)))
@@ -208,7 +240,7 @@ class LineageGraph:
                 column["name"]: column.get("type", "") for column in facets["schema"].get("fields", [])
             }
         if run_id is not None and "columnLineage" in facets:  # a later report replaces the job's earlier one
-            self.column_lineage[(job, node)] = column_hops(node, facets["columnLineage"])
+            self.record_column_lineage((job, node), facets["columnLineage"])
             self.column_runs[(job, node)] = run_id
             self.unobserved.pop((job, node), None)
         elif run_id is not None and "columnLineageUnobserved" in facets:
@@ -222,6 +254,15 @@ class LineageGraph:
         reports = self.schemas.get(node, {})
         chosen = [fields for job, fields in reports.items() if job in trusted] or list(reports.values())
         return {name: kind for fields in chosen for name, kind in fields.items()}
+
+    def current_inputs(self, job: str) -> set[Node]:
+        """What the latest run of ``job`` read (all its runs', where the source keeps one version of each
+        job, as Marquez's job list does)."""
+        return self.current[job].inputs if job in self.current else self.inputs.get(job, set())
+
+    def current_outputs(self, job: str) -> set[Node]:
+        """What the latest run of ``job`` wrote (``current_inputs``)."""
+        return self.current[job].outputs if job in self.current else self.outputs.get(job, set())
 
     def datasets_of(self, job: str) -> set[Node]:
         return self.inputs.get(job, set()) | self.outputs.get(job, set())

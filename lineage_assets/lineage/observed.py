@@ -348,7 +348,10 @@ def _merged_gaps(dataset: Dataset, column: str, want: Kinds, got: Kinds, shown: 
         spelled = _spell({(*kind, "") for kind in kinds})
         return [Gap(dataset.key, column, None, _spell(catalog), f"{spelled} (the column's merged transformation)", run)]
     wanted = sorted({how for _, _, how in catalog if how})
-    described = sorted({s.transformation.description for s in dataset.expected_lineage[column]}, key=len, reverse=True)
+    own = {dataset.designed.columns[column]} if dataset.designed is not None else set()  # first in each description
+    described = sorted(
+        {s.transformation.description for s in dataset.expected_lineage[column]} | own, key=len, reverse=True
+    )
     rest: set[str] = set()
     for text in shown:
         for description in described:  # longest first: one description may hold another

@@ -10,6 +10,7 @@ guard, ``status``, ``deploy``, ``stop``, ``stack up`` and the supervision sensor
 from __future__ import annotations
 
 import abc
+import datetime as dt
 import hashlib
 import json
 import os
@@ -379,6 +380,18 @@ class DockerDeployments(Deployments):
 
     def _log(self, folder: Path) -> str:
         return f"docker logs {self.container_name(folder)}"
+
+
+def deployments_in_progress(settings: Settings) -> dict[str, dt.datetime]:
+    """The lineage run of each deployment whose runner runs now, with when it started: under way, not
+    left RUNNING (the lineage check's evidence, as Dagster's run status is for a materialization)."""
+    deployments = deployments_for(settings)
+    under_way = {}
+    for name in STREAMING_JOBS:
+        status = deployments.status(name)
+        if status.running and status.run_id and status.started_at:
+            under_way[status.run_id] = dt.datetime.fromisoformat(status.started_at)
+    return under_way
 
 
 def deployments_for(settings: Settings, **options: Any) -> Deployments:

@@ -6,6 +6,9 @@ import copy
 import dataclasses
 import datetime as dt
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -181,6 +184,16 @@ def test_continuous_ingestion_lifecycle(environment, settings, spark):
         # ... and the snapshot the run's first commit built on: the table as the deployment found it.
         assert event["outputs"][0]["outputFacets"]["icebergSnapshot"].get("parentSnapshotId") == found
     assert marquez_state(settings, first.run_id) == "RUNNING"
+    # While it runs, `lineage check` names its run as under way (a note with its age), not as left RUNNING.
+    checked = subprocess.run(
+        [sys.executable, "-m", "lineage_assets.cli", "lineage", "check"],
+        env={**os.environ, **settings.as_environment()},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    lines = [line for line in checked.stdout.splitlines() if first.run_id in line]
+    assert lines and all(line.strip().startswith("note: run in progress: ") for line in lines), checked.stdout
     stored = marquez_events(settings, first.run_id)
     assert stored[0]["eventType"] == "START"
     assert len([e for e in stored if e["eventType"] == "RUNNING" and "streamingProgress" in e["run"]["facets"]]) >= 2
