@@ -244,16 +244,21 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
 
 @contextlib.contextmanager
 def _dagster_instance(settings: Settings) -> Iterator[DagsterInstance | None]:
-    """The Dagster instance in DAGSTER_HOME or else the settings' own (`make dev`'s, the demo's); None
-    where there is none."""
+    """The Dagster instance in DAGSTER_HOME (a folder, with or without a ``dagster.yaml``, as Dagster
+    opens it) or else the settings' own (`make dev`'s, the demo's); None where there is none yet."""
     import dagster as dg
 
     from lineage_assets.instance import dagster_home
 
-    home = Path(os.environ["DAGSTER_HOME"]) if os.environ.get("DAGSTER_HOME") else dagster_home(settings)
-    if not (home / "dagster.yaml").exists():
-        yield None
-        return
+    if variable := os.environ.get("DAGSTER_HOME"):
+        home = Path(variable).expanduser()
+        if not (home.is_absolute() and home.is_dir()):
+            raise ValueError(f"DAGSTER_HOME={variable!r} is not a folder's absolute path (Dagster's instance folder)")
+    else:
+        home = dagster_home(settings)
+        if not home.is_dir():
+            yield None
+            return
     with dg.DagsterInstance.from_config(str(home)) as instance:
         yield instance
 
