@@ -309,7 +309,10 @@ def _provenance(args: argparse.Namespace, settings: Settings, emitter) -> int:
 
 
 def _delivery_status(settings: Settings, emitter) -> int:
-    """What waits, what was set aside, where it goes and the last error; 0 when all is delivered."""
+    """What waits, what was set aside, where it goes and the last error (dated against what came after
+    it); 0 when all is delivered."""
+    from lineage_assets.lineage.delivery import delivered_since_error
+
     log, delivery = emitter.log, emitter.delivery
     waiting, dead = log.pending(), len(log.dead_letters())
     backend = delivery.backend()
@@ -335,7 +338,12 @@ def _delivery_status(settings: Settings, emitter) -> int:
     if "delivered_at" in status:
         print(f"delivered     last at {status['delivered_at']}")
     if "last_error" in status:
-        before = " (before the sending under way)" if since and status["at"] < since else ""
+        if since and status["at"] < since:
+            before = " (before the sending under way)"
+        elif delivered_since_error(status):
+            before = f" (before the last delivery at {status['delivered_at']})"
+        else:
+            before = ""
         print(f"last error    {status['at']}: {status['last_error']}{before}")
     with _dagster_instance(settings) as instance:
         lost = _without_lineage(instance, emitter)
