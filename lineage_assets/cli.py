@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from lineage_assets.backfills import BackfillError
 from lineage_assets.lineage.marquez import MarquezError
-from lineage_assets.settings import PROJECT_ROOT, Settings
+from lineage_assets.settings import PROJECT_ROOT, SECRETS_FILE_VARIABLE, Settings
 from lineage_assets.source_schemas import SCHEMA_INCOMPATIBLE
 from lineage_assets.stack.services.base import StackError
 from lineage_assets.stack.supervisor import Supervisor
@@ -81,8 +81,10 @@ def _stack(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _settings(args: argparse.Namespace, settings: Settings) -> int:
-    for variable, default, meaning in Settings.documentation():
-        print(f"{variable:<40} {default:<28} {meaning}")
+    print(f"  {'variable':<40} {'default':<28} {'in effect':<28} meaning")
+    for variable, default, value, meaning in settings.in_effect():
+        print(f"{'*' if value != default else ' '} {variable:<40} {default:<28} {value:<28} {meaning}")
+    print(f"* differs from the default (set in the environment, or a secret in {SECRETS_FILE_VARIABLE})")
     return 0
 
 
