@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from lineage_assets.backfills import BackfillError
 from lineage_assets.lineage.marquez import MarquezError
-from lineage_assets.settings import PROJECT_ROOT, Settings
+from lineage_assets.settings import PROJECT_ROOT, SECRETS_FILE_VARIABLE, Settings
 from lineage_assets.source_schemas import SCHEMA_INCOMPATIBLE
 from lineage_assets.stack.services.base import StackError
 from lineage_assets.stack.supervisor import Supervisor
@@ -81,8 +81,10 @@ def _stack(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _settings(args: argparse.Namespace, settings: Settings) -> int:
-    for variable, default, meaning in Settings.documentation():
-        print(f"{variable:<40} {default:<28} {meaning}")
+    print(f"  {'variable':<40} {'default':<28} {'in effect':<28} meaning")
+    for variable, default, value, meaning in settings.in_effect():
+        print(f"{'*' if value != default else ' '} {variable:<40} {default:<28} {value:<28} {meaning}")
+    print(f"* differs from the default (set in the environment, or a secret in {SECRETS_FILE_VARIABLE})")
     return 0
 
 
@@ -269,16 +271,21 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
 
 @contextlib.contextmanager
 def _dagster_instance(settings: Settings) -> Iterator[DagsterInstance | None]:
-    """The Dagster instance in DAGSTER_HOME or else the settings' own (`make dev`'s, the demo's); None
-    where there is none."""
+    """The Dagster instance in DAGSTER_HOME (a folder, with or without a ``dagster.yaml``, as Dagster
+    opens it) or else the settings' own (`make dev`'s, the demo's); None where there is none yet."""
     import dagster as dg
 
     from lineage_assets.instance import dagster_home
 
-    home = Path(os.environ["DAGSTER_HOME"]) if os.environ.get("DAGSTER_HOME") else dagster_home(settings)
-    if not (home / "dagster.yaml").exists():
-        yield None
-        return
+    if variable := os.environ.get("DAGSTER_HOME"):
+        home = Path(variable).expanduser()
+        if not (home.is_absolute() and home.is_dir()):
+            raise ValueError(f"DAGSTER_HOME={variable!r} is not a folder's absolute path (Dagster's instance folder)")
+    else:
+        home = dagster_home(settings)
+        if not home.is_dir():
+            yield None
+            return
     with dg.DagsterInstance.from_config(str(home)) as instance:
         yield instance
 
@@ -329,7 +336,10 @@ def _provenance(args: argparse.Namespace, settings: Settings, emitter) -> int:
 
 
 def _delivery_status(settings: Settings, emitter) -> int:
-    """What waits, what was set aside, where it goes and the last error; 0 when all is delivered."""
+    """What waits, what was set aside, where it goes and the last error (dated against what came after
+    it); 0 when all is delivered."""
+    from lineage_assets.lineage.delivery import delivered_since_error
+
     log, delivery = emitter.log, emitter.delivery
     waiting, dead = log.pending(), len(log.dead_letters())
     backend = delivery.backend()
@@ -355,7 +365,12 @@ def _delivery_status(settings: Settings, emitter) -> int:
     if "delivered_at" in status:
         print(f"delivered     last at {status['delivered_at']}")
     if "last_error" in status:
-        before = " (before the sending under way)" if since and status["at"] < since else ""
+        if since and status["at"] < since:
+            before = " (before the sending under way)"
+        elif delivered_since_error(status):
+            before = f" (before the last delivery at {status['delivered_at']})"
+        else:
+            before = ""
         print(f"last error    {status['at']}: {status['last_error']}{before}")
     with _dagster_instance(settings) as instance:
         lost = _without_lineage(instance, emitter)

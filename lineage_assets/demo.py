@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 from collections import Counter, defaultdict
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -49,7 +50,7 @@ from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings
 from lineage_assets.source_schemas import value_subject
 from lineage_assets.stack.supervisor import Supervisor
-from lineage_assets.streaming.exclusive import AlreadyRunning, running
+from lineage_assets.streaming.exclusive import AlreadyRunning, demo_holder, exclusive_runs
 
 STREAMING = tuple(d for d in DATASETS.values() if d.job.streaming)
 
@@ -113,73 +114,77 @@ def _metadata(result: dg.ExecuteInJobResult, dataset) -> dict:
 DEMO_LATE_FRACTION, DEMO_BAD_FRACTION = 0.03, 0.04
 
 
+def demo_claim(settings: Settings) -> AbstractContextManager[None]:
+    """Every streaming job's lock, for the demo in this process: taken at once, all or none, before a
+    pass does anything (a second demo started at the same instant stops there, naming this one); the
+    catch-up runs the pass makes run under it."""
+    return exclusive_runs(settings.state_dir, {d.job.name: d.key for d in STREAMING}, demo_holder())
+
+
 def run_pipeline(
     environment: SettingsResource, instance: dg.DagsterInstance, orders_config: dict | None, log=print
 ) -> PipelineRun:
     """Generate orders (unless ``orders_config`` is None), run the streaming jobs, then
-    ``supplier_stats`` for every day the ingestion touched, with all asset checks."""
-    # A streaming job running elsewhere refuses the pass before it produces an order; a pass started
-    # at the same moment as another is refused by its catch-up run's claim instead.
-    for dataset in STREAMING:
-        if (holder := running(environment.settings.state_dir, dataset.job.name)) is not None:
-            raise AlreadyRunning.of(dataset.key, holder)
-    definitions = build_definitions(environment)
-    assets = [*materializable(definitions.assets), *materializable(definitions.asset_checks)]
-    resources = definitions.resources
-    run = PipelineRun()
+    ``supplier_stats`` for every day the ingestion touched, with all asset checks; under the demo's
+    claim (``demo_claim``), refused before it produces an order while a streaming job runs elsewhere."""
+    with demo_claim(environment.settings):
+        definitions = build_definitions(environment)
+        assets = [*materializable(definitions.assets), *materializable(definitions.asset_checks)]
+        resources = definitions.resources
+        run = PipelineRun()
 
-    if orders_config is not None:
-        log(f"orders: producing {orders_config.get('count', 'the default number of')} orders")
+        if orders_config is not None:
+            log(f"orders: producing {orders_config.get('count', 'the default number of')} orders")
+            result = dg.materialize(
+                assets,
+                instance=instance,
+                selection=[asset_key(ORDERS)],
+                resources=resources,
+                run_config={"ops": {ORDERS.node_name: {"config": orders_config}}},
+            )
+            run.run_ids.append(result.run_id)
+            run.rows[ORDERS.key] = _metadata(result, ORDERS)["rows_out"]
+
+        log("streaming jobs (catch-up): " + ", ".join(d.key for d in STREAMING))
         result = dg.materialize(
             assets,
             instance=instance,
-            selection=[asset_key(ORDERS)],
+            selection=dg.AssetSelection.assets(*[asset_key(d) for d in STREAMING]),
             resources=resources,
-            run_config={"ops": {ORDERS.node_name: {"config": orders_config}}},
+            raise_on_error=False,
         )
         run.run_ids.append(result.run_id)
-        run.rows[ORDERS.key] = _metadata(result, ORDERS)["rows_out"]
+        _raise_failures(result)
+        for dataset in STREAMING:
+            run.rows[dataset.key] = _metadata(result, dataset)["rows_out"]
+        ingestion = _metadata(result, LAKEHOUSE_ORDERS)
+        run.dead_letters = ingestion["dead_letters"]
+        run.days = days_behind(instance)  # this pass's days and any an earlier one left behind, without those held back
+        run.held_back, run.outstanding = list(ingestion["days_held_back"]), ingestion["schema_incompatible_outstanding"]
+        run.checks.update(_outcomes(result, definitions))
+        if not run.checks.get(f"{LINEAGE_CHECK} of {LAKEHOUSE_ORDERS.key}", True):
+            # Blocking: the daily totals must not be computed from a derivation nobody reviewed.
+            log(f"supplier_stats: not computed, the lineage of {LAKEHOUSE_ORDERS.key} differs from its design")
+            return run
 
-    log("streaming jobs (catch-up): " + ", ".join(d.key for d in STREAMING))
-    result = dg.materialize(
-        assets,
-        instance=instance,
-        selection=dg.AssetSelection.assets(*[asset_key(d) for d in STREAMING]),
-        resources=resources,
-        raise_on_error=False,
-    )
-    run.run_ids.append(result.run_id)
-    _raise_failures(result)
-    for dataset in STREAMING:
-        run.rows[dataset.key] = _metadata(result, dataset)["rows_out"]
-    ingestion = _metadata(result, LAKEHOUSE_ORDERS)
-    run.dead_letters = ingestion["dead_letters"]
-    run.days = days_behind(instance)  # this pass's days and any an earlier one left behind, without those held back
-    run.held_back, run.outstanding = list(ingestion["days_held_back"]), ingestion["schema_incompatible_outstanding"]
-    run.checks.update(_outcomes(result, definitions))
-    if not run.checks.get(f"{LINEAGE_CHECK} of {LAKEHOUSE_ORDERS.key}", True):
-        # Blocking: the daily totals must not be computed from a derivation nobody reviewed.
-        log(f"supplier_stats: not computed, the lineage of {LAKEHOUSE_ORDERS.key} differs from its design")
+        for day in run.days:
+            log(f"supplier_stats: day {day}")
+            result = dg.materialize(
+                assets, instance=instance, selection=[asset_key(SUPPLIER_STATS)], partition_key=day, resources=resources
+            )
+            run.run_ids.append(result.run_id)
+            run.checks.update(_outcomes(result, definitions))
+            totals: dict[str, tuple[Decimal, int]] = defaultdict(lambda: (Decimal("0"), 0))
+            for row in _metadata(result, SUPPLIER_STATS)["totals"]:
+                total, count = totals[row["supplier"]]
+                totals[row["supplier"]] = (total + Decimal(row["total_price"]), count + row["total_count"])
+            run.supplier_totals[day] = dict(totals)
+            run.rows.setdefault(SUPPLIER_STATS.key, 0)
+            run.rows[SUPPLIER_STATS.key] += _metadata(result, SUPPLIER_STATS)["rows_out"]
         return run
 
-    for day in run.days:
-        log(f"supplier_stats: day {day}")
-        result = dg.materialize(
-            assets, instance=instance, selection=[asset_key(SUPPLIER_STATS)], partition_key=day, resources=resources
-        )
-        run.run_ids.append(result.run_id)
-        run.checks.update(_outcomes(result, definitions))
-        totals: dict[str, tuple[Decimal, int]] = defaultdict(lambda: (Decimal("0"), 0))
-        for row in _metadata(result, SUPPLIER_STATS)["totals"]:
-            total, count = totals[row["supplier"]]
-            totals[row["supplier"]] = (total + Decimal(row["total_price"]), count + row["total_count"])
-        run.supplier_totals[day] = dict(totals)
-        run.rows.setdefault(SUPPLIER_STATS.key, 0)
-        run.rows[SUPPLIER_STATS.key] += _metadata(result, SUPPLIER_STATS)["rows_out"]
-    return run
 
-
-def summary(run: PipelineRun, marquez_web_url: str) -> str:
+def summary(run: PipelineRun, settings: Settings) -> str:
     lines = ["", "Rows written per asset in this run:"]
     lines += [f"  {key:<26} {rows}" for key, rows in run.rows.items()]
     lines.append(f"  {'dead letters (orders-dlq)':<26} {run.dead_letters}")
@@ -200,8 +205,8 @@ def summary(run: PipelineRun, marquez_web_url: str) -> str:
         )
     lines += [
         "",
-        f"Next: the lineage in Marquez's UI on {marquez_web_url} (search for supplier_stats);",
-        "      `make dev` opens the Dagster UI on http://127.0.0.1:3000 with these runs;",
+        f"Next: the lineage in Marquez's UI on {settings.marquez_web_url} (search for supplier_stats);",
+        f"      `make dev` opens the Dagster UI on {settings.dagster_url} with these runs;",
         "      `lineage-assets stack status` shows the servers; `make stack-down` stops them.",
     ]
     return "\n".join(lines)
@@ -226,23 +231,21 @@ def marquez_gaps(emitter: LineageEmitter, settings: Settings, in_progress: InPro
 
 
 def main_demo(settings: Settings, orders: int, seed: int, continuous: bool = False) -> int:
-    Supervisor(settings, progress=print).up()
-    require_services(settings)  # the ones run elsewhere too, before an order is produced
-    print(published_line(publish_definitions(settings)))  # Marquez shows the designed graph before any run
-    # Some late and some bad orders, so the watermark and the dead-letter topic have work to show.
-    instance = dagster_instance(settings)
-    run = run_pipeline(
-        SettingsResource.of(settings),
-        instance,
-        {"count": orders, "seed": seed, "late_fraction": DEMO_LATE_FRACTION, "bad_fraction": DEMO_BAD_FRACTION},
-    )
-    print(summary(run, settings.marquez_web_url))
+    with demo_claim(settings):  # before the stack is touched: a second demo stops here, in one line
+        Supervisor(settings, progress=print).up()
+        require_services(settings)  # the ones run elsewhere too, before an order is produced
+        print(published_line(publish_definitions(settings)))  # Marquez shows the designed graph before any run
+        # Some late and some bad orders, so the watermark and the dead-letter topic have work to show.
+        instance = dagster_instance(settings)
+        run = run_pipeline(
+            SettingsResource.of(settings),
+            instance,
+            {"count": orders, "seed": seed, "late_fraction": DEMO_LATE_FRACTION, "bad_fraction": DEMO_BAD_FRACTION},
+        )
+    print(summary(run, settings))
     emitter = emitter_for(settings)
     if not emitter.flush(timeout=30):
-        print(
-            f"lineage: {emitter.pending()} events wait for the backend in {emitter.log.segments_dir} "
-            f"(`lineage-assets lineage flush`)"
-        )
+        print(emitter.waiting_line())
     in_progress = lineage_runs_in_progress(instance)  # the demo's runs ended; a sensor's in `make dev` may not have
     gaps = check_log(emitter.log, settings, in_progress)
     where = f"the lineage in {emitter.log.segments_dir} ({len(emitter.events())} events)"
@@ -285,21 +288,22 @@ def main_drift(settings: Settings, seed: int, drifted: int = DRIFTED_ORDERS, goo
     """Another team's producer registers DRIFTED_ORDERS_SCHEMA and sends ``drifted`` orders with it
     among ``good`` ones; the streaming assets run. Exit 0 when the pipeline stopped the drift:
     every drifted record dead-lettered and supplier_stats held back."""
-    Supervisor(settings, progress=print).up()
-    require_services(settings)
-    environment = SettingsResource.of(settings)
-    instance = dagster_instance(settings)
-    as_before = list(generate_orders(GeneratorConfig(count=good, seed=seed)))
-    renamed = [as_drifted(order) for order in generate_orders(GeneratorConfig(count=drifted, seed=seed + 1))]
-    address = (settings.kafka_servers, settings.schema_registry_url, settings.orders_topic)
-    produce_orders(as_before, *address)
-    produce_orders(renamed, *address, value_schema=json.dumps(DRIFTED_ORDERS_SCHEMA))
-    print(
-        f"produced {good} orders as before and {drifted} with `supplier` renamed `vendor` (a new version of "
-        f"{value_subject(settings.orders_topic)})"
-    )
-    run = run_pipeline(environment, instance, None)
-    print(summary(run, settings.marquez_web_url))
+    with demo_claim(settings):  # before an order is produced: a second demo stops here, in one line
+        Supervisor(settings, progress=print).up()
+        require_services(settings)
+        environment = SettingsResource.of(settings)
+        instance = dagster_instance(settings)
+        as_before = list(generate_orders(GeneratorConfig(count=good, seed=seed)))
+        renamed = [as_drifted(order) for order in generate_orders(GeneratorConfig(count=drifted, seed=seed + 1))]
+        address = (settings.kafka_servers, settings.schema_registry_url, settings.orders_topic)
+        produce_orders(as_before, *address)
+        produce_orders(renamed, *address, value_schema=json.dumps(DRIFTED_ORDERS_SCHEMA))
+        print(
+            f"produced {good} orders as before and {drifted} with `supplier` renamed `vendor` (a new version of "
+            f"{value_subject(settings.orders_topic)})"
+        )
+        run = run_pipeline(environment, instance, None)
+    print(summary(run, settings))
     emitter = emitter_for(settings)
     emitter.flush(timeout=30)
     print("\nWhat depends on the renamed field (`lineage-assets lineage impact orders.supplier`):")

@@ -14,16 +14,31 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 
+def _stat(pid: int) -> list[str]:
+    """The fields of ``/proc/PID/stat`` after the command's name: its state letter first, then its
+    parent's pid, …; OSError or IndexError when the process is gone."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def state(pid: int) -> str | None:
+    """The process's state letter (R running, S sleeping, T stopped by a signal, t stopped by a tracer,
+    Z zombie, …); None when it is gone."""
+    try:
+        return _stat(pid)[0]
+    except (OSError, IndexError):
+        return None
+
+
 def command_line(pid: int) -> list[str] | None:
     """The arguments of a live process; None when it is gone or a zombie (exited, not yet reaped)."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        letter = _stat(pid)[0]
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except (OSError, IndexError):
         return None
     # An empty argument is an argument: a command given one is still known by its whole command line.
     arguments = raw.removesuffix(b"\0").split(b"\0") if raw else []  # a kernel thread has none
-    return None if state in ("Z", "X") else [part.decode(errors="replace") for part in arguments]
+    return None if letter in ("Z", "X") else [part.decode(errors="replace") for part in arguments]
 
 
 def names(arguments: list[str] | None, path: Path) -> bool:
@@ -76,7 +91,7 @@ def descendants(roots: Iterable[int]) -> set[int]:
     parents = {}
     for proc in Path("/proc").iterdir():
         try:
-            parents[int(proc.name)] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            parents[int(proc.name)] = int(_stat(int(proc.name))[1])
         except (ValueError, OSError, IndexError):
             continue
     found, grew = set(roots), True

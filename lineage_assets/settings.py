@@ -21,6 +21,7 @@ from typing import Any
 ENV_PREFIX = "LINEAGE_ASSETS_"
 SECRETS_FILE_VARIABLE = ENV_PREFIX + "SECRETS_FILE"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+HIDDEN = "(hidden)"  # a secret setting's value where settings are listed
 MARQUEZ_RELEASE_URL = "https://github.com/MarquezProject/marquez/archive/refs/tags/0.51.1.tar.gz"
 
 
@@ -335,6 +336,15 @@ class Settings:
     def documentation(cls) -> list[tuple[str, str, str]]:
         """(variable, default, meaning) for each setting, for the README and `--help`."""
         return [(ENV_PREFIX + f.name.upper(), str(f.default), f.metadata["help"]) for f in dataclasses.fields(cls)]
+
+    def in_effect(self) -> list[tuple[str, str, str, str]]:
+        """(variable, default, value in effect, meaning) for each setting; a secret's value is shown only
+        while it is its default (which the code shows anyway), else as ``HIDDEN``."""
+        rows = []
+        for (variable, default, meaning), f in zip(self.documentation(), dataclasses.fields(self), strict=True):
+            value = str(getattr(self, f.name))
+            rows.append((variable, default, HIDDEN if f.metadata["secret"] and value != default else value, meaning))
+        return rows
 
     # Derived addresses: an explicit override wins over the local stack's address.
     @property

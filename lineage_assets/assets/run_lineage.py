@@ -38,6 +38,7 @@ from lineage_assets.streaming.exclusive import catch_up_holder, exclusive_runs
 LINEAGE_TAG = "lineage_assets/lineage"  # "started", then "ended": where the run's lineage run stands
 LINEAGE_RESOURCE = "lineage"
 DIRECT_INVOCATION = "direct_invocation"  # the job name of an asset invoked directly (no Dagster run record)
+RUN_END_DELIVERY_S = 5.0  # what a run's end gives its last events to reach a backend that answers
 TERMINAL_STATES = {
     dg.DagsterRunStatus.SUCCESS: RunState.COMPLETE,
     dg.DagsterRunStatus.FAILURE: RunState.FAIL,
@@ -86,6 +87,14 @@ def end_dagster_run(
             else None,
         )
     )
+
+
+def report_waiting(settings: Settings, log: dg.DagsterLogManager) -> None:
+    """A warning in the run's own event log when, as its lineage ends, events of the log still wait for
+    the backend: where a user of ``dagster asset materialize`` or the UI looks, not only the demo."""
+    emitter = emitter_for(settings)
+    if not emitter.delivery.delivered_by_sender(RUN_END_DELIVERY_S):
+        log.warning(emitter.waiting_line())
 
 
 def streaming_claim(
@@ -149,6 +158,7 @@ class RunLineageExecutor(dg.Executor):
                 raise
             finally:
                 end_dagster_run(self.settings, instance, run_id, status)
+                report_waiting(self.settings, plan_context.log)
 
 
 def run_lineage_executor(settings: Settings) -> dg.ExecutorDefinition:

@@ -100,6 +100,19 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+UNAVAILABLE = "backend unavailable"  # how the status's last error begins while the backend is down
+
+
+def delivered_since_error(status: dict[str, str]) -> bool:
+    """Whether the status (``Delivery.status``) notes a delivery after its last error (both to the second)."""
+    return "last_error" in status and status.get("delivered_at", "") > status["at"]
+
+
+def backend_down(status: dict[str, str]) -> bool:
+    """Whether the backend was unavailable at the last try the status notes."""
+    return status.get("last_error", "").startswith(UNAVAILABLE) and not delivered_since_error(status)
+
+
 class Delivery:
     """The delivering side of a lineage folder: its backend, its lock, its status."""
 
@@ -194,7 +207,7 @@ class Delivery:
             emit_data(transport, event)
         except Exception as error:
             if (reason := rejection(error)) is None:
-                self._record(f"backend unavailable: {error}")
+                self._record(f"{UNAVAILABLE}: {error}")
                 log.warning("lineage backend unavailable (%s); events wait in %s", error, self.log.path)
                 return False
             self._set_aside(line, f"refused by the backend: {reason}")
@@ -238,6 +251,17 @@ class Delivery:
                 return False
             time.sleep(min(retry_seconds, max(0.0, deadline - time.monotonic())))
 
+    def delivered_by_sender(self, timeout: float, poll_seconds: float = 0.25) -> bool:
+        """Whether the sender (which the emits that appended the events started) delivers what waits
+        within ``timeout``: False at once when its status notes the backend down. Nothing is sent from
+        this process, whose one try at a backend that is down could outlast ``timeout`` (its retries)."""
+        deadline = time.monotonic() + timeout
+        while self.log.pending():
+            if backend_down(self.status()) or time.monotonic() >= deadline:
+                return False
+            time.sleep(poll_seconds)
+        return True
+
     def retry_dead_letters(self) -> tuple[int, list[DeadLetter]]:
         """Send each dead letter again, in order: how many the backend took, and those left (a refused
         one with the backend's latest reason). Under the delivery lock, so the log's own delivery waits meanwhile."""
@@ -258,9 +282,7 @@ class Delivery:
                     left.append(
                         {
                             **record,
-                            "reason": f"refused by the backend: {reason}"
-                            if reason
-                            else f"backend unavailable: {error}",
+                            "reason": f"refused by the backend: {reason}" if reason else f"{UNAVAILABLE}: {error}",
                         }
                     )
             self.log.replace_dead_letters(left)

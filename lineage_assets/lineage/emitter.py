@@ -52,6 +52,13 @@ class LineageEmitter:
         left stays in the log for later."""
         return self.transport.flush(timeout)
 
+    def waiting_line(self) -> str:
+        """What a run or the demo says when events are left waiting for the backend."""
+        return (
+            f"lineage: {self.pending()} events wait for the backend in {self.log.segments_dir} "
+            "(`lineage-assets lineage status` says why; `lineage-assets lineage flush` delivers them once it answers)"
+        )
+
     def send_pending(self) -> None:
         """Deliver in the background what waits (see ``DurableTransport.send_pending``)."""
         self.transport.send_pending()

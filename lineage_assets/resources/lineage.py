@@ -17,6 +17,7 @@ from lineage_assets.assets.run_lineage import (
     dagster_run_of,
     end_dagster_run,
     ending,
+    report_waiting,
     start_dagster_run,
     streaming_claim,
 )
@@ -141,6 +142,8 @@ class LineageResource(dg.ConfigurableResource):
                     run.run_id,
                     dg.DagsterRunStatus.FAILURE if failed else dg.DagsterRunStatus.SUCCESS,
                 )
+                if context.log is not None:  # a run's context has its log; Dagster types it optional for others
+                    report_waiting(self.environment.settings, context.log)
             finally:
                 if self._claim is not None:
                     self._claim.__exit__(None, None, None)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from lineage_assets.private_files import private_folder
-from lineage_assets.processes import command_line, descendants, listeners, open_files_readable, terminate
+from lineage_assets.processes import command_line, descendants, listeners, open_files_readable, state, terminate
 from lineage_assets.settings import ENV_PREFIX, Settings
 from lineage_assets.stack.services import SERVICES
 from lineage_assets.stack.services.base import Service, StackError, as_user
@@ -40,10 +40,27 @@ class ServiceStatus:
         return asdict(self)
 
 
-def _log_tail(path: Path, lines: int = 15) -> str:
-    if not path.exists():
-        return "(no log yet)"
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+def _log_end(path: Path) -> int:
+    """Where ``path`` ends now: what a service writes to its log from here on is this start's."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _log_since(path: Path, offset: int, lines: int = 15) -> str:
+    """The last ``lines`` lines written to ``path`` after ``offset`` (``_log_end``): an earlier run's
+    lines would only mislead."""
+    try:
+        with path.open("rb") as log:
+            log.seek(offset)
+            written = log.read().decode(errors="replace").splitlines()
+    except FileNotFoundError:
+        written = []
+    return "\n".join(written[-lines:]) or "(nothing written to its log since this start began)"
+
+
+STOPPED = ("T", "t")  # /proc's states of a process stopped by a signal (SIGSTOP, SIGTSTP) or a tracer
 
 
 class Supervisor:
@@ -140,9 +157,11 @@ class Supervisor:
             wave = [service for service in pending if set(service.requires) <= healthy]
             if not wave:
                 raise StackError(f"cannot order services {[s.name for s in pending]}: circular requirements")
+            # Each log's end before its service starts (or is found running): what it writes next is this start's.
+            log_ends = {service.name: _log_end(service.log_file(self.settings)) for service in wave}
             launched = {service.name: (self._start(service), time.monotonic()) for service in wave}
             for service in wave:
-                self._await_healthy(service, *launched[service.name])
+                self._await_healthy(service, *launched[service.name], log_ends[service.name])
                 healthy.add(service.name)
                 pending.remove(service)
         return self.status([s.name for s in wanted]) if wanted else []
@@ -234,7 +253,7 @@ class Supervisor:
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: process.send_signal(service.stop_signal))
         try:
-            self._await_healthy(service, process, time.monotonic())
+            self._await_healthy(service, process, time.monotonic(), _log_end(service.log_file(self.settings)))
         except StackError as error:
             self.progress(str(error))
             process.send_signal(service.stop_signal)
@@ -248,27 +267,45 @@ class Supervisor:
         (service,) = self.selected([name])
         return self._ready_path(service).exists() and service.healthy(self.settings)
 
-    def _await_healthy(self, service: Service, process: subprocess.Popen[bytes] | None, since: float) -> None:
+    def _await_healthy(
+        self, service: Service, process: subprocess.Popen[bytes] | None, since: float, log_end: int
+    ) -> None:
+        """Wait for the service (``process`` started now, else the one recorded) to be healthy within
+        its start timeout; StackError saying what its process does, with what it logged after ``log_end``."""
         settings = self.settings
         deadline = since + service.start_timeout
+        log = service.log_file(settings)
         while True:
-            if self._healthy(service, self._recorded_pid(service) if process is None else process.pid):
+            pid = self._recorded_pid(service) if process is None else process.pid
+            if pid is not None and (stopped := self._stopped(pid)) is not None:
+                raise StackError(
+                    f"{service.name}: its process (pid {stopped}) is stopped (by SIGSTOP or a debugger), so it "
+                    f"cannot answer at {service.address(settings)}; `kill -CONT {stopped}` resumes it; "
+                    f"log: {log}\n{_log_since(log, log_end)}"
+                )
+            if self._healthy(service, pid):
                 break
             if process is not None and process.poll() is not None:
                 self._record_path(service).unlink(missing_ok=True)
                 raise StackError(
                     f"{service.name}: exited with code {process.returncode} during start; "
-                    f"log: {service.log_file(settings)}\n{_log_tail(service.log_file(settings))}"
+                    f"log: {log}\n{_log_since(log, log_end)}"
                 )
             if time.monotonic() > deadline:
+                runs = f"its process (pid {pid}) runs but does not answer" if pid is not None else "not healthy"
                 raise StackError(
-                    f"{service.name}: not healthy after {service.start_timeout:.0f}s at {service.address(settings)}; "
-                    f"log: {service.log_file(settings)}\n{_log_tail(service.log_file(settings))}"
+                    f"{service.name}: {runs} at {service.address(settings)} after {service.start_timeout:.0f}s; "
+                    f"log: {log}\n{_log_since(log, log_end)}"
                 )
             time.sleep(0.5)
         service.after_start(settings)
         if process is not None:
             self.progress(f"{service.name:<12} healthy after {time.monotonic() - since:.1f}s")
+
+    @staticmethod
+    def _stopped(pid: int) -> int | None:
+        """A process of the service (``pid`` or one below it) that is stopped: it answers nothing until continued."""
+        return next((each for each in sorted(descendants({pid})) if state(each) in STOPPED), None)
 
     # --- down -----------------------------------------------------------------------------------
     def down(self, names: Iterable[str] | None = None, timeout: float = 30.0) -> list[str]:

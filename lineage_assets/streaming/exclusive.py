@@ -4,7 +4,8 @@ A catch-up run and a deployment of one job read and commit the same checkpoint; 
 (Spark's CONCURRENT_STREAM_LOG_UPDATE) and leave the tables behind the topic. Whoever runs the job
 holds its lock file under the state folder and writes there who it is: the catch-up asset's step
 for the run, a deployment's runner and its Spark job's guard (sharing one lock) for the deployment's
-life. The lock is the kernel's (``flock``): it goes with the processes holding it, so a run that died
+life, and ``lineage-assets demo`` for its whole pass (the catch-up runs it makes run under its claim).
+The lock is the kernel's (``flock``): it goes with the processes holding it, so a run that died
 holds nothing. It guards the runs of one state folder; machines sharing a checkpoint need one
 scheduler.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -58,11 +60,21 @@ def catch_up_holder(run_id: str) -> str:
     return f"catch-up Dagster run {run_id} (pid {os.getpid()})"
 
 
+def demo_holder() -> str:
+    """How a pass of ``lineage-assets demo`` over the pipeline, in this process, names itself as the
+    holder of every streaming job's lock."""
+    return f"lineage-assets demo (pid {os.getpid()})"
+
+
 @contextmanager
 def exclusive_runs(state_dir: Path, jobs: Mapping[str, str], holder: str) -> Iterator[None]:
     """Hold the locks of all of ``jobs`` (job name -> dataset key) for the block, or none of them:
     AlreadyRunning naming the first another run holds, before anything runs. Taken in name order, so
-    two runs claiming at once cannot each end up with a part."""
+    two runs claiming at once cannot each end up with a part. Jobs the demo in this process holds
+    already are its own runs' to run: the block runs under the demo's claim."""
+    if jobs and all(running(state_dir, job_name) == demo_holder() for job_name in jobs):
+        yield
+        return
     with ExitStack() as held:
         for job_name in sorted(jobs):
             held.enter_context(exclusive_run(state_dir, job_name, jobs[job_name], holder))
@@ -72,8 +84,10 @@ def exclusive_runs(state_dir: Path, jobs: Mapping[str, str], holder: str) -> Ite
 @contextmanager
 def exclusive_step(state_dir: Path, job_name: str, dataset_key: str, run_id: str) -> Iterator[None]:
     """The lock of one catch-up step: already held when its run claimed the job at its start (in this
-    process or, with Dagster's multiprocess executor, in the run's), else taken for the step."""
-    if (running(state_dir, job_name) or "").startswith(f"catch-up Dagster run {run_id} "):
+    process or, with Dagster's multiprocess executor, in the run's) or the demo that made the run holds
+    it (in this process), else taken for the step."""
+    holder = running(state_dir, job_name) or ""
+    if holder.startswith(f"catch-up Dagster run {run_id} ") or holder == demo_holder():
         yield
         return
     with exclusive_run(state_dir, job_name, dataset_key, catch_up_holder(run_id)):
@@ -95,4 +109,9 @@ def running(state_dir: Path, job_name: str) -> str | None:
 
 
 def _holder(path: Path) -> str:
-    return path.read_text().strip() or "another process (starting)"
+    """Who holds the lock at ``path``, as it wrote; a holder that has only just taken the lock gets a
+    moment to write its name, so that a run refused at the same instant names it."""
+    deadline = time.monotonic() + 1.0
+    while not (holder := path.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return holder or "another process (starting)"

@@ -1,9 +1,11 @@
 """One run at a time of a streaming job: a second catch-up run, or a deployment, asked for while a
-catch-up run of the job is going on is refused up front with a message naming that run."""
+catch-up run of the job is going on is refused up front with a message naming that run; of two demos
+started at the same instant, one runs and the other is refused in one line before it does anything."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -18,6 +20,7 @@ from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.streaming.deployments import DeploymentError, LocalDeployments
 from lineage_assets.streaming.exclusive import exclusive_run, running
 from tests.conftest import pipeline_of_its_own, wait_for
+from tests.integration.test_dead_letters import high_watermark
 from tests.integration.test_deployments import orders_topic_ready
 from tests.suite import SHARED_PIPELINE
 
@@ -84,3 +87,53 @@ def test_a_demo_while_a_streaming_job_runs_is_refused_in_one_line_before_it_prod
         "checkpoint. Wait for it to end, or stop it"
     ]
     assert "orders: producing" not in done.stdout and emitter_for(own).events() == []  # no run of any job
+
+
+# `lineage-assets demo` in a process that, once its imports are done, says it is ready (the first file)
+# and waits for the barrier (the second) to begin: two of them begin at the same instant.
+DEMO_AT_THE_BARRIER = """
+import sys, time
+from pathlib import Path
+from lineage_assets import demo
+from lineage_assets.cli import main
+ready, barrier = Path(sys.argv[1]), Path(sys.argv[2])
+ready.touch()
+while not barrier.exists():
+    time.sleep(0.001)
+sys.exit(main(["demo", "--orders", "5", "--seed", "7"]))
+"""
+
+
+def test_of_two_demos_started_at_the_same_instant_one_runs_and_the_other_is_refused_in_one_line(
+    stack, settings, tmp_path
+):
+    own = pipeline_of_its_own(settings, "simultaneous-demos")
+    barrier = tmp_path / "barrier"
+    demos = [
+        subprocess.Popen(
+            [sys.executable, "-c", DEMO_AT_THE_BARRIER, str(tmp_path / f"ready-{n}"), str(barrier)],
+            env={**os.environ, **own.as_environment()},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(2)
+    ]
+    wait_for(lambda: all((tmp_path / f"ready-{n}").exists() for n in range(2)), 300, "both demos to be ready", poll=0.1)
+    barrier.touch()
+    ended = {demo.pid: (*demo.communicate(timeout=1200), demo.returncode) for demo in demos}
+    assert sorted(code for _, _, code in ended.values()) == [0, 2], [err[-3000:] for _, err, _ in ended.values()]
+    (loser,) = [pid for pid, (_, _, code) in ended.items() if code == 2]
+    (winner,) = set(ended) - {loser}
+    out, err, code = ended[winner]
+    assert code == 0 and "orders: producing 5 orders" in out, out + err
+    out, err, code = ended[loser]
+    # One line naming the running demo; nothing else said, no Dagster run, no order produced.
+    (refusal,) = err.splitlines()
+    assert re.fullmatch(
+        rf"lineage-assets: \S+ runs already: lineage-assets demo \(pid {winner}\); a second run of the job would "
+        r"commit the same checkpoint\. Wait for it to end, or stop it",
+        refusal,
+    ), err
+    assert out.splitlines() == ["demo: 5 orders, seed 7"]
+    assert high_watermark(own, own.orders_topic) == 5  # the winner's orders only

@@ -6,10 +6,15 @@ raises), "back" is the folder created. Delivery runs in a sender process, as in 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import http.server
 import json
+import logging
 import socket
+import threading
 import time
+from collections.abc import Iterator
 
 import dagster as dg
 import pytest
@@ -412,3 +417,89 @@ def test_while_the_backend_hangs_the_status_says_a_send_waits_and_dates_the_olde
             assert "unreadable" in error and error.endswith("(before the sending under way)")
         finally:
             emitter.stop_sender()
+
+
+def test_after_the_backend_is_back_the_status_dates_the_last_error_before_the_last_delivery(
+    tmp_path, capsys, monkeypatch
+):
+    from lineage_assets.cli import _delivery_status
+
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    settings = Settings(state_dir=tmp_path / "state")
+    down = tmp_path / "backend"
+    emitter = LineageEmitter(tmp_path / "lineage", backend(down))
+    emitter.emit(event(1))
+    try:
+        assert not emitter.flush(timeout=1)
+        assert _delivery_status(settings, emitter) == 1
+        (error,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("last error")]
+        assert "backend unavailable" in error and not error.endswith(")")  # the backend is down now
+        time.sleep(1.1)  # the status's times are to the second
+        down.mkdir()
+        assert emitter.flush(timeout=30)
+    finally:
+        emitter.stop_sender()
+    assert _delivery_status(settings, emitter) == 0
+    shown = capsys.readouterr().out
+    delivered_at = emitter.delivery.status()["delivered_at"]
+    (error,) = [line for line in shown.splitlines() if line.startswith("last error")]
+    assert "backend unavailable" in error and error.endswith(f"(before the last delivery at {delivered_at})")
+
+
+class TakesEvents(http.server.BaseHTTPRequestHandler):
+    """A lineage backend that takes every event it is sent."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(201)
+        self.end_headers()
+
+    def log_message(self, format: str, *args) -> None:  # the test's output stays its own
+        pass
+
+
+@contextlib.contextmanager
+def lineage_backend(answers: bool) -> Iterator[str]:
+    """The URL of a backend that takes every event, or of a local port nothing listens on."""
+    if not answers:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        yield f"http://127.0.0.1:{port}"
+        return
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), TakesEvents)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("answers", [False, True])
+def test_a_run_that_ends_with_its_lineage_waiting_for_the_backend_says_so_in_its_event_log(tmp_path, answers):
+    @dg.asset(key=["lakehouse", "supplier_stats"])
+    def succeeding(context, lineage: LineageResource):
+        with lineage.asset_run(context, SUPPLIER_STATS):
+            pass
+
+    with lineage_backend(answers) as url:
+        settings = Settings(state_dir=tmp_path, marquez_url=url)
+        emitter = emitter_for(settings)
+        emitter.emit(event(0))
+        wait_for_sender(emitter)  # started, as in a run of any length
+        try:
+            with dg.instance_for_test() as instance:
+                resources = {"lineage": LineageResource(environment=SettingsResource.of(settings))}
+                result = dg.materialize([succeeding], resources=resources, instance=instance)
+                warnings = [e.user_message for e in instance.all_logs(result.run_id) if e.level == logging.WARNING]
+        finally:
+            emitter.stop_sender()
+    waiting = [warning for warning in warnings if "wait for the backend" in warning]
+    if answers:
+        assert waiting == [] and emitter.pending() == 0
+    else:  # the run's four events and the one before it
+        assert waiting == [
+            f"lineage: 5 events wait for the backend in {emitter.log.segments_dir} (`lineage-assets lineage status` "
+            "says why; `lineage-assets lineage flush` delivers them once it answers)"
+        ]

@@ -5,6 +5,9 @@ ended by the sensor when the run's process died. (In-process runs and direct inv
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+
 import dagster as dg
 import pytest
 
@@ -51,9 +54,11 @@ def unreported_only_job() -> dg.JobDefinition:
 
 
 @pytest.fixture()
-def settings(tmp_path, monkeypatch) -> Settings:
+def settings(tmp_path, monkeypatch) -> Iterator[Settings]:
     monkeypatch.setenv("LINEAGE_ASSETS_STATE_DIR", str(tmp_path))
-    return Settings.from_env()
+    monkeypatch.setenv("LINEAGE_ASSETS_MARQUEZ_URL", "http://127.0.0.1:1")  # nothing listens there: the backend is down
+    yield Settings.from_env()
+    emitter_for(Settings.from_env()).stop_sender()
 
 
 def test_a_launched_run_starts_and_ends_its_lineage_once_around_its_steps(settings):
@@ -67,6 +72,7 @@ def test_a_launched_run_starts_and_ends_its_lineage_once_around_its_steps(settin
             assert result.success
             tag = instance.get_run_by_id(result.run_id).tags[LINEAGE_TAG]
             workers = instance.get_records_for_run(result.run_id, of_type=dg.DagsterEventType.STEP_WORKER_STARTED)
+            warnings = [e.user_message for e in instance.all_logs(result.run_id) if e.level == logging.WARNING]
         events = emitter_for(settings).events()
         recorded = [(e["job"]["name"], e["eventType"]) for e in events[seen:]]
         seen = len(events)
@@ -78,6 +84,10 @@ def test_a_launched_run_starts_and_ends_its_lineage_once_around_its_steps(settin
             ("dagster", "COMPLETE"),
         ]
         assert tag == "ended"
+        # With the backend down, the run's end says in its own event log that its lineage waits.
+        assert [warning for warning in warnings if "wait for the backend" in warning] == [
+            emitter_for(settings).waiting_line()
+        ]
 
 
 def test_a_run_that_reports_no_lineage_has_no_lineage_run(settings):
