@@ -131,20 +131,36 @@ def lineage_check_spec(dataset: Dataset) -> dg.AssetCheckSpec:
     )
 
 
-def lineage_check_result(dataset: Dataset, observation: Observation) -> dg.AssetCheckResult:
-    """``lineage_matches_catalog`` of one run: each difference named with both derivations."""
+def _lineage_check(dataset: Dataset, observation: Observation) -> dict:
+    """``lineage_matches_catalog`` of one observation: each difference named with both derivations."""
     if observation.derivations is None and not observation.missing:
-        return dg.AssetCheckResult(
-            check_name=LINEAGE_CHECK,
-            passed=True,
-            description="The run wrote nothing: no plan to hold against the designed lineage.",
-        )
+        return {
+            "check_name": LINEAGE_CHECK,
+            "passed": True,
+            "description": "The run wrote nothing: no plan to hold against the designed lineage.",
+        }
     gaps = observation.gaps(dataset)
-    return dg.AssetCheckResult(
-        check_name=LINEAGE_CHECK,
-        passed=not gaps,
-        severity=dg.AssetCheckSeverity.ERROR,
-        metadata={"gaps": dg.MetadataValue.md("\n".join(f"- {gap}" for gap in gaps) or "none"), "gap_count": len(gaps)},
+    return {
+        "check_name": LINEAGE_CHECK,
+        "passed": not gaps,
+        "severity": dg.AssetCheckSeverity.ERROR,
+        "metadata": {
+            "gaps": dg.MetadataValue.md("\n".join(f"- {gap}" for gap in gaps) or "none"),
+            "gap_count": len(gaps),
+        },
+    }
+
+
+def lineage_check_result(dataset: Dataset, observation: Observation) -> dg.AssetCheckResult:
+    """The check as a materialization yields it."""
+    return dg.AssetCheckResult(**_lineage_check(dataset, observation))
+
+
+def lineage_check_evaluation(dataset: Dataset, observation: Observation) -> dg.AssetCheckEvaluation:
+    """The check as a sensor reports it, for a deployment's commit (no run)."""
+    blocking = lineage_check_spec(dataset).blocking
+    return dg.AssetCheckEvaluation(
+        asset_key=asset_key(dataset), blocking=blocking, **_lineage_check(dataset, observation)
     )
 
 

@@ -7,7 +7,7 @@ from enum import Enum
 
 import dagster as dg
 
-from lineage_assets.assets.common import asset_key
+from lineage_assets.assets.common import asset_key, lineage_check_evaluation
 from lineage_assets.assets.lakehouse import Rebuild, latest_metadata, table_metadata
 from lineage_assets.datasets import DATASETS, LAKEHOUSE_ORDERS
 from lineage_assets.job_specs import STREAMING_JOBS
@@ -63,6 +63,8 @@ def new_commits(
             ),
             rebuild.check_evaluation(),
         ]
+    if commits[reported:]:  # what the deployment's plan computes, held against the design, once per batch of commits
+        events.append(lineage_check_evaluation(dataset, deployments.files(name).observation(deployments.settings)))
     return events
 
 

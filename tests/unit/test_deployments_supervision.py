@@ -36,14 +36,16 @@ def test_each_commit_is_reported_once_with_its_days_and_table_and_a_held_back_da
     folder = deployments.folder(LAKEHOUSE_ORDERS.key)
     folder.mkdir(parents=True)
     (folder / "runner.json").write_text(json.dumps({"pid": 0, "run_id": "run-1"}))
+    unreadable = {"columns": {}, "derivations": {}, "dataset": [], "unresolved": ["Expand"]}
     records = [
+        {"event": "lineage", "column_lineage": unreadable},  # the plan the deployment observed at its start
         commit(0, ["2026-11-22"], snapshot_id=11, schema_id=0, quality=QUALITY),
         commit(1, ["2026-11-23"], incompatible=2),
     ]
     (folder / "progress.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
 
     seen: dict[str, int] = {}
-    first, first_check, second, second_check = new_commits(deployments, LAKEHOUSE_ORDERS.key, seen, {})
+    first, first_check, second, second_check, lineage = new_commits(deployments, LAKEHOUSE_ORDERS.key, seen, {})
     assert isinstance(first, dg.AssetMaterialization) and isinstance(first_check, dg.AssetCheckEvaluation)
     assert first.metadata["days"].value == ["2026-11-22"] and first.metadata["snapshot_id"].value == "11"
     assert first.metadata["dagster/row_count"].value == 5 and first_check.passed
@@ -51,6 +53,9 @@ def test_each_commit_is_reported_once_with_its_days_and_table_and_a_held_back_da
     # Two records of a version the pipeline cannot read: the day waits, and the check fails.
     assert second.metadata["days"].value == [] and second.metadata["days_held_back"].value == ["2026-11-23"]
     assert "snapshot_id" not in second.metadata and not second_check.passed
+    # What the deployment's plan computes, once per batch of commits: blocking, as supplier_stats builds on it.
+    assert (lineage.check_name, lineage.passed, lineage.blocking) == ("lineage_matches_catalog", False, True)
+    assert "no column lineage observed: the plan cannot be read: Expand" in lineage.metadata["gaps"].value
     assert seen == {"run-1": 2}
     assert new_commits(deployments, LAKEHOUSE_ORDERS.key, seen, {}) == []
 
