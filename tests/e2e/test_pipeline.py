@@ -151,6 +151,11 @@ def test_asset_checks_pass(runs):
         "orders_reconcile_with_topic": True,
         "orders_values_in_range": True,
         "orders_schema_readable": True,
+        # What each Spark job's plan computed is the designed lineage.
+        "lineage_matches_catalog of orders_archive": True,
+        "lineage_matches_catalog of supplier_stats_live": True,
+        "lineage_matches_catalog of lakehouse/orders": True,
+        "lineage_matches_catalog of lakehouse/supplier_stats": True,
     }
     assert all(second.checks.values())
 

@@ -15,7 +15,7 @@ import pytest
 
 from lineage_assets.assets.common import asset_key
 from lineage_assets.assets.lakehouse import days_behind
-from lineage_assets.datasets import LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS, Dataset
+from lineage_assets.datasets import DATASETS, LAKEHOUSE_ORDERS, LINEAGE_CHECK, ORDERS, SUPPLIER_STATS, Dataset
 from lineage_assets.definitions import build_definitions
 from lineage_assets.demo import run_pipeline
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
@@ -105,6 +105,7 @@ def materialize(settings, instance, dataset: Dataset, seed: int | None) -> dg.Ex
         selection=[asset_key(dataset)],
         partition_key=DAY if dataset is SUPPLIER_STATS else None,
         resources=definitions.resources,
+        raise_on_error=False,
     )
 
 
@@ -122,7 +123,10 @@ def test_a_changed_derivation_is_a_gap_of_that_column_and_marquez_shows_what_ran
             property(lambda spec: script if spec.dataset is mutation.dataset else spec.dataset.job.source),
         )
         result = materialize(settings, instance, mutation.dataset, seed=31)
-    assert result.success
+    # Written, then held by its lineage check: blocking where other assets are computed from it.
+    (evaluation,) = [e for e in result.get_asset_check_evaluations() if e.check_name == LINEAGE_CHECK]
+    assert not evaluation.passed
+    assert result.success == (not any(mutation.dataset.key in other.upstream for other in DATASETS.values()))
     node = "__".join(mutation.dataset.asset_key_path)
     # The materialization shows the lineage that ran, the definition keeps the expectation.
     (materialization,) = result.asset_materializations_for_node(node)

@@ -1,6 +1,8 @@
 """A bad deploy of the ingestion, found and repaired through the lineage, on a pipeline of its own.
 
-The ingestion runs once with a change that doubles one supplier's prices. `lineage reached` on that
+The ingestion runs once with a change that doubles one supplier's prices, which its review let through
+(its derivation accepted into the designed lineage, so no lineage check holds it back; unreviewed, the
+blocking `lineage_matches_catalog` would keep the daily totals from it). `lineage reached` on that
 run lists exactly the `supplier_stats` days computed from its snapshot; the owner then rebuilds the
 table with the fixed ingestion (dropped with its checkpoint and ingested again from the topic, which
 keeps every record), and `lineage reached --rematerialize` rebuilds those days through a Dagster
@@ -13,20 +15,24 @@ from __future__ import annotations
 import os
 import shutil
 import textwrap
+from pathlib import Path
 
 import dagster as dg
 import pytest
 
+from lineage_assets import datasets
 from lineage_assets.assets.common import asset_key
 from lineage_assets.datasets import LAKEHOUSE_ORDERS, SUPPLIER_STATS, iceberg_table_name
 from lineage_assets.definitions import build_definitions
 from lineage_assets.demo import run_pipeline
 from lineage_assets.instance import prepare_dagster_home
 from lineage_assets.job_specs import checkpoint
+from lineage_assets.lineage import design_time
 from lineage_assets.lineage.check import check
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.provenance import provenance, reached, runs_of
 from lineage_assets.resources.settings import SettingsResource
+from spark import transforms
 from tests.conftest import pipeline_of_its_own
 from tests.provenance_checks import completed, offsets_behind, recomputed_day, written_day
 from tests.ui.dagster_dev import dagster_dev, rematerialize_reached, stop_sensor
@@ -57,6 +63,20 @@ if transforms is not None:
 
     transforms.iceberg_orders = iceberg_orders
 """
+
+
+def accept_the_doubling(spark, settings, folder: Path, patch: pytest.MonkeyPatch) -> None:
+    """The bad deploy as its review let it through: its derivation accepted into (a copy of) the designed
+    lineage, so no lineage check stops it and the daily totals are computed from it. What it reached is
+    then found through provenance."""
+    copy = folder / "designed_lineage.json"
+    copy.write_text(datasets.DESIGNED_LINEAGE.read_text())
+    for module in (datasets, design_time):
+        patch.setattr(module, "DESIGNED_LINEAGE", copy)
+    with pytest.MonkeyPatch.context() as doubled:
+        doubled.setattr(transforms, "iceberg_orders", transforms.iceberg_orders)  # restored after the exec
+        exec(textwrap.dedent(DOUBLING), {})  # the same change as the bad deploy's processes make
+        assert design_time.accept(spark, settings, [LAKEHOUSE_ORDERS.key]) == [LAKEHOUSE_ORDERS.key]
 
 
 def written_days(event: dict) -> list[str]:
@@ -99,8 +119,10 @@ def test_a_wrong_ingestion_reaches_exactly_its_days_and_only_those_are_rebuilt_a
     with dg.DagsterInstance.from_config(str(home)) as instance:
         run_pipeline(environment, instance, GOOD)
         with pytest.MonkeyPatch.context() as patch:
+            accept_the_doubling(spark, own, tmp_path, patch)
             patch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(bad_deploy), os.environ.get("PYTHONPATH")])))
             run_pipeline(environment, instance, BAD)
+        datasets.designed_lineage.cache_clear()  # the design as checked in again, which the fix keeps to
         *_, bad = ingestions(own)
         assert written_days(bad) == [SECOND_DAY, THIRD_DAY]
         bad_run = bad["run"]["runId"]
