@@ -42,17 +42,17 @@ def column_schema(dataset: Dataset) -> dg.TableSchema:
 
 
 def column_lineage(lineage: ColumnLineage) -> dg.TableColumnLineage:
-    """Dagster's column lineage: each column's input fields (Dagster has no transformation types)."""
-    return dg.TableColumnLineage(
-        deps_by_column={
-            column: [
-                dg.TableColumnDep(asset_key=asset_key(DATASETS[dataset]), column_name=name)
-                for dataset, name in dict.fromkeys((s.dataset, s.column) for s in sources)
-            ]
-            for column, sources in lineage.items()
-            if sources
-        }
-    )
+    """Dagster's column lineage: each column's input fields that are assets (Dagster has no transformation
+    types, and names no dataset but an asset; the lineage events name the others)."""
+    deps = {
+        column: [
+            dg.TableColumnDep(asset_key=asset_key(DATASETS[dataset]), column_name=name)
+            for dataset, name in dict.fromkeys((s.dataset, s.column) for s in sources)
+            if dataset in DATASETS
+        ]
+        for column, sources in lineage.items()
+    }
+    return dg.TableColumnLineage(deps_by_column={column: inputs for column, inputs in deps.items() if inputs})
 
 
 # The declared graph, built once for all the assets of the definitions loaded for one ``settings``.

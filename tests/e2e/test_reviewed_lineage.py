@@ -22,6 +22,7 @@ from lineage_assets.generator import GeneratorConfig, generate_orders, produce_o
 from lineage_assets.job_specs import JobSpec
 from lineage_assets.lineage.check import check, check_marquez
 from lineage_assets.lineage.emitter import emitter_for
+from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.settings import SettingsResource
 from tests.conftest import pipeline_of_its_own
 from tests.e2e.conftest import DELIVERY_TIMEOUT_S
@@ -141,6 +142,7 @@ def test_a_literal_a_flag_a_predicate_and_an_undeclared_input_are_gaps_everywher
 def test_a_dropped_column_is_a_gap_with_the_schema_written_until_the_real_job_runs(stack, settings, instance, marquez):
     own = pipeline_of_its_own(settings, "dropped-column")
     orders = list(generate_orders(GeneratorConfig(count=20, seed=53, start=dt.datetime(2026, 11, 24, tzinfo=dt.UTC))))
+    KafkaResource(environment=SettingsResource.of(own)).ensure_topics(own.orders_topic)
     produce_orders(orders, own.kafka_servers, own.schema_registry_url, own.orders_topic)
     script = Path(own.state_dir) / "without_item.py"
     script.parent.mkdir(parents=True, exist_ok=True)
