@@ -11,17 +11,24 @@ from __future__ import annotations
 import datetime as dt
 
 import dagster as dg
-from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES
 
 from lineage_assets.assets.run_lineage import dagster_run_of
 from lineage_assets.datasets import CHECKS, DATASETS
+
+# A run under way as Dagster counts one (its IN_PROGRESS_RUN_STATUSES, which it does not export).
+UNDER_WAY = [
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+    dg.DagsterRunStatus.SUSPENDED,
+]
 
 
 def lineage_runs_in_progress(instance: dg.DagsterInstance) -> dict[str, dt.datetime]:
     """Each lineage run of a Dagster run the instance holds in progress (the Dagster run's own, its
     assets' and its checks'), with when that Dagster run started (or was created, while it starts)."""
     in_progress = {}
-    for record in instance.get_run_records(filters=dg.RunsFilter(statuses=IN_PROGRESS_RUN_STATUSES)):
+    for record in instance.get_run_records(filters=dg.RunsFilter(statuses=UNDER_WAY)):
         dagster_run = dagster_run_of(instance, record.dagster_run.run_id)
         since = (
             dt.datetime.fromtimestamp(record.start_time, dt.UTC)

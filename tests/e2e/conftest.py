@@ -7,12 +7,16 @@ import datetime as dt
 import dagster as dg
 import pytest
 
-from lineage_assets.definitions import publish_definitions
+from lineage_assets.assets.common import asset_key
+from lineage_assets.datasets import LINEAGE_CHECK, SUPPLIER_STATS, Dataset
+from lineage_assets.definitions import build_definitions, publish_definitions
 from lineage_assets.demo import run_pipeline
 from lineage_assets.generator import GeneratorConfig
+from lineage_assets.job_specs import JobSpec
 from lineage_assets.resources.settings import SettingsResource
 
 START = dt.datetime(2026, 11, 20, 23, 56, 0, tzinfo=dt.UTC)  # the orders cross midnight
+DAY = "2026-11-21"  # of the test stack's orders
 GENERATOR = GeneratorConfig(count=400, seed=11, start=START, late_fraction=0.03, bad_fraction=0.04)
 ORDERS_CONFIG = {
     "count": GENERATOR.count,
@@ -50,3 +54,27 @@ def marquez(runs, settings):
 
     assert emitter_for(settings).flush(timeout=DELIVERY_TIMEOUT_S), "the event log was not delivered to Marquez"
     return MarquezApi(settings.marquez_api_url)
+
+
+def materialize(settings, instance, dataset: Dataset, script: str | None = None) -> dg.ExecuteInJobResult:
+    """``dataset``'s asset as the pipeline runs it (its day ``DAY`` when partitioned), its Spark job from
+    ``script`` when given: a changed copy of the job."""
+    definitions = build_definitions(SettingsResource.of(settings))
+    with pytest.MonkeyPatch.context() as patched:
+        if script is not None:
+            changed = property(lambda spec: script if spec.dataset is dataset else spec.dataset.job.source)
+            patched.setattr(JobSpec, "script", changed)
+        return dg.materialize(
+            [*definitions.assets],
+            instance=instance,
+            selection=[asset_key(dataset)],
+            partition_key=DAY if dataset is SUPPLIER_STATS else None,
+            resources=definitions.resources,
+            raise_on_error=False,
+        )
+
+
+def lineage_check_of(result: dg.ExecuteInJobResult) -> dg.AssetCheckEvaluation:
+    """The run's ``lineage_matches_catalog`` of the asset it materialized."""
+    (evaluation,) = [e for e in result.get_asset_check_evaluations() if e.check_name == LINEAGE_CHECK]
+    return evaluation

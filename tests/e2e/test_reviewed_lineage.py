@@ -15,22 +15,18 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from lineage_assets.assets.common import asset_key
-from lineage_assets.datasets import ARCHIVE, LINEAGE_CHECK, SUPPLIER_STATS, Dataset, iceberg_table_name
-from lineage_assets.definitions import build_definitions
+from lineage_assets.datasets import ARCHIVE, SUPPLIER_STATS, iceberg_table_name
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
-from lineage_assets.job_specs import JobSpec
 from lineage_assets.lineage.check import check, check_marquez
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.settings import SettingsResource
 from tests.conftest import pipeline_of_its_own
-from tests.e2e.conftest import DELIVERY_TIMEOUT_S
+from tests.e2e.conftest import DELIVERY_TIMEOUT_S, lineage_check_of, materialize
 from tests.suite import SHARED_PIPELINE
 
 pytestmark = pytest.mark.xdist_group(SHARED_PIPELINE)  # the test stack's own topics, tables and lineage
 
-DAY = "2026-11-21"  # of the test stack's orders
 REVIEWED_BADLY = """
 from pyspark.sql import functions as F
 
@@ -65,28 +61,6 @@ written = archive_orders.written
 archive_orders.written = lambda decoded: written(decoded).drop("item")
 archive_orders.main()
 """
-
-
-def materialize(settings, instance, dataset: Dataset, script: str | None = None) -> dg.ExecuteInJobResult:
-    """``dataset``'s asset as the pipeline runs it, its Spark job from ``script`` when given."""
-    definitions = build_definitions(SettingsResource.of(settings))
-    with pytest.MonkeyPatch.context() as patched:
-        if script is not None:
-            patched.setattr(
-                JobSpec, "script", property(lambda spec: script if spec.dataset is dataset else spec.dataset.job.source)
-            )
-        return dg.materialize(
-            [*definitions.assets],
-            instance=instance,
-            selection=[asset_key(dataset)],
-            partition_key=DAY if dataset is SUPPLIER_STATS else None,
-            resources=definitions.resources,
-        )
-
-
-def lineage_check_of(result: dg.ExecuteInJobResult) -> dg.AssetCheckEvaluation:
-    (evaluation,) = [e for e in result.get_asset_check_evaluations() if e.check_name == LINEAGE_CHECK]
-    return evaluation
 
 
 def gaps_of(evaluation: dg.AssetCheckEvaluation) -> str:

@@ -10,20 +10,17 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-import dagster as dg
 import pytest
 
 from lineage_assets.assets.common import asset_key
 from lineage_assets.assets.lakehouse import days_behind
-from lineage_assets.datasets import DATASETS, LAKEHOUSE_ORDERS, LINEAGE_CHECK, ORDERS, SUPPLIER_STATS, Dataset
-from lineage_assets.definitions import build_definitions
+from lineage_assets.datasets import DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS, Dataset
 from lineage_assets.demo import run_pipeline
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
-from lineage_assets.job_specs import JobSpec
 from lineage_assets.lineage.check import check, check_marquez
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.resources.settings import SettingsResource
-from tests.e2e.conftest import DELIVERY_TIMEOUT_S
+from tests.e2e.conftest import DELIVERY_TIMEOUT_S, lineage_check_of, materialize
 from tests.suite import SHARED_PIPELINE
 
 pytestmark = pytest.mark.xdist_group(SHARED_PIPELINE)  # the test stack's own topics, tables and lineage
@@ -89,43 +86,26 @@ MUTATIONS = {
         ("bid_time", "DIRECT/TRANSFORMATION"),
     ),
 }
-DAY = "2026-11-21"  # of the test stack's orders
 NEW_ORDERS = dt.datetime(2026, 11, 22, 8, tzinfo=dt.UTC)
 
 
-def materialize(settings, instance, dataset: Dataset, seed: int | None) -> dg.ExecuteInJobResult:
-    """``dataset``'s asset as the pipeline runs it; the ingestion on orders of its own (``seed``)."""
-    if dataset is LAKEHOUSE_ORDERS and seed is not None:
-        orders = list(generate_orders(GeneratorConfig(count=20, seed=seed, start=NEW_ORDERS)))
-        produce_orders(orders, settings.kafka_servers, settings.schema_registry_url, settings.orders_topic)
-    definitions = build_definitions(SettingsResource.of(settings))
-    return dg.materialize(
-        [*definitions.assets],
-        instance=instance,
-        selection=[asset_key(dataset)],
-        partition_key=DAY if dataset is SUPPLIER_STATS else None,
-        resources=definitions.resources,
-        raise_on_error=False,
-    )
+def new_orders(settings, seed: int) -> None:
+    """Orders of the ingestion's run of its own (``seed``), a day after the test stack's."""
+    orders = list(generate_orders(GeneratorConfig(count=20, seed=seed, start=NEW_ORDERS)))
+    produce_orders(orders, settings.kafka_servers, settings.schema_registry_url, settings.orders_topic)
 
 
 @pytest.mark.parametrize("mutation", MUTATIONS.values(), ids=MUTATIONS.keys())
 def test_a_changed_derivation_is_a_gap_of_that_column_and_marquez_shows_what_ran(
-    runs, marquez, settings, instance, tmp_path, monkeypatch, mutation
+    runs, marquez, settings, instance, tmp_path, mutation
 ):
     events = emitter_for(settings)
     assert check(events.events(), settings) == []  # the real jobs ran as the catalog expects
-    script = mutation.script(tmp_path)
-    with monkeypatch.context() as patched:
-        patched.setattr(
-            JobSpec,
-            "script",
-            property(lambda spec: script if spec.dataset is mutation.dataset else spec.dataset.job.source),
-        )
-        result = materialize(settings, instance, mutation.dataset, seed=31)
+    if mutation.dataset is LAKEHOUSE_ORDERS:
+        new_orders(settings, seed=31)
+    result = materialize(settings, instance, mutation.dataset, mutation.script(tmp_path))
     # Written, then held by its lineage check: blocking where other assets are computed from it.
-    (evaluation,) = [e for e in result.get_asset_check_evaluations() if e.check_name == LINEAGE_CHECK]
-    assert not evaluation.passed
+    assert not lineage_check_of(result).passed
     assert result.success == (not any(mutation.dataset.key in other.upstream for other in DATASETS.values()))
     node = "__".join(mutation.dataset.asset_key_path)
     # The materialization shows the lineage that ran, the definition keeps the expectation.
@@ -159,7 +139,9 @@ def test_a_changed_derivation_is_a_gap_of_that_column_and_marquez_shows_what_ran
     ]  # Marquez's current version holds what the log holds
 
     # The real job again: what ran is again what the catalog expects, in the log and in Marquez.
-    restored = materialize(settings, instance, mutation.dataset, seed=37)
+    if mutation.dataset is LAKEHOUSE_ORDERS:
+        new_orders(settings, seed=37)
+    restored = materialize(settings, instance, mutation.dataset)
     assert restored.success
     assert check(events.events(), settings) == []
     assert events.flush(timeout=DELIVERY_TIMEOUT_S)
@@ -185,7 +167,7 @@ def test_a_day_no_rebuild_followed_is_rebuilt_by_the_next_pass(runs, settings, i
     left_behind = dt.datetime(2026, 11, 23, 9, tzinfo=dt.UTC)
     orders = list(generate_orders(GeneratorConfig(count=30, seed=41, start=left_behind)))
     produce_orders(orders, settings.kafka_servers, settings.schema_registry_url, settings.orders_topic)
-    assert materialize(settings, instance, LAKEHOUSE_ORDERS, seed=None).success  # the pass stops here
+    assert materialize(settings, instance, LAKEHOUSE_ORDERS).success  # the pass stops here
     assert "2026-11-23" in days_behind(instance)
 
     again = run_pipeline(SettingsResource.of(settings), instance, None)
