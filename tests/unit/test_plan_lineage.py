@@ -78,6 +78,17 @@ def test_a_changed_window_length_is_named_with_both_derivations(spark, monkeypat
     )
 
 
+def test_a_changed_literal_of_a_column_that_reads_no_field_is_named(spark, monkeypatch):
+    count = F.count
+
+    def counting_zeros(column):
+        return count(F.lit(0)) if str(column) == str(F.lit(1)) else count(column)
+
+    monkeypatch.setattr(F, "count", counting_zeros)
+    count_of = "lakehouse/supplier_stats.total_count: the catalog says cast(count(1) as bigint)"
+    assert gaps(spark, SUPPLIER_STATS) == [f"{count_of}, {MADE} cast(count(0) as bigint)"]
+
+
 def test_a_distinct_sum_is_named_with_both_derivations(spark, monkeypatch):
     def distinct_sums(orders):
         return (
