@@ -10,12 +10,14 @@ MVN := mvn -q -B -f infra/pom.xml -Dmaven.repo.local=$(CURDIR)/$(CACHE)/m2
 
 setup: system-packages $(BIN)/lineage-assets jars servers
 
-# PostgreSQL and Chromium (lineage pictures, browser tests) come from Debian; the rest from PyPI, Maven Central and npm.
+# PostgreSQL, Chromium (lineage pictures, browser tests) and nginx (the tls profile's proxy) come from
+# Debian; the rest from PyPI, Maven Central and npm.
 SUDO := $(shell [ $$(id -u) -eq 0 ] || echo sudo)
 system-packages:
 	@missing=""; \
 	test -x /usr/lib/postgresql/15/bin/postgres || missing="$$missing postgresql-15"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v nginx >/dev/null || test -x /usr/sbin/nginx || missing="$$missing nginx"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing from Debian:$$missing"; \
 	  $(SUDO) apt-get update -qq && \
@@ -87,12 +89,13 @@ lint: $(BIN)/lineage-assets
 	$(BIN)/mypy
 
 # The whole suite under coverage.py (settings in pyproject.toml), then the figure against its floor.
-# Two workers side by side, each running whole groups of tests (tests/suite.py says which).
+# Two workers side by side, each running whole groups of tests (tests/suite.py says which); the 25
+# slowest set-ups and calls are listed, what to shorten first when CI nears its time budget.
 COVERAGE := COVERAGE_FILE=$(CURDIR)/.coverage $(BIN)/coverage
 PARALLEL := -n 2 --dist loadgroup --no-loadscope-reorder
 test: setup lint engine
 	@rm -f .coverage .coverage.*
-	$(COVERAGE) run -m pytest -q -ra $(PARALLEL)
+	$(COVERAGE) run -m pytest -q -ra --durations=25 $(PARALLEL)
 	$(COVERAGE) combine -q
 	$(COVERAGE) report --skip-covered --sort=cover
 
@@ -100,7 +103,7 @@ test-unit: setup
 	$(BIN)/pytest -q -ra tests/unit
 
 # The pure tier: every test that starts no JVM, no server, no container and no browser (tiers: pyproject.toml).
-PURE := not (spark or stack or cluster or docker or browser)
+PURE := not (spark or stack or cluster or secured or docker or browser)
 test-fast: $(BIN)/lineage-assets
 	$(BIN)/pytest -q -ra -m "$(PURE)" $(PARALLEL)
 

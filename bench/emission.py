@@ -27,6 +27,7 @@ from lineage_assets.lineage import events
 from lineage_assets.lineage.delivery import Backend
 from lineage_assets.lineage.emitter import LineageEmitter
 from lineage_assets.lineage.observed import as_designed
+from lineage_assets.lineage.run_facts import DagsterRun, RunFacts
 from lineage_assets.settings import Settings
 
 
@@ -65,13 +66,13 @@ def _closed_port() -> int:
 
 def measure(url: str, count: int) -> dict:
     settings = Settings()
-    run = events.DagsterRun(run_id="bench", job_name="bench", started_at=dt.datetime.now(dt.UTC))
+    run = DagsterRun(run_id="bench", job_name="bench", started_at=dt.datetime.now(dt.UTC))
     event = events.asset_event(
         RunState.RUNNING,
         SUPPLIER_STATS,
         run,
         settings,  # built once: emission alone is timed
-        events.RunFacts(observation=as_designed(SUPPLIER_STATS)),
+        RunFacts(observation=as_designed(SUPPLIER_STATS)),
     )
     with tempfile.TemporaryDirectory() as folder:
         emitter = LineageEmitter(Path(folder), Backend({"transport": {"type": "http", "url": url, "timeout": 5.0}}))

@@ -163,9 +163,7 @@ class RealTimeProducer:
             time.sleep(max(0.0, start + tick * TICK_SECONDS - time.time()))
             due = [o for o in orders[done:] if o.sent_at.timestamp() < start + (tick + 1) * TICK_SECONDS]
             now = time.time()
-            produce_orders(
-                due, self.settings.kafka_servers, self.settings.schema_registry_url, self.settings.orders_topic
-            )
+            produce_orders(due, self.settings)
             self.sent += [(o.record(), now) for o in due]  # valid orders only: the config has no bad_fraction
             done, tick = done + len(due), tick + 1
         return self.sent[first:]

@@ -47,7 +47,23 @@ from lineage_assets.datasets import (
 )
 from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import LineageEmitter
+from lineage_assets.lineage.facets import StreamingProgressRunFacet
 from lineage_assets.lineage.observed import as_designed
+from lineage_assets.lineage.run_facts import (
+    NO_FACTS,
+    Assertion,
+    DagsterRun,
+    DatasetVersion,
+    JobError,
+    OffsetRange,
+    OutputStatistics,
+    RunFacts,
+    WrittenFile,
+    offset_ranges,
+    orders_read,
+    snapshot_written,
+    table_read,
+)
 from lineage_assets.lineage.summary import runs as runs_of_log
 from lineage_assets.lineage.summary import summary as summary_of
 from lineage_assets.settings import PROJECT_ROOT, Settings
@@ -78,12 +94,12 @@ class Topic:
     partitions: int
     ends: dict[int, int] = field(default_factory=dict)
 
-    def write(self, records: int) -> tuple[events.OffsetRange, ...]:
+    def write(self, records: int) -> tuple[OffsetRange, ...]:
         written = []
         for partition in range(self.partitions):
             start = self.ends.get(partition, 0)
             self.ends[partition] = start + records // self.partitions
-            written.append(events.OffsetRange(partition, start, self.ends[partition]))
+            written.append(OffsetRange(partition, start, self.ends[partition]))
         return tuple(written)
 
     def offsets(self) -> dict:
@@ -154,13 +170,13 @@ class History:
 
     # --- the hourly Dagster run ---------------------------------------------------------------
     def hourly_run(self, at: dt.datetime, hour_number: int) -> None:
-        run = events.DagsterRun(run_id=self.new_id(), job_name="hourly_assets", started_at=at)
+        run = DagsterRun(run_id=self.new_id(), job_name="hourly_assets", started_at=at)
         self.emit(events.dagster_run_event(RunState.START, run, self.settings, event_time=at), "dagster run")
         self.counts["runs: dagster"] += 1
         produced = self.orders.write(ORDERS_PER_HOUR)
-        orders = events.RunFacts(
-            events.OutputStatistics(rows=ORDERS_PER_HOUR),
-            version=events.DatasetVersion(f"{ORDERS.key}-value:{self.schema_version}"),
+        orders = RunFacts(
+            OutputStatistics(rows=ORDERS_PER_HOUR),
+            version=DatasetVersion(f"{ORDERS.key}-value:{self.schema_version}"),
             offsets=produced,
         )
         self.asset_run(run, ORDERS, orders, at + dt.timedelta(seconds=5), at + dt.timedelta(seconds=20))
@@ -170,19 +186,19 @@ class History:
         stats_end = at + dt.timedelta(seconds=60)
         if failing or aborted:
             state = RunState.FAIL if failing else RunState.ABORT
-            error = events.JobError("org.apache.spark.SparkException: Job aborted") if failing else None
-            self.asset_run(run, SUPPLIER_STATS, events.NO_FACTS, at + dt.timedelta(seconds=25), stats_end, state, error)
+            error = JobError("org.apache.spark.SparkException: Job aborted") if failing else None
+            self.asset_run(run, SUPPLIER_STATS, NO_FACTS, at + dt.timedelta(seconds=25), stats_end, state, error)
             ended = RunState.FAIL if failing else RunState.ABORT
         else:
             previous, self.stats_snapshot = self.stats_snapshot, self.stats_snapshot + 1
-            stats = events.RunFacts(
-                events.OutputStatistics(rows=8 * 24, bytes=9000, files=1),
+            stats = RunFacts(
+                OutputStatistics(rows=8 * 24, bytes=9000, files=1),
                 "OVERWRITE",
-                version=events.snapshot_written(
+                version=snapshot_written(
                     9_000_000 + self.stats_snapshot, 0, 9_000_000 + previous if previous else None
                 ),
                 quality=table_quality(8 * 24 * (at.timetuple().tm_yday)),
-                reads=(events.table_read(LAKEHOUSE_ORDERS, self.snapshot or None, 0),),
+                reads=(table_read(LAKEHOUSE_ORDERS, self.snapshot or None, 0),),
                 observation=as_designed(SUPPLIER_STATS),
                 partitions=(day,),
             )
@@ -191,7 +207,7 @@ class History:
         for check in CHECKS.values():
             checked_at = stats_end + dt.timedelta(seconds=5)
             rows = str(self.table_rows)
-            assertion = events.Assertion(check.name, "row_count", True, check.description, expected=rows, actual=rows)
+            assertion = Assertion(check.name, "row_count", True, check.description, expected=rows, actual=rows)
             for state in (RunState.START, RunState.COMPLETE):
                 assertions = (assertion,) if state == RunState.COMPLETE else ()
                 self.emit(
@@ -216,7 +232,7 @@ class History:
         deployment.read_from, deployment.written_from = self.orders.offsets(), self.windows.offsets()
         deployment.parent_snapshot, deployment.rows, deployment.days = self.snapshot or None, 0, set()
         deployment.lineage_sent = False
-        self.emit(self.deployment_event(deployment, RunState.START, events.NO_FACTS, at), "deployment")
+        self.emit(self.deployment_event(deployment, RunState.START, NO_FACTS, at), "deployment")
         self.counts[f"runs: {deployment.dataset.key} deployment"] += 1
 
     def deployment_event(self, deployment: Deployment, state, facts, at, progress=None, error=None):
@@ -239,13 +255,13 @@ class History:
         deployment.rows += interval_orders
         deployment.days.add(at.date().isoformat())
         readable = [writer_version(1, deployment.rows, True)]
-        assertions: tuple[events.Assertion, ...] = ()
+        assertions: tuple[Assertion, ...] = ()
         dataset = deployment.dataset
         if drifted or self.schema_version == 2:  # waiting in the dead letters, or read once taught
             readable.append(writer_version(2, interval_orders // 10, not drifted))
         if dataset is LAKEHOUSE_ORDERS:
             failed = str(interval_orders // 10) if drifted else "0"
-            check = events.Assertion(
+            check = Assertion(
                 "orders_schema_readable",
                 "schema_compatible",
                 not drifted,
@@ -255,20 +271,20 @@ class History:
                 blocking=True,
             )
             assertions = (check,)
-        read = events.orders_read(self.settings, readable, assertions, deployment.read_from, self.orders.offsets())
+        read = orders_read(self.settings, readable, assertions, deployment.read_from, self.orders.offsets())
         repeat = state is not RunState.RUNNING or not deployment.lineage_sent
         deployment.lineage_sent = True
-        facts = events.RunFacts(
-            events.OutputStatistics(rows=deployment.rows),
+        facts = RunFacts(
+            OutputStatistics(rows=deployment.rows),
             reads=(read,),
             observation=as_designed(dataset) if repeat else None,
         )
         if dataset is LAKEHOUSE_ORDERS and not drifted:
             self.snapshot += 1
             self.table_rows += interval_orders
-            facts = events.RunFacts(
+            facts = RunFacts(
                 facts.statistics,
-                version=events.snapshot_written(self.snapshot, 0, deployment.parent_snapshot),
+                version=snapshot_written(self.snapshot, 0, deployment.parent_snapshot),
                 quality=table_quality(self.table_rows),
                 reads=facts.reads,
                 observation=facts.observation,
@@ -276,13 +292,13 @@ class History:
             )
         elif dataset is SUPPLIER_STATS_LIVE:
             self.windows.write(interval_orders // 45)
-            written = events.offset_ranges(self.windows.name, deployment.written_from, self.windows.offsets())
-            facts = events.RunFacts(facts.statistics, reads=facts.reads, observation=facts.observation, offsets=written)
+            written = offset_ranges(self.windows.name, deployment.written_from, self.windows.offsets())
+            facts = RunFacts(facts.statistics, reads=facts.reads, observation=facts.observation, offsets=written)
         elif dataset is ARCHIVE:
             hour = at.strftime("date=%Y-%m-%d/hour=%H")
-            added = (events.WrittenFile(f"{hour}/part-{self.new_id()}.c000.json", interval_orders * 220),)
-            facts = events.RunFacts(facts.statistics, reads=facts.reads, observation=facts.observation, files=added)
-        progress = events.StreamingProgressRunFacet(processedRows=deployment.rows, sourceOffsets=self.orders.offsets())
+            added = (WrittenFile(f"{hour}/part-{self.new_id()}.c000.json", interval_orders * 220),)
+            facts = RunFacts(facts.statistics, reads=facts.reads, observation=facts.observation, files=added)
+        progress = StreamingProgressRunFacet(processedRows=deployment.rows, sourceOffsets=self.orders.offsets())
         self.emit(self.deployment_event(deployment, state, facts, at, progress, error), "deployment")
 
     def end(self, deployment: Deployment, at: dt.datetime, state: RunState, error=None, drifted=False) -> None:
@@ -316,7 +332,7 @@ def write_history(
         if hour_number == drift_hour:  # the producer's new version arrives; the ingestion stops on it
             history.schema_version = 2
             history.running(ingestion, at + dt.timedelta(minutes=1), True)
-            failure = events.JobError("schema_incompatible: orders-value version 2")
+            failure = JobError("schema_incompatible: orders-value version 2")
             history.end(ingestion, at + dt.timedelta(minutes=2), RunState.FAIL, failure, drifted=True)
             history.counts["schema drifts"] += 1
         if drift_hour is not None and hour_number == drift_hour + 1:  # taught, replayed, deployed again

@@ -16,8 +16,8 @@ from bench.scaling import QUICK_SIZES, day_for, fill_days
 from bench.supplier_stats_runs import bare_submit
 from lineage_assets.assets.common import observed_lineage
 from lineage_assets.datasets import SUPPLIER_STATS
-from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import emitter_for
+from lineage_assets.lineage.run_facts import DagsterRun, OutputStatistics, RunFacts
 from lineage_assets.resources.lineage import AssetRunLineage
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
@@ -41,9 +41,7 @@ def run(environment: SettingsResource, quick: bool) -> dict:
     observing: list[float] = []  # what reading its own plan cost the job, inside both sides' runs
 
     def with_lineage(round_number: int) -> None:
-        dagster_run = events.DagsterRun(
-            run_id=f"bench-{round_number}", job_name="bench", started_at=dt.datetime.now(dt.UTC)
-        )
+        dagster_run = DagsterRun(run_id=f"bench-{round_number}", job_name="bench", started_at=dt.datetime.now(dt.UTC))
         run = AssetRunLineage(emitter, SUPPLIER_STATS, dagster_run, settings)
         run.emit(RunState.START)
         application = run.spark_application()
@@ -53,8 +51,8 @@ def run(environment: SettingsResource, quick: bool) -> dict:
         observing.append(report.column_lineage["seconds"])
         agent = run.forward_spark_events(application)
         run.complete(
-            events.RunFacts(
-                events.OutputStatistics(rows=report.rows_written),
+            RunFacts(
+                OutputStatistics(rows=report.rows_written),
                 "OVERWRITE",
                 observation=observed_lineage(SUPPLIER_STATS, report, settings, LOG, agent),
             )

@@ -34,7 +34,7 @@ from pathlib import Path
 from bench.lineage_history import write_history
 from bench.measure import percentile
 from lineage_assets.datasets import SUPPLIER_STATS
-from lineage_assets.lineage.delivery import Backend, emit_data
+from lineage_assets.lineage.delivery import emit_data, marquez_backend
 from lineage_assets.lineage.emitter import LineageEmitter
 from lineage_assets.lineage.event_log import EventLog, lineage_event
 from lineage_assets.lineage.marquez import MarquezApi
@@ -63,7 +63,7 @@ def history(
 
 def post_directly(settings: Settings, lines: list[bytes]) -> float:
     """Seconds to post ``lines``' events to Marquez, in order, on one connection."""
-    transport = Backend.marquez(settings.marquez_api_url).transport()  # the client the sender uses
+    transport = marquez_backend(settings).transport()  # the client the sender uses
     if transport is None:
         raise RuntimeError(f"no lineage transport for Marquez at {settings.marquez_api_url}")
     started = time.monotonic()
@@ -138,7 +138,7 @@ def run(environment: SettingsResource, quick: bool) -> dict:
     settings = environment.settings
     empty_marquez(settings)
     days = 2 if quick else 7
-    api = MarquezApi(settings.marquez_api_url, timeout=600)
+    api = MarquezApi.of(settings, timeout=600)
     # The history ends now, so that Marquez's retention (by event time) can keep its newer half.
     start = dt.datetime.now(dt.UTC).replace(minute=0, second=0, microsecond=0) - dt.timedelta(days=days)
     with tempfile.TemporaryDirectory() as folder:

@@ -87,7 +87,7 @@ def fill_topic(kafka: KafkaResource, count: int) -> int:
     start = dt.datetime(2026, 2, 1, tzinfo=dt.UTC)
     orders = list(generate_orders(GeneratorConfig(count=count, seed=11, start=start, interval_seconds=0.01)))[present:]
     if orders:
-        produce_orders(orders, settings.kafka_servers, settings.schema_registry_url, topic)
+        produce_orders(orders, settings, topic)
     return len(orders)
 
 

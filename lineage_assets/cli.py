@@ -47,6 +47,11 @@ def _stack(args: argparse.Namespace, settings: Settings) -> int:
         if args.action == "serve":
             return supervisor.serve(args.services[0])
         return 0 if supervisor.ready(args.services[0]) else 1
+    if args.action == "reload":
+        from lineage_assets.code_reload import reload_code
+
+        print(reload_code(supervisor), flush=True)
+        return 0
     if args.action == "up":
         supervisor.up(args.services)
         # Deployments that died with the machine end now, with the servers their lineage goes to up.
@@ -106,6 +111,13 @@ def _dev(args: argparse.Namespace, settings: Settings) -> int:
     from lineage_assets.instance import dagster_environment, prepare_dagster_home
     from lineage_assets.settings import PROJECT_ROOT
 
+    if settings.dagster == "services":
+        print(
+            f"lineage-assets: LINEAGE_ASSETS_DAGSTER=services: the stack runs Dagster (its UI: "
+            f"{settings.dagster_url}); `dagster dev` is for LINEAGE_ASSETS_DAGSTER=dev",
+            file=sys.stderr,
+        )
+        return 2
     home = prepare_dagster_home(settings)
     if settings.run_launcher == "docker":
         from lineage_assets.stack.services.engine import build_project_image
@@ -228,7 +240,7 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
     if args.action == "dead-letters":
         return _dead_letters(args, emitter)
     if args.action == "retire":
-        hidden = retire(MarquezApi(settings.marquez_api_url), settings, log_design(emitter.log))
+        hidden = retire(MarquezApi.of(settings), settings, log_design(emitter.log))
         print(
             f"hid in Marquez the jobs renamed or retired since: {', '.join(hidden)}"
             if hidden
@@ -246,9 +258,9 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
     if args.action in ("impact", "trace"):
         from lineage_assets.lineage.queries import ask
 
-        marquez = MarquezApi(settings.marquez_api_url) if args.source == "marquez" else None
+        marquez = MarquezApi.of(settings) if args.source == "marquez" else None
         answer = ask(args.action, args.subject, settings, log=emitter.log, marquez=marquez)
-        print(json.dumps(answer.as_dict(), indent=2) if args.json else answer.tree())
+        print(json.dumps(answer.as_dict(), indent=2) if args.json else answer.tree(indirect=args.all))
         return 0
     from lineage_assets.assets.in_progress import lineage_runs_in_progress
     from lineage_assets.streaming.deployments import deployments_in_progress
@@ -258,9 +270,7 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
         in_progress |= {} if instance is None else lineage_runs_in_progress(instance)
         if args.source == "marquez":
             where = f"Marquez at {settings.marquez_api_url}"
-            gaps, notes = check_marquez_with_design(
-                MarquezApi(settings.marquez_api_url), settings, emitter.log, in_progress
-            )
+            gaps, notes = check_marquez_with_design(MarquezApi.of(settings), settings, emitter.log, in_progress)
         else:
             where = f"the lineage in {emitter.log.segments_dir}"
             gaps = check_log(emitter.log, settings, in_progress) + _without_lineage(instance, emitter)
@@ -273,9 +283,8 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
 def _dagster_instance(settings: Settings) -> Iterator[DagsterInstance | None]:
     """The Dagster instance in DAGSTER_HOME (a folder, with or without a ``dagster.yaml``, as Dagster
     opens it) or else the settings' own (`make dev`'s, the demo's); None where there is none yet."""
-    import dagster as dg
 
-    from lineage_assets.instance import dagster_home
+    from lineage_assets.instance import dagster_home, open_instance
 
     if variable := os.environ.get("DAGSTER_HOME"):
         home = Path(variable).expanduser()
@@ -286,7 +295,7 @@ def _dagster_instance(settings: Settings) -> Iterator[DagsterInstance | None]:
         if not home.is_dir():
             yield None
             return
-    with dg.DagsterInstance.from_config(str(home)) as instance:
+    with open_instance(settings, home) as instance:
         yield instance
 
 
@@ -313,7 +322,7 @@ def _provenance(args: argparse.Namespace, settings: Settings, emitter) -> int:
     from lineage_assets.lineage.summary import runs as summary_runs
 
     if args.source == "marquez":
-        runs = marquez_runs(MarquezApi(settings.marquez_api_url), settings)
+        runs = marquez_runs(MarquezApi.of(settings), settings)
     else:
         runs = summary_runs(emitter.log).records()
     answer: Reached | Provenance
@@ -509,12 +518,17 @@ def _end_dead(deployments, by: str, names: list[str] | None = None) -> dict[str,
     return {name: describe_ending(what) for name, what in done.items() if what}
 
 
+def _rate(rows_per_second: float | None) -> str:
+    """A deployment's rate as `status` shows it: one decimal, or "-" before its first batch."""
+    return "-" if rows_per_second is None else f"{rows_per_second:.1f}"
+
+
 def _status_line(status) -> str:
     progress = status.last_progress or {}
     line = f"{status.name:<22} {status.state:<12} run={status.run_id or '-'}"
     if status.running:
         line += (
-            f" pid={status.pid} rows/s={progress.get('processed_rows_per_second', '-')}"
+            f" pid={status.pid} rows/s={_rate(progress.get('processed_rows_per_second'))}"
             f" last batch={progress.get('time', '-')}"
         )
     if status.orphan_pids:
@@ -533,12 +547,13 @@ def build_parser() -> argparse.ArgumentParser:
     stack = commands.add_parser("stack", help="build, start, stop or check the local stack of servers")
     stack.add_argument(
         "action",
-        choices=["build", "up", "down", "status", "image", "compose", "serve", "check"],
+        choices=["build", "up", "down", "status", "reload", "image", "compose", "serve", "check"],
         help="build: what the servers run, into the cache (`make setup` does it); up, down, status; "
         "image: build the image of the stack as containers (infra/compose.yaml) from those builds; "
         "compose: write infra/compose.yaml from the services; "
         "serve: one service in the foreground (a container's main process); "
-        "check: whether a served service is ready (its health check)",
+        "check: whether a served service is ready (its health check); "
+        "reload: Dagster's code server (dagster=services) started again on the code and settings as they are now",
     )
     stack.add_argument("services", nargs="*", help="only these services (default: all)")
     stack.add_argument("--json", action="store_true", help="status as JSON, for scripts")
@@ -610,6 +625,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(a dataset by its asset key, e.g. lakehouse/supplier_stats, or its OpenLineage namespace:name)",
     )
     lineage.add_argument("--json", action="store_true", help="impact, trace, provenance, reached: the answer as JSON")
+    lineage.add_argument(
+        "--all", action="store_true", help="impact, trace: every edge, those only INDIRECT (filters, joins, …) too"
+    )
     lineage.add_argument("--base", default="HEAD", help="diff: the git revision to compare with (default HEAD)")
     lineage.add_argument(
         "--design",
@@ -679,14 +697,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# A process that SIGPIPE ended exits so (128 + 13); Python ignores the signal and raises instead.
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.handler(args, Settings.from_env().validated())
+        result: int = args.handler(args, Settings.from_env().validated())
+        sys.stdout.flush()  # here, where a reader gone is caught, not at the interpreter's exit
+        return result
     except (StackError, MarquezError, BackfillError, AlreadyRunning, ValueError) as error:
         for line in str(error).splitlines():
             print(f"lineage-assets: {line}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader left (`| head`): what is left to print has nowhere to go, and that is no error
+        # to report. Output is pointed at /dev/null, so the flush at exit does not raise it again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

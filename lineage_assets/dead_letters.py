@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
+from lineage_assets.connections import kafka_conf, registry_client_conf
 from lineage_assets.settings import Settings
 from lineage_assets.source_schemas import (
     SCHEMA_INCOMPATIBLE,
@@ -148,7 +149,7 @@ def replay(
     letter is replayed when its writer version is readable as ``reader_schema`` (the catalog's
     reader schema, JSON); it stops at the first one whose version is not (or not registered), so
     nothing after it is skipped. Dead letters of other reasons are passed over and stay where they are."""
-    kafka = {"bootstrap.servers": settings.kafka_servers, "logger": _librdkafka_log}
+    kafka = {**kafka_conf(settings), "logger": _librdkafka_log}
     consumer = Consumer({**kafka, "group.id": GROUP, "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     producer = Producer({**kafka, "enable.idempotence": True, "acks": "all"})
     try:
@@ -326,7 +327,7 @@ class _Replay:
     def _versions(self) -> dict[int, WriterVersion]:
         try:
             return registered_versions(
-                self.settings.schema_registry_url, value_subject(self.source), self.reader_schema
+                registry_client_conf(self.settings), value_subject(self.source), self.reader_schema
             )
         except RegistryError as error:
             raise ReplayError(f"{error} (LINEAGE_ASSETS_REGISTRY_URL)") from error

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
+import time
+import urllib.parse
 from collections import Counter, defaultdict
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -19,7 +20,7 @@ import dagster as dg
 from lineage_assets.assets.common import asset_key
 from lineage_assets.assets.design import published_line
 from lineage_assets.assets.in_progress import lineage_runs_in_progress
-from lineage_assets.assets.lakehouse import days_behind
+from lineage_assets.assets.lakehouse import UNFINISHED_RUN_STATUSES, days_behind, rebuild_supplier_stats
 from lineage_assets.datasets import (
     DATASETS,
     LAKEHOUSE_ORDERS,
@@ -31,7 +32,7 @@ from lineage_assets.datasets import (
 from lineage_assets.dead_letters import TEACH_THEN_REPLAY
 from lineage_assets.definitions import build_definitions, materializable, publish_definitions
 from lineage_assets.generator import GeneratedOrder, GeneratorConfig, generate_orders, produce_orders
-from lineage_assets.instance import prepare_dagster_home
+from lineage_assets.instance import open_instance, prepare_dagster_home
 from lineage_assets.lineage.check import (
     InProgress,
     check_log,
@@ -41,7 +42,7 @@ from lineage_assets.lineage.check import (
     report,
     retire,
 )
-from lineage_assets.lineage.delivery import Backend
+from lineage_assets.lineage.delivery import marquez_backend
 from lineage_assets.lineage.emitter import LineageEmitter, emitter_for
 from lineage_assets.lineage.marquez import MarquezApi, MarquezError
 from lineage_assets.lineage.queries import ask
@@ -71,44 +72,153 @@ class PipelineRun:
     )  # days supplier_stats waits on (schema_incompatible dead letters)
     outstanding: int = 0  # those dead letters, not replayed yet
     run_ids: list[str] = field(default_factory=list)  # the Dagster runs, in order
+    built_by: dict[str, str] = field(default_factory=dict)  # day -> the run that built it (this pass's or a sensor's)
 
 
-def _raise_failures(result: dg.ExecuteInJobResult) -> None:
-    """Why the run was refused before any step ran (its resources not set up: another run of its
-    streaming jobs, named); else its step failures, except a failed blocking asset check: that asset
-    did materialize, and its check holds back what depends on it (the run reports it; the pipeline
-    goes on)."""
-    for event in result.all_events:
-        if event.event_type == dg.DagsterEventType.RESOURCE_INIT_FAILURE:
-            error = event.event_specific_data.error
+@dataclass(frozen=True)
+class RunEvents:
+    """What one Dagster run of the pass said, as Dagster's events: of a run executed here, or of one
+    launched through the services, read back from the instance."""
+
+    run_id: str
+    events: list[dg.DagsterEvent]
+
+    @classmethod
+    def in_instance(cls, instance: dg.DagsterInstance, run_id: str) -> RunEvents:
+        return cls(run_id, [entry.dagster_event for entry in instance.all_logs(run_id) if entry.dagster_event])
+
+    def of_type(self, kind: dg.DagsterEventType) -> list[dg.DagsterEvent]:
+        return [event for event in self.events if event.event_type == kind]
+
+    def metadata(self, dataset) -> dict:
+        """The metadata of the run's last materialization of ``dataset`` (empty: none)."""
+        materializations = [
+            event.materialization
+            for event in self.of_type(dg.DagsterEventType.ASSET_MATERIALIZATION)
+            if event.asset_key == asset_key(dataset)
+        ]
+        return {key: value.value for key, value in materializations[-1].metadata.items()} if materializations else {}
+
+    def raise_failures(self) -> None:
+        """Why the run was refused before any step ran (its resources not set up: another run of its
+        streaming jobs, named); else its step failures, except a failed blocking asset check: that
+        asset did materialize, and its check holds back what depends on it (the run reports it; the
+        pipeline goes on)."""
+        for event in self.of_type(dg.DagsterEventType.RESOURCE_INIT_FAILURE):
+            if (error := event.engine_event_data.error) is None:
+                continue
             while error.cause is not None:  # Dagster's wrapper first, the resource's own error last
                 error = error.cause
             refused = AlreadyRunning if error.cls_name == AlreadyRunning.__name__ else RuntimeError
             raise refused(error.message.strip().split(": ", 1)[-1])  # without the class's name before it
-    for event in result.get_step_failure_events():
-        error = event.step_failure_data.error
-        if error is None or error.cls_name != "DagsterAssetCheckFailedError":
-            raise RuntimeError(f"step {event.step_key} failed: {error.to_string() if error else 'no error recorded'}")
+        failed_steps = self.of_type(dg.DagsterEventType.STEP_FAILURE)
+        for event in failed_steps:
+            error = event.step_failure_data.error
+            if error is None or error.cls_name != "DagsterAssetCheckFailedError":
+                raise RuntimeError(
+                    f"step {event.step_key} failed: {error.to_string() if error else 'no error recorded'}"
+                )
+        if self.of_type(dg.DagsterEventType.RUN_FAILURE) and not failed_steps:
+            # Failed outside its steps (a launched run refused by its executor): the engine said why.
+            errors = [e.engine_event_data.error for e in self.of_type(dg.DagsterEventType.ENGINE_EVENT)]
+            said = next((error for error in errors if error is not None), None)
+            if said is not None and said.cls_name == AlreadyRunning.__name__:
+                raise AlreadyRunning(said.message.strip().split(": ", 1)[-1])
+            raise RuntimeError(
+                f"run {self.run_id} failed before any step: {said.message if said else 'no error recorded'}"
+            )
+
+    def checks(self, definitions: dg.Definitions) -> dict[str, bool]:
+        """Each check the run evaluated, passed or not, by its name; where several assets have a check
+        of that name, by its name and asset ("lineage_matches_catalog of lakehouse/orders")."""
+        names = Counter(key.name for key in definitions.resolve_asset_graph().asset_check_keys)
+        evaluations = [
+            event.asset_check_evaluation_data for event in self.of_type(dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+        ]
+        return {
+            c.check_name if names[c.check_name] == 1 else f"{c.check_name} of {c.asset_key.to_user_string()}": c.passed
+            for c in evaluations
+        }
+
+
+class InProcess:
+    """The pass's runs executed in this process (``dg.materialize``), under the demo's claim of the
+    streaming jobs (``demo_claim``)."""
+
+    def __init__(self, environment: SettingsResource, instance: dg.DagsterInstance):
+        self.settings, self.instance = environment.settings, instance
+        definitions = build_definitions(environment)
+        self.assets = [*materializable(definitions.assets), *materializable(definitions.asset_checks)]
+        self.resources = definitions.resources
+
+    def claim(self) -> AbstractContextManager[None]:
+        return demo_claim(self.settings)
+
+    def run(self, selection: list[dg.AssetKey], partition_key: str | None = None, run_config: dict | None = None):
+        result = dg.materialize(
+            self.assets,
+            instance=self.instance,
+            selection=selection,
+            resources=self.resources,
+            partition_key=partition_key,
+            run_config=run_config,
+            raise_on_error=False,
+        )
+        return RunEvents(result.run_id, list(result.all_events))
+
+
+class ThroughServices:
+    """The pass's runs launched through Dagster's webserver (its GraphQL API, as the UI launches them),
+    started by the daemon out of the run queue, and read back from the instance once they end. No
+    claim: the run queue lets one run of each job's pool out at a time, and each launched run claims
+    its streaming jobs itself."""
+
+    POLL_S, SAY_EVERY_S = 1.0, 60.0
+
+    def __init__(self, settings: Settings, instance: dg.DagsterInstance, log=print):
+        from dagster_graphql import DagsterGraphQLClient
+
+        self.instance, self.log = instance, log
+        address = urllib.parse.urlsplit(settings.dagster_url)
+        self.client = DagsterGraphQLClient(address.hostname or settings.host, port_number=address.port)
+
+    def claim(self) -> AbstractContextManager[None]:
+        return nullcontext()
+
+    def launch(
+        self, selection: list[dg.AssetKey], partition_key: str | None = None, run_config: dict | None = None
+    ) -> str:
+        """A run of ``selection`` submitted to the run queue; its id."""
+        return self.client.submit_job_execution(
+            "__ASSET_JOB",  # Dagster's job of any selection of assets, as the UI's Materialize launches
+            run_config=run_config or {},
+            tags={"dagster/partition": partition_key} if partition_key else None,
+            asset_selection=selection,
+        )
+
+    def ended(self, run_id: str) -> RunEvents:
+        """The run's events once it has ended, its status said every minute while it waits or runs."""
+        said = time.monotonic()
+        while not (run := self.instance.get_run_by_id(run_id)) or not run.is_finished:
+            if time.monotonic() - said >= self.SAY_EVERY_S:
+                self.log(f"  run {run_id}: {run.status.value if run else 'not recorded yet'}")
+                said = time.monotonic()
+            time.sleep(self.POLL_S)
+        return RunEvents.in_instance(self.instance, run_id)
+
+    def run(self, selection: list[dg.AssetKey], partition_key: str | None = None, run_config: dict | None = None):
+        return self.ended(self.launch(selection, partition_key, run_config))
 
 
 def dagster_instance(settings: Settings) -> dg.DagsterInstance:
-    os.environ.setdefault("DAGSTER_HOME", str(prepare_dagster_home(settings)))
-    return dg.DagsterInstance.get()
+    return open_instance(settings, prepare_dagster_home(settings))
 
 
-def _outcomes(result: dg.ExecuteInJobResult, definitions: dg.Definitions) -> dict[str, bool]:
-    """Each check the run evaluated, passed or not, by its name; where several assets have a check of
-    that name, by its name and asset ("lineage_matches_catalog of lakehouse/orders")."""
-    names = Counter(key.name for key in definitions.resolve_asset_graph().asset_check_keys)
-    return {
-        c.check_name if names[c.check_name] == 1 else f"{c.check_name} of {c.asset_key.to_user_string()}": c.passed
-        for c in result.get_asset_check_evaluations()
-    }
-
-
-def _metadata(result: dg.ExecuteInJobResult, dataset) -> dict:
-    materializations = [m for m in result.asset_materializations_for_node(dataset.node_name)]
-    return {key: value.value for key, value in materializations[-1].metadata.items()} if materializations else {}
+def pipeline_runs(settings: Settings, instance: dg.DagsterInstance) -> InProcess | ThroughServices:
+    """Where the demo's runs run: through Dagster's services when the settings deploy them, else here."""
+    if settings.dagster == "services":
+        return ThroughServices(settings, instance)
+    return InProcess(SettingsResource.of(settings), instance)
 
 
 DEMO_LATE_FRACTION, DEMO_BAD_FRACTION = 0.03, 0.04
@@ -122,46 +232,41 @@ def demo_claim(settings: Settings) -> AbstractContextManager[None]:
 
 
 def run_pipeline(
-    environment: SettingsResource, instance: dg.DagsterInstance, orders_config: dict | None, log=print
+    environment: SettingsResource,
+    instance: dg.DagsterInstance,
+    orders_config: dict | None,
+    log=print,
+    runs: InProcess | ThroughServices | None = None,
 ) -> PipelineRun:
     """Generate orders (unless ``orders_config`` is None), run the streaming jobs, then
-    ``supplier_stats`` for every day the ingestion touched, with all asset checks; under the demo's
-    claim (``demo_claim``), refused before it produces an order while a streaming job runs elsewhere."""
-    with demo_claim(environment.settings):
-        definitions = build_definitions(environment)
-        assets = [*materializable(definitions.assets), *materializable(definitions.asset_checks)]
-        resources = definitions.resources
+    ``supplier_stats`` for every day the ingestion touched, with all asset checks; ``runs``: in this
+    process (the default: under the demo's claim, refused before it produces an order while a
+    streaming job runs elsewhere) or through Dagster's services."""
+    runs = runs or InProcess(environment, instance)
+    definitions = build_definitions(environment)
+    with runs.claim():
         run = PipelineRun()
 
         if orders_config is not None:
             log(f"orders: producing {orders_config.get('count', 'the default number of')} orders")
-            result = dg.materialize(
-                assets,
-                instance=instance,
-                selection=[asset_key(ORDERS)],
-                resources=resources,
-                run_config={"ops": {ORDERS.node_name: {"config": orders_config}}},
-            )
+            result = runs.run([asset_key(ORDERS)], run_config={"ops": {ORDERS.node_name: {"config": orders_config}}})
             run.run_ids.append(result.run_id)
-            run.rows[ORDERS.key] = _metadata(result, ORDERS)["rows_out"]
+            result.raise_failures()
+            run.rows[ORDERS.key] = result.metadata(ORDERS)["rows_out"]
 
         log("streaming jobs (catch-up): " + ", ".join(d.key for d in STREAMING))
-        result = dg.materialize(
-            assets,
-            instance=instance,
-            selection=dg.AssetSelection.assets(*[asset_key(d) for d in STREAMING]),
-            resources=resources,
-            raise_on_error=False,
-        )
+        result = runs.run([asset_key(d) for d in STREAMING])
         run.run_ids.append(result.run_id)
-        _raise_failures(result)
+        result.raise_failures()
         for dataset in STREAMING:
-            run.rows[dataset.key] = _metadata(result, dataset)["rows_out"]
-        ingestion = _metadata(result, LAKEHOUSE_ORDERS)
+            run.rows[dataset.key] = result.metadata(dataset)["rows_out"]
+        ingestion = result.metadata(LAKEHOUSE_ORDERS)
         run.dead_letters = ingestion["dead_letters"]
+        # A daemon's sensor on this instance (the services', or `make dev`'s) may build the days first.
+        builds_ended(instance, log)
         run.days = days_behind(instance)  # this pass's days and any an earlier one left behind, without those held back
         run.held_back, run.outstanding = list(ingestion["days_held_back"]), ingestion["schema_incompatible_outstanding"]
-        run.checks.update(_outcomes(result, definitions))
+        run.checks.update(result.checks(definitions))
         if not run.checks.get(f"{LINEAGE_CHECK} of {LAKEHOUSE_ORDERS.key}", True):
             # Blocking: the daily totals must not be computed from a derivation nobody reviewed.
             log(f"supplier_stats: not computed, the lineage of {LAKEHOUSE_ORDERS.key} differs from its design")
@@ -169,19 +274,57 @@ def run_pipeline(
 
         for day in run.days:
             log(f"supplier_stats: day {day}")
-            result = dg.materialize(
-                assets, instance=instance, selection=[asset_key(SUPPLIER_STATS)], partition_key=day, resources=resources
-            )
+            result = runs.run([asset_key(SUPPLIER_STATS)], partition_key=day)
             run.run_ids.append(result.run_id)
-            run.checks.update(_outcomes(result, definitions))
-            totals: dict[str, tuple[Decimal, int]] = defaultdict(lambda: (Decimal("0"), 0))
-            for row in _metadata(result, SUPPLIER_STATS)["totals"]:
-                total, count = totals[row["supplier"]]
-                totals[row["supplier"]] = (total + Decimal(row["total_price"]), count + row["total_count"])
-            run.supplier_totals[day] = dict(totals)
+            result.raise_failures()
+            run.checks.update(result.checks(definitions))
+            run.built_by[day] = result.run_id
+            stats = result.metadata(SUPPLIER_STATS)
+            run.supplier_totals[day] = supplier_totals(stats)
             run.rows.setdefault(SUPPLIER_STATS.key, 0)
-            run.rows[SUPPLIER_STATS.key] += _metadata(result, SUPPLIER_STATS)["rows_out"]
+            run.rows[SUPPLIER_STATS.key] += stats["rows_out"]
+        for day in ingestion.get("days", []):
+            if day not in run.supplier_totals and (built := last_build(instance, day)) is not None:
+                run.built_by[day] = built.run_id
+                run.supplier_totals[day] = supplier_totals(built.metadata(SUPPLIER_STATS))
+                run.checks.update(built.checks(definitions))
         return run
+
+
+def supplier_totals(stats: dict) -> dict[str, tuple[Decimal, int]]:
+    """Each supplier's total and count over a day, from its ``supplier_stats`` materialization's metadata."""
+    totals: dict[str, tuple[Decimal, int]] = defaultdict(lambda: (Decimal("0"), 0))
+    for row in stats["totals"]:
+        total, count = totals[row["supplier"]]
+        totals[row["supplier"]] = (total + Decimal(row["total_price"]), count + row["total_count"])
+    return dict(totals)
+
+
+def _builds(instance: dg.DagsterInstance, statuses: list[dg.DagsterRunStatus]) -> list[dg.DagsterRun]:
+    runs = instance.get_runs(dg.RunsFilter(statuses=statuses))
+    return [
+        run
+        for run in runs
+        if run.job_name == rebuild_supplier_stats.name or asset_key(SUPPLIER_STATS) in (run.asset_selection or ())
+    ]
+
+
+def builds_ended(instance: dg.DagsterInstance, log=print, poll_s: float = 1.0) -> None:
+    """Once the runs of ``supplier_stats`` queued or under way on the instance have ended (those a
+    sensor launched for days this pass released), said every minute while they run."""
+    said = time.monotonic()
+    while waiting := _builds(instance, UNFINISHED_RUN_STATUSES):
+        if time.monotonic() - said >= ThroughServices.SAY_EVERY_S:
+            log(f"  waiting for {', '.join(run.run_id for run in waiting)} (supplier_stats, launched by another)")
+            said = time.monotonic()
+        time.sleep(poll_s)
+
+
+def last_build(instance: dg.DagsterInstance, day: str) -> RunEvents | None:
+    """The run of the day's latest ``supplier_stats`` materialization, if any."""
+    day_filter = dg.AssetRecordsFilter(asset_key(SUPPLIER_STATS), asset_partitions=[day])
+    records = instance.fetch_materializations(day_filter, limit=1, ascending=False).records
+    return RunEvents.in_instance(instance, records[0].run_id) if records else None
 
 
 def summary(run: PipelineRun, settings: Settings) -> str:
@@ -195,7 +338,8 @@ def summary(run: PipelineRun, settings: Settings) -> str:
             f"and materialize again."
         )
     for day, totals in run.supplier_totals.items():
-        lines.append(f"Supplier totals for {day} (from lakehouse/supplier_stats):")
+        by = f", built by run {run.built_by[day]}" if run.built_by.get(day) not in run.run_ids else ""
+        lines.append(f"Supplier totals for {day} (from lakehouse/supplier_stats{by}):")
         lines += [
             f"  {supplier:<8} {total:>12}  {count:>6} orders" for supplier, (total, count) in sorted(totals.items())
         ]
@@ -206,7 +350,9 @@ def summary(run: PipelineRun, settings: Settings) -> str:
     lines += [
         "",
         f"Next: the lineage in Marquez's UI on {settings.marquez_web_url} (search for supplier_stats);",
-        f"      `make dev` opens the Dagster UI on {settings.dagster_url} with these runs;",
+        f"      the stack's Dagster webserver shows these runs on {settings.dagster_url};"
+        if settings.dagster == "services"
+        else f"      `make dev` opens the Dagster UI on {settings.dagster_url} with these runs;",
         "      `lineage-assets stack status` shows the servers; `make stack-down` stops them.",
     ]
     return "\n".join(lines)
@@ -214,10 +360,10 @@ def summary(run: PipelineRun, settings: Settings) -> str:
 
 def marquez_gaps(emitter: LineageEmitter, settings: Settings, in_progress: InProgress) -> list[str]:
     """The check of what Marquez shows (printed), when the lineage goes to Marquez and it answers."""
-    if emitter.backend != Backend.marquez(settings.marquez_api_url):
+    if emitter.backend != marquez_backend(settings):
         print("lineage check in Marquez skipped: openlineage-python's configuration sends the lineage elsewhere")
         return []
-    api = MarquezApi(settings.marquez_api_url)
+    api = MarquezApi.of(settings)
     try:
         hidden = retire(api, settings, log_design(emitter.log))  # jobs renamed or retired since an earlier demo
         if hidden:
@@ -231,7 +377,9 @@ def marquez_gaps(emitter: LineageEmitter, settings: Settings, in_progress: InPro
 
 
 def main_demo(settings: Settings, orders: int, seed: int, continuous: bool = False) -> int:
-    with demo_claim(settings):  # before the stack is touched: a second demo stops here, in one line
+    # Before the stack is touched, a second demo in process stops here, in one line; through the
+    # services, the run queue orders the two demos' runs.
+    with nullcontext() if settings.dagster == "services" else demo_claim(settings):
         Supervisor(settings, progress=print).up()
         require_services(settings)  # the ones run elsewhere too, before an order is produced
         print(published_line(publish_definitions(settings)))  # Marquez shows the designed graph before any run
@@ -241,6 +389,7 @@ def main_demo(settings: Settings, orders: int, seed: int, continuous: bool = Fal
             SettingsResource.of(settings),
             instance,
             {"count": orders, "seed": seed, "late_fraction": DEMO_LATE_FRACTION, "bad_fraction": DEMO_BAD_FRACTION},
+            runs=pipeline_runs(settings, instance),
         )
     print(summary(run, settings))
     emitter = emitter_for(settings)
@@ -288,21 +437,21 @@ def main_drift(settings: Settings, seed: int, drifted: int = DRIFTED_ORDERS, goo
     """Another team's producer registers DRIFTED_ORDERS_SCHEMA and sends ``drifted`` orders with it
     among ``good`` ones; the streaming assets run. Exit 0 when the pipeline stopped the drift:
     every drifted record dead-lettered and supplier_stats held back."""
-    with demo_claim(settings):  # before an order is produced: a second demo stops here, in one line
+    # Before an order is produced, a second demo in process stops here, in one line.
+    with nullcontext() if settings.dagster == "services" else demo_claim(settings):
         Supervisor(settings, progress=print).up()
         require_services(settings)
         environment = SettingsResource.of(settings)
         instance = dagster_instance(settings)
         as_before = list(generate_orders(GeneratorConfig(count=good, seed=seed)))
         renamed = [as_drifted(order) for order in generate_orders(GeneratorConfig(count=drifted, seed=seed + 1))]
-        address = (settings.kafka_servers, settings.schema_registry_url, settings.orders_topic)
-        produce_orders(as_before, *address)
-        produce_orders(renamed, *address, value_schema=json.dumps(DRIFTED_ORDERS_SCHEMA))
+        produce_orders(as_before, settings)
+        produce_orders(renamed, settings, value_schema=json.dumps(DRIFTED_ORDERS_SCHEMA))
         print(
             f"produced {good} orders as before and {drifted} with `supplier` renamed `vendor` (a new version of "
             f"{value_subject(settings.orders_topic)})"
         )
-        run = run_pipeline(environment, instance, None)
+        run = run_pipeline(environment, instance, None, runs=pipeline_runs(settings, instance))
     print(summary(run, settings))
     emitter = emitter_for(settings)
     emitter.flush(timeout=30)

@@ -20,7 +20,9 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from lineage_assets.connections import kafka_conf, registry_client_conf
 from lineage_assets.datasets import orders_avro_schema_json
+from lineage_assets.settings import Settings
 
 SUPPLIERS = ("Alice", "Bob", "Carol", "Alex", "Joe", "James", "Jane", "Jack")
 ITEMS = (
@@ -124,14 +126,14 @@ class ProduceReport:
 
 def produce_orders(
     orders: list[GeneratedOrder],
-    bootstrap_servers: str,
-    registry_url: str,
-    topic: str,
+    settings: Settings,
+    topic: str | None = None,
     progress: Callable[[str], None] = log.info,
     progress_every_s: float = 5.0,
     value_schema: str | None = None,
 ) -> ProduceReport:
-    """Send the orders; returns once every record is acknowledged (idempotent producer, acks=all).
+    """Send the orders to ``topic`` (default: the settings' orders topic) of the settings' Kafka;
+    returns once every record is acknowledged (idempotent producer, acks=all).
 
     ``progress`` gets a line at most every ``progress_every_s`` seconds while sending. The values
     are written with ``value_schema`` (default: the catalog's), registered if it is new, as any
@@ -141,9 +143,10 @@ def produce_orders(
     from confluent_kafka.schema_registry.avro import AvroSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
-    registry = SchemaRegistryClient({"url": registry_url})
+    topic = topic or settings.orders_topic
+    registry = SchemaRegistryClient(registry_client_conf(settings))
     serializer = AvroSerializer(registry, value_schema or orders_avro_schema_json())
-    producer = Producer({"bootstrap.servers": bootstrap_servers, "enable.idempotence": True, "linger.ms": 20})
+    producer = Producer({**kafka_conf(settings), "enable.idempotence": True, "linger.ms": 20})
     failures: list[str] = []
     offsets: dict[int, tuple[int, int]] = {}
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from lineage_assets.connections import kafka_arguments
 from lineage_assets.datasets import (
     ARCHIVE,
     LAKEHOUSE_ORDERS,
@@ -182,6 +183,7 @@ def _orders_source(settings: Settings, dataset: Dataset) -> tuple[str, ...]:
     return (
         "--bootstrap-servers",
         settings.kafka_servers,
+        *kafka_arguments(settings),
         "--topic",
         settings.orders_topic,
         "--value-schema",

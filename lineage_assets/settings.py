@@ -18,11 +18,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lineage_assets.kafka_properties import KafkaPropertiesError, read_kafka_properties
+
 ENV_PREFIX = "LINEAGE_ASSETS_"
 SECRETS_FILE_VARIABLE = ENV_PREFIX + "SECRETS_FILE"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 HIDDEN = "(hidden)"  # a secret setting's value where settings are listed
 MARQUEZ_RELEASE_URL = "https://github.com/MarquezProject/marquez/archive/refs/tags/0.51.1.tar.gz"
+
+
+PLAINTEXT, TLS = "plaintext", "tls"
+SECURITY_PROFILES = (PLAINTEXT, TLS)
+# In the tls profile a TLS proxy takes the registry's, the catalog's and Marquez's ports, and each
+# of them listens on loopback this much higher.
+BEHIND_PROXY_OFFSET = 1000
+# What the tls profile's stack writes into its folder for the clients.
+PROFILE_SECRETS = "secrets.env"
+PROFILE_CA = "ca.pem"
+PROFILE_CLIENT_PROPERTIES = "client.properties"
+# The tls profile's OAuth2 token server (Keycloak): its realm, and the scope a token for the catalog
+# carries (`openid`: the proxy checks a token at the realm's userinfo endpoint, which requires it).
+TOKEN_SERVER_REALM = "lineage-assets"
+PROFILE_CATALOG_SCOPE = "openid"
 
 
 class SettingsError(ValueError):
@@ -84,8 +101,14 @@ class Settings:
     marquez_port: int = _setting(15000, "Marquez API")
     marquez_admin_port: int = _setting(15001, "Marquez admin (health checks, metrics)")
     marquez_web_port: int = _setting(13001, "Marquez web UI (3000 is Dagster's)")
+    token_server_port: int = _setting(
+        18443, "the tls profile's OAuth2 token server (Keycloak, HTTPS) that issues the catalog's tokens"
+    )
     dagster_port: int = _setting(
         3000, "Dagster webserver (`make dev`), where `lineage reached --rematerialize` launches its backfills"
+    )
+    dagster_code_port: int = _setting(
+        14000, "Dagster code-location gRPC server of the project's definitions (dagster=services)"
     )
     spark_cluster_port: int = _setting(17077, "master of the local Spark standalone cluster (opt-in: see spark_master)")
     spark_cluster_web_port: int = _setting(
@@ -100,6 +123,40 @@ class Settings:
     registry_url: str = _setting("", "schema registry URL (Confluent API); empty = the local one")
     catalog_url: str = _setting("", "Iceberg REST catalog URL; empty = the local one")
     marquez_url: str = _setting("", "Marquez base URL; empty = the local stack's Marquez")
+    kafka_client_properties: str = _setting(
+        "",
+        "Kafka client properties file, as Kafka users write it (security.protocol, sasl.mechanism, "
+        "sasl.jaas.config or sasl.username/sasl.password, ssl.* for TLS and mTLS), with the schema registry's "
+        "basic.auth.user.info; given to every Kafka and registry client. Owner-only when it holds a secret. "
+        "Empty = plaintext (the tls profile: the file its stack writes)",
+    )
+    ca_file: str = _setting(
+        "",
+        "PEM file of the certificate authorities the HTTPS services chain to (registry, S3, catalog, Marquez), "
+        "trusted besides the system's; empty = the system's only (the tls profile: its own CA)",
+    )
+    catalog_token: str = _setting("", "bearer token of the Iceberg REST catalog (its client's `token`)", secret=True)
+    catalog_credential: str = _setting(
+        "",
+        "OAuth2 client credentials of the Iceberg REST catalog, CLIENT_ID:SECRET (its client's `credential`)",
+        secret=True,
+    )
+    catalog_oauth2_server_uri: str = _setting(
+        "", "token endpoint for catalog_credential (the client's `oauth2-server-uri`); empty = the catalog's own"
+    )
+    catalog_scope: str = _setting("", "OAuth2 scope asked for with catalog_credential; empty = the client's default")
+    marquez_api_key: str = _setting(
+        "",
+        "API key for Marquez (sent as a bearer token) when the project delivers to it and reads it; a backend "
+        "configured in openlineage.yml or OPENLINEAGE__* carries its own `auth`",
+        secret=True,
+    )
+    security: str = _setting(
+        "plaintext",
+        "the local stack's profile: plaintext, or tls (Kafka with SASL_SSL listeners and SCRAM users only, S3 "
+        "over HTTPS, the registry, catalog and Marquez behind a TLS proxy that requires their credentials; "
+        "certificates, client properties and secrets generated under STATE_DIR/security)",
+    )
     postgres_user: str = _setting("postgres", "PostgreSQL user of the local stack's databases")
     postgres_password: str = _setting("", "PostgreSQL password (the local stack trusts loopback)", secret=True)
     secrets_file: str = _setting(
@@ -135,6 +192,11 @@ class Settings:
     catalog_database: str = _setting("iceberg", "PostgreSQL database behind the local REST catalog")
     iceberg_namespace: str = _setting("default", "Iceberg namespace of the tables")
     marquez_database: str = _setting("marquez", "PostgreSQL database of the local Marquez")
+    dagster_database: str = _setting(
+        "dagster",
+        "prefix of the PostgreSQL databases of Dagster instances (runs, event logs, ticks): each instance "
+        "folder has one of its own, PREFIX_ and 12 hex digits of the folder's path",
+    )
     marquez_retention_days: int = _setting(
         0,
         "days the local Marquez keeps runs, versions and events (its own retention job, hourly); "
@@ -150,6 +212,10 @@ class Settings:
         100,
         "snapshots each lakehouse table keeps whatever their age; at least 2: a restarted stream looks its "
         "last batch's snapshot up among them, and only that stream and the hourly compaction commit to `orders`",
+    )
+    upkeep_schedule: str = _setting(
+        "23 * * * *",
+        "cron schedule (UTC) on which Dagster's daemon starts the lakehouse_maintenance job",
     )
     orphan_file_age_hours: int = _setting(
         72,
@@ -194,6 +260,11 @@ class Settings:
         "(a segment with an undelivered event is never removed)",
     )
     deployment_backend: str = _setting("local", "where streaming deployments run: local (processes) or docker")
+    dagster: str = _setting(
+        "dev",
+        "how Dagster runs: dev (`make dev`: dagster dev in the foreground) or services (the stack runs a code "
+        "server, the webserver and the daemon on the project's instance, as Dagster's deployment guides do)",
+    )
     run_launcher: str = _setting(
         "process",
         "where `dagster dev` runs each Dagster run: process (Dagster's default) or docker (a container of "
@@ -276,8 +347,26 @@ class Settings:
             bad("snapshots_kept", "2 or more: a restarted stream looks its last batch's snapshot up among them")
         if self.orphan_file_age_hours < 24:
             bad("orphan_file_age_hours", "24 or more: younger files may belong to a write still in flight")
+        # The form only: Dagster's cron parser checks each field's values when the definitions load.
+        if not re.fullmatch(r"[0-9A-Za-z*/,?-]+( [0-9A-Za-z*/,?-]+){4}", self.upkeep_schedule.strip()):
+            bad("upkeep_schedule", "a cron schedule of five fields, such as '23 * * * *'")
+        if self.security not in SECURITY_PROFILES:
+            bad("security", " or ".join(SECURITY_PROFILES))
+        if self.ca_file and not Path(self.ca_file).is_file():
+            bad("ca_file", "no such file")
+        if self.kafka_client_properties:
+            try:
+                read_kafka_properties(Path(self.kafka_client_properties))
+            except KafkaPropertiesError as error:
+                found.append(str(error))
+        if self.catalog_credential and ":" not in self.catalog_credential:
+            found.append(f"{ENV_PREFIX}CATALOG_CREDENTIAL: not CLIENT_ID:SECRET")  # the value is a secret
+        if self.catalog_oauth2_server_uri and not self.catalog_oauth2_server_uri.startswith(("http://", "https://")):
+            bad("catalog_oauth2_server_uri", "an http:// or https:// URL")
         if self.deployment_backend not in ("local", "docker"):
             bad("deployment_backend", "local or docker")
+        if self.dagster not in ("dev", "services"):
+            bad("dagster", "dev or services")
         if self.run_launcher not in ("process", "docker"):
             bad("run_launcher", "process or docker")
         for name in ("orders_topic", "supplier_stats_topic", "dead_letter_topic"):
@@ -349,7 +438,17 @@ class Settings:
     # Derived addresses: an explicit override wins over the local stack's address.
     @property
     def kafka_servers(self) -> str:
-        return self.kafka_bootstrap or ",".join(f"{self.host}:{port}" for port in self.kafka_broker_ports)
+        return (
+            self.kafka_bootstrap
+            or self._client_properties_address("bootstrap.servers")
+            or ",".join(f"{self.host}:{port}" for port in self.kafka_broker_ports)
+        )
+
+    def _client_properties_address(self, key: str) -> str:
+        """An address the Kafka client properties file gives (Confluent Cloud's files carry them)."""
+        if not self.kafka_client_properties:
+            return ""
+        return read_kafka_properties(Path(self.kafka_client_properties)).get(key, "")
 
     @property
     def kafka_broker_ports(self) -> list[int]:
@@ -365,20 +464,101 @@ class Settings:
         return self.kafka_replication_factor or min(self.kafka_brokers, 3)
 
     @property
+    def tls(self) -> bool:
+        """Whether the local stack runs its tls profile."""
+        return self.security == TLS
+
+    @property
+    def security_dir(self) -> Path:
+        """The tls profile's CA, certificates, stores, client properties and secrets (owner-only)."""
+        return self.state_dir / "security"
+
+    @property
+    def kafka_properties_path(self) -> Path | None:
+        """The Kafka client properties file in effect: the setting's, else the tls profile's."""
+        if self.kafka_client_properties:
+            return Path(self.kafka_client_properties)
+        return self.security_dir / PROFILE_CLIENT_PROPERTIES if self.tls else None
+
+    @property
+    def ca_path(self) -> Path | None:
+        """The CA bundle the HTTPS clients trust besides the system's: the setting's, else the tls profile's."""
+        if self.ca_file:
+            return Path(self.ca_file)
+        return self.security_dir / PROFILE_CA if self.tls else None
+
+    @property
+    def _local_scheme(self) -> str:
+        return "https" if self.tls else "http"
+
+    def secret(self, name: str) -> str:
+        """A secret setting's value in effect: its own, else (in the tls profile) the one the stack
+        generated for its services, from the profile's owner-only secrets file."""
+        value: str = getattr(self, name)
+        if value or not self.tls or not (profile := self.security_dir / PROFILE_SECRETS).is_file():
+            return value
+        return _read_secrets(profile).get(ENV_PREFIX + name.upper(), "")
+
+    def as_stack(self) -> Settings:
+        """These settings as the local stack configures and probes its own services: with the profile's
+        credentials (none, or the tls profile's generated ones), not those a client's settings give,
+        which may be wrong (the preflight then names them) or another platform's."""
+        return dataclasses.replace(
+            self,
+            kafka_client_properties="",
+            ca_file="",
+            catalog_token="",
+            catalog_credential="",
+            catalog_oauth2_server_uri="",
+            catalog_scope="",
+            marquez_api_key="",
+        )
+
+    def behind_proxy(self, port: int) -> int:
+        """Where a service that the tls profile's proxy fronts on ``port`` listens itself."""
+        return port + BEHIND_PROXY_OFFSET if self.tls else port
+
+    @property
     def s3_url(self) -> str:
-        return self.s3_endpoint or f"http://{self.host}:{self.s3_port}"
+        return self.s3_endpoint or f"{self._local_scheme}://{self.host}:{self.s3_port}"
 
     @property
     def schema_registry_url(self) -> str:
-        return self.registry_url or f"http://{self.host}:{self.registry_port}/apis/ccompat/v7"
+        return (
+            self.registry_url
+            or self._client_properties_address("schema.registry.url")
+            or f"{self._local_scheme}://{self.host}:{self.registry_port}/apis/ccompat/v7"
+        )
 
     @property
     def iceberg_catalog_url(self) -> str:
-        return self.catalog_url or f"http://{self.host}:{self.iceberg_rest_port}"
+        return self.catalog_url or f"{self._local_scheme}://{self.host}:{self.iceberg_rest_port}"
+
+    @property
+    def local_token_server(self) -> bool:
+        """Whether the stack runs a token server: the tls profile's, whose catalog takes its tokens."""
+        return self.tls and not self.catalog_url
+
+    @property
+    def local_token_server_url(self) -> str:
+        return f"https://{self.host}:{self.token_server_port}/realms/{TOKEN_SERVER_REALM}"
+
+    @property
+    def catalog_token_endpoint(self) -> str:
+        """Where the catalog's OAuth2 client asks for tokens: the setting's, else the stack's token
+        server, else (empty) the catalog's own endpoint."""
+        if self.catalog_oauth2_server_uri or not self.local_token_server:
+            return self.catalog_oauth2_server_uri
+        return f"{self.local_token_server_url}/protocol/openid-connect/token"
+
+    @property
+    def catalog_oauth2_scope(self) -> str:
+        local = self.local_token_server and not self.catalog_oauth2_server_uri
+        return self.catalog_scope or (PROFILE_CATALOG_SCOPE if local else "")
 
     @property
     def marquez_api_url(self) -> str:
-        return self.marquez_url or f"http://{self.host}:{self.marquez_port}"
+        return self.marquez_url or f"{self._local_scheme}://{self.host}:{self.marquez_port}"
 
     @property
     def local_spark_cluster_url(self) -> str:

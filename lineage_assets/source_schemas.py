@@ -18,6 +18,7 @@ dead-letter replay to know what it may replay, the lineage to report versions.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 SCHEMA_INCOMPATIBLE = "schema_incompatible"  # the dead-letter reason (and its prefix) of an unreadable version
@@ -110,16 +111,20 @@ class RegistryError(RuntimeError):
     """The schema registry could not be read; the message names its URL and the subject."""
 
 
-def registered_versions(registry_url: str, subject: str, reader_schema: str, client=None) -> dict[int, WriterVersion]:
+def registered_versions(
+    registry: Mapping[str, str], subject: str, reader_schema: str, client=None
+) -> dict[int, WriterVersion]:
     """Every registered version of ``subject``, by schema id, judged against ``reader_schema``.
 
     A subject not registered yet has no versions (every record then carries an unknown id). Asked
     again with the same ``client`` (a ``SchemaRegistryClient``), only the list of versions is
-    fetched: a registered version never changes, and the client keeps those it has read."""
+    fetched: a registered version never changes, and the client keeps those it has read. ``registry``
+    is the client's configuration (``connections.registry_conf``)."""
     from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.schema_registry.error import SchemaRegistryError
 
-    client = client or SchemaRegistryClient({"url": registry_url})
+    registry_url = registry["url"]
+    client = client or SchemaRegistryClient(dict(registry))
     reader = json.loads(reader_schema)
     try:
         numbers = client.get_versions(subject)

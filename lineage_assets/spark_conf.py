@@ -31,6 +31,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lineage_assets.connections import jvm_trust_options
 from lineage_assets.lineage.spark_agent import agent_conf
 from lineage_assets.private_files import write_private
 from lineage_assets.settings import PROJECT_ROOT, Settings
@@ -154,17 +155,44 @@ def cluster_conf(settings: Settings) -> dict[str, str]:
         "spark.cores.max": str(settings.spark_cores_per_job),
         "spark.executor.cores": "1",
         "spark.executor.memory": settings.spark_executor_memory,
-        EXECUTOR_JAVA_OPTIONS: spark_java_options(settings),
+        EXECUTOR_JAVA_OPTIONS: spark_java_options(settings, *jvm_trust_options(settings)),
         "spark.pyspark.python": sys.executable,
         "spark.executorEnv.PYTHONPATH": str(PROJECT_ROOT),
     }
+
+
+def s3_credentials_conf(settings: Settings) -> dict[str, str]:
+    """S3A's credentials: the settings' static keys, or else the AWS SDK's default chain (environment,
+    ``AWS_PROFILE``'s shared files, web identity, container and instance metadata), as boto3's."""
+    s3a = "spark.hadoop.fs.s3a"
+    if settings.s3_access_key:
+        return {f"{s3a}.access.key": settings.s3_access_key, f"{s3a}.secret.key": settings.s3_secret_key}
+    return {f"{s3a}.aws.credentials.provider": "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider"}
+
+
+def catalog_auth_conf(settings: Settings, catalog: str) -> dict[str, str]:
+    """The Iceberg REST client's own auth properties: a bearer ``token``, or OAuth2 client credentials
+    (the tls profile's, for its token server)."""
+    credential = settings.secret("catalog_credential")
+    conf = {
+        f"{catalog}.token": settings.catalog_token,
+        f"{catalog}.credential": credential,
+        f"{catalog}.oauth2-server-uri": settings.catalog_token_endpoint,
+        f"{catalog}.scope": settings.catalog_oauth2_scope,
+        # A token about to expire is replaced by asking with the credential again: every token server
+        # grants client credentials, while the client's default, token exchange, is an extension many refuse.
+        f"{catalog}.token-exchange-enabled": "false" if credential else "",
+    }
+    return {key: value for key, value in conf.items() if value}
 
 
 def spark_conf(settings: Settings) -> dict[str, str]:
     catalog = f"spark.sql.catalog.{settings.catalog_name}"
     s3a = "spark.hadoop.fs.s3a"
     return {
-        DRIVER_JAVA_OPTIONS: spark_java_options(settings, *class_sharing_options(settings)),
+        DRIVER_JAVA_OPTIONS: spark_java_options(
+            settings, *class_sharing_options(settings), *jvm_trust_options(settings)
+        ),
         **cluster_conf(settings),
         # The driver's RPC and block manager listen on the settings' interface only (loopback by
         # default), in local mode too; a cluster's executors reach it there.
@@ -179,17 +207,19 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         # the archive's value_base64 decode with any base64 decoder.
         "spark.sql.chunkBase64String.enabled": "false",
         "spark.ui.enabled": "false",
+        # What Spark hides in its logs and event logs: its own default's keys and the catalog's credential.
+        "spark.redaction.regex": SECRET_KEY.pattern,
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         catalog: "org.apache.iceberg.spark.SparkCatalog",
         f"{catalog}.type": "rest",
         f"{catalog}.uri": settings.iceberg_catalog_url,
         f"{catalog}.warehouse": settings.warehouse_url,
         f"{catalog}.io-impl": "org.apache.iceberg.hadoop.HadoopFileIO",
+        **catalog_auth_conf(settings, catalog),
         "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
         f"{s3a}.endpoint": settings.s3_url,
         f"{s3a}.endpoint.region": settings.s3_region,
-        f"{s3a}.access.key": settings.s3_access_key,
-        f"{s3a}.secret.key": settings.s3_secret_key,
+        **s3_credentials_conf(settings),
         f"{s3a}.path.style.access": "true",
         f"{s3a}.connection.ssl.enabled": str(settings.s3_url.startswith("https")).lower(),
         # s3proxy's filesystem backend does not implement the SDK's newer integrity headers.
@@ -197,8 +227,8 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     }
 
 
-# Spark's own default of spark.redaction.regex: the keys whose values it hides in its UI and logs.
-SECRET_KEY = re.compile(r"(?i)secret|password|token|access[.]key")
+# Spark's own default of spark.redaction.regex, and the Iceberg REST client's `credential`.
+SECRET_KEY = re.compile(r"(?i)secret|password|token|access[.]key|[.]credential$")
 
 
 def secret_entries(conf: dict[str, str]) -> dict[str, str]:

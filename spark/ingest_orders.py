@@ -182,7 +182,7 @@ def main() -> None:
             (
                 transforms.dead_letter_records(dead, args.job_name)
                 .write.format("kafka")
-                .option("kafka.bootstrap.servers", args.bootstrap_servers)
+                .options(**kafka.kafka_options(args))
                 .option("topic", args.dead_letter_topic)
                 .save()
             )

@@ -57,15 +57,15 @@ def main() -> None:
     writer = (
         records.writeStream.format("kafka")
         .outputMode("append")
-        .option("kafka.bootstrap.servers", args.bootstrap_servers)
+        .options(**kafka.kafka_options(args))
         .option("topic", args.output_topic)
         .option("checkpointLocation", args.checkpoint)
     )
     # What the run wrote to its topic, the only writer of it: from the end it found to the end it left.
-    output_start = {args.output_topic: topics.end_offsets(args.bootstrap_servers, args.output_topic)}
+    output_start = {args.output_topic: topics.end_offsets(kafka.kafka_client(args), args.output_topic)}
 
     def offsets_written() -> dict:
-        end = {args.output_topic: topics.end_offsets(args.bootstrap_servers, args.output_topic)}
+        end = {args.output_topic: topics.end_offsets(kafka.kafka_client(args), args.output_topic)}
         return {"output_start_offsets": output_start, "output_end_offsets": end}
 
     query, summary = queries.run_query(writer, args, spark, versions, written=lambda batch_id: offsets_written())

@@ -8,11 +8,11 @@ from pathlib import Path
 
 class ArgumentSampler:
     """Reads every process's command line from ``/proc`` every ``interval`` seconds, on a thread of its
-    own, while the ``with`` block runs: the distinct command lines seen, and those that held ``secret``
-    (a few bytes of it, so a failure does not print it whole)."""
+    own, while the ``with`` block runs: the distinct command lines seen, and those that held one of
+    ``secrets`` (a few bytes of it, so a failure does not print it whole)."""
 
-    def __init__(self, secret: bytes, interval: float = 0.05):
-        self.secret = secret
+    def __init__(self, *secrets: bytes, interval: float = 0.05):
+        self.secrets = secrets
         self.interval = interval
         self.commands: set[bytes] = set()
         self.holding: dict[int, str] = {}
@@ -41,8 +41,9 @@ class ArgumentSampler:
                 except OSError:  # gone since the folder was listed
                     continue
                 self.commands.add(command)
-                if self.secret in command:
-                    shown = command.replace(b"\0", b" ").replace(self.secret, self.secret[:4] + b"...")
-                    self.holding[int(proc.name)] = shown.decode(errors="replace")[:300]
+                for secret in self.secrets:
+                    if secret in command:
+                        shown = command.replace(b"\0", b" ").replace(secret, secret[:4] + b"...")
+                        self.holding[int(proc.name)] = shown.decode(errors="replace")[:300]
             if self._done.wait(self.interval):
                 return

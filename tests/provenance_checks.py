@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 
+from lineage_assets.connections import registry_client_conf, spark_kafka_conf
 from lineage_assets.datasets import Dataset, iceberg_table_name, orders_reader_schema_json
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.events import PRODUCER
@@ -46,7 +47,7 @@ def recomputed_day(spark, settings: Settings, ranges: list[dict], day: str) -> l
     for r in ranges:
         part = (
             spark.read.format("kafka")
-            .option("kafka.bootstrap.servers", settings.kafka_servers)
+            .options(**spark_kafka_conf(settings))
             .option("assign", json.dumps({topic: [r["partition"]]}))  # that partition alone, of however many
             .option("startingOffsets", json.dumps({topic: {str(r["partition"]): r["start"]}}))
             .option("endingOffsets", json.dumps({topic: {str(r["partition"]): r["end"]}}))
@@ -54,7 +55,7 @@ def recomputed_day(spark, settings: Settings, ranges: list[dict], day: str) -> l
         )
         raw = part if raw is None else raw.unionByName(part)
     reader = orders_reader_schema_json()
-    versions = registered_versions(settings.schema_registry_url, value_subject(topic), reader)
+    versions = registered_versions(registry_client_conf(settings), value_subject(topic), reader)
     valid = transforms.valid_orders(transforms.decode_orders(raw, reader, versions))
     stats = transforms.hourly_supplier_stats(
         transforms.orders_of_day(transforms.iceberg_orders(valid), dt.date.fromisoformat(day))

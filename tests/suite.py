@@ -22,14 +22,15 @@ TIER_FIXTURES = {
     "browser": {"browser"},  # Debian's Chromium, against the test stack
     "docker": {"engine"},  # a Docker engine and the project's image
     "cluster": {"cluster_profile"},  # three Kafka brokers and a Spark standalone cluster
+    "secured": {"secured_profile"},  # the tls profile: a whole stack of its own
     "stack": {"stack", "stack_of_its_own"},  # real servers
     "spark": {"spark", "spark_jobs"},  # a Spark JVM: the in-process session, or spark-submit
 }
 PURE = "pure"
 SHARED_PIPELINE = "test-stack-pipeline"
-FOLDER_GROUPS = ("cluster", "docker")  # tiers whose fixtures are package-scoped
+FOLDER_GROUPS = ("cluster", "docker", "secured")  # tiers whose fixtures are package-scoped
 # The order groups are handed out in: the shared pipeline first, then by tier, heaviest first.
-ORDER = [SHARED_PIPELINE, "cluster", "docker", "browser", "stack", "spark", PURE]
+ORDER = [SHARED_PIPELINE, "cluster", "docker", "secured", "browser", "stack", "spark", PURE]
 
 
 def tier_of(keywords) -> str:
@@ -76,12 +77,15 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 _tier_totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+_group_seconds: dict[str, float] = defaultdict(float)
+HEAVIEST_GROUPS = 12
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # A report carries its test's markers as keywords, also when it comes from a worker.
     totals = _tier_totals[tier_of(report.keywords)]
     totals["seconds"] += report.duration
+    _group_seconds[_group_of(report)] += report.duration
     if report.when == "call" or (report.when == "setup" and not report.passed):
         totals["tests"] += 1
 
@@ -97,3 +101,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
                 f"{tier:<8} {int(counts['tests']):>4} tests  {counts['seconds'] / 60:6.1f} min"
                 " (set-up, call and tear-down, shared fixtures counted where they start)"
             )
+    terminalreporter.section(f"the {HEAVIEST_GROUPS} heaviest groups (what one worker runs whole)")
+    for group, seconds in sorted(_group_seconds.items(), key=lambda pair: -pair[1])[:HEAVIEST_GROUPS]:
+        terminalreporter.write_line(f"{seconds / 60:6.1f} min  {group}")
+
+
+def _group_of(report: pytest.TestReport) -> str:
+    """The xdist group a report's test ran in (xdist appends ``@group`` to its node id); else its module."""
+    return report.nodeid.rsplit("@", 1)[1] if "@" in report.nodeid else report.nodeid.split("::")[0]

@@ -13,7 +13,7 @@ from lineage_assets.assets.common import (
 )
 from lineage_assets.datasets import ARCHIVE, CHECKS
 from lineage_assets.job_specs import ArchiveReport, archive_job, archive_location
-from lineage_assets.lineage.events import Assertion, OutputStatistics, RunFacts, WrittenFile
+from lineage_assets.lineage.run_facts import Assertion, OutputStatistics, RunFacts, WrittenFile
 from lineage_assets.resources.lineage import LineageResource
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings

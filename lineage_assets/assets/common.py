@@ -11,7 +11,6 @@ import dagster as dg
 
 from lineage_assets.datasets import DATASETS, LINEAGE_CHECK, OWNERS, Check, Dataset
 from lineage_assets.job_specs import JobSpec, Report, StreamReport, SupplierStatsReport
-from lineage_assets.lineage.events import Assertion, RunFacts, SourceRead, orders_read
 from lineage_assets.lineage.observed import (
     ColumnLineage,
     Observation,
@@ -21,6 +20,7 @@ from lineage_assets.lineage.observed import (
     observe_run,
 )
 from lineage_assets.lineage.queries import declared_graph, declared_impact
+from lineage_assets.lineage.run_facts import Assertion, RunFacts, SourceRead, orders_read
 from lineage_assets.lineage.spark_agent import AgentEvidence
 from lineage_assets.preflight import require_services
 from lineage_assets.resources.kafka import KafkaResource
@@ -84,6 +84,7 @@ def asset_spec_arguments(dataset: Dataset, settings: Settings, group: str) -> di
         "owners": list(OWNERS),
         "metadata": definition_metadata(dataset, settings),
         "deps": [asset_key(DATASETS[key]) for key in dataset.upstream],
+        "pool": dataset.job.name,  # one run of a job at a time out of the run queue (``instance.py``)
     }
 
 

@@ -17,7 +17,7 @@ import dagster as dg
 
 from lineage_assets.datasets import Column
 from lineage_assets.lineage.check import log_design, retire
-from lineage_assets.lineage.delivery import Backend
+from lineage_assets.lineage.delivery import marquez_backend
 from lineage_assets.lineage.design import AssetDesign, Published, design_events, publish
 from lineage_assets.lineage.emitter import LineageEmitter, emitter_for
 from lineage_assets.lineage.marquez import MarquezApi, MarquezError
@@ -65,12 +65,12 @@ def publish_design(assets: list[AssetDesign], settings: Settings, force: bool = 
 def _hide_retired(emitter: LineageEmitter, settings: Settings) -> list[str]:
     """The retired jobs hidden in Marquez once their events are delivered; none when the lineage goes
     elsewhere or Marquez cannot take it now (the lineage check then names each, for `lineage retire`)."""
-    if emitter.backend != Backend.marquez(settings.marquez_api_url):
+    if emitter.backend != marquez_backend(settings):
         return []
     if not emitter.flush(timeout=RETIREMENT_DELIVERY_TIMEOUT_S):
         return []
     try:
-        return retire(MarquezApi(settings.marquez_api_url), settings, log_design(emitter.log))
+        return retire(MarquezApi.of(settings), settings, log_design(emitter.log))
     except MarquezError:
         return []
 

@@ -33,13 +33,13 @@ from lineage_assets.job_specs import (
     lakehouse_upkeep_arguments,
     supplier_stats_job,
 )
-from lineage_assets.lineage.events import Assertion, OutputStatistics, RunFacts, snapshot_written, table_read
+from lineage_assets.lineage.run_facts import Assertion, OutputStatistics, RunFacts, snapshot_written, table_read
 from lineage_assets.preflight import require_services
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lineage import LineageResource
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
-from lineage_assets.settings import Settings
+from lineage_assets.settings import ENV_PREFIX, Settings, SettingsError
 from lineage_assets.spark_conf import committed_table
 
 DAILY = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_offset=1, timezone="UTC")
@@ -461,10 +461,8 @@ def lakehouse_maintenance():
     lakehouse_upkeep()
 
 
-# Running by default: each snapshot a continuous deployment leaves makes its every later commit slower.
-@dg.schedule(job=lakehouse_maintenance, cron_schedule="23 * * * *", default_status=dg.DefaultScheduleStatus.RUNNING)
-def lakehouse_maintenance_hourly(context: dg.ScheduleEvaluationContext):
-    # An upkeep that outlasts the hour (a backlog of days to compact) is not joined by a second one,
+def lakehouse_maintenance_schedule(context: dg.ScheduleEvaluationContext):
+    # An upkeep that outlasts its interval (a backlog of days to compact) is not joined by a second one,
     # which would compact the same days and fail at its commit.
     unfinished = context.instance.get_run_records(
         filters=dg.RunsFilter(job_name=lakehouse_maintenance.name, statuses=UNFINISHED_RUN_STATUSES), limit=1
@@ -475,6 +473,20 @@ def lakehouse_maintenance_hourly(context: dg.ScheduleEvaluationContext):
             f"{lakehouse_maintenance.name} run {run.run_id} has not ended ({run.status.value}): this upkeep skipped"
         )
     return dg.RunRequest()
+
+
+def upkeep_schedule(settings: Settings) -> dg.ScheduleDefinition:
+    """The upkeep on the settings' cron schedule, running by default: each snapshot a continuous
+    deployment leaves makes its every later commit slower."""
+    on_cron = dg.schedule(
+        job=lakehouse_maintenance,
+        cron_schedule=settings.upkeep_schedule,
+        default_status=dg.DefaultScheduleStatus.RUNNING,
+    )
+    try:
+        return on_cron(lakehouse_maintenance_schedule)
+    except dg.DagsterInvalidDefinitionError as error:  # Dagster's cron parser, on each field's values
+        raise SettingsError(f"{ENV_PREFIX}UPKEEP_SCHEDULE={settings.upkeep_schedule!r}: {error}") from None
 
 
 def lakehouse_definitions(settings: Settings) -> dg.Definitions:
@@ -494,6 +506,6 @@ def lakehouse_definitions(settings: Settings) -> dg.Definitions:
         assets=[orders, supplier_stats_asset(settings)],
         asset_checks=[orders_reconcile_with_topic, orders_values_in_range],
         jobs=[rebuild_supplier_stats, lakehouse_maintenance],
-        schedules=[lakehouse_maintenance_hourly],
+        schedules=[upkeep_schedule(settings)],
         sensors=[supplier_stats_on_new_orders],
     )

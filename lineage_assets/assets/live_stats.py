@@ -4,7 +4,7 @@ import dagster as dg
 
 from lineage_assets.assets.common import Outcome, StreamingRun, orders_read_by, streaming_asset
 from lineage_assets.job_specs import LiveStatsReport, live_stats_job
-from lineage_assets.lineage.events import OutputStatistics, RunFacts, offset_ranges
+from lineage_assets.lineage.run_facts import OutputStatistics, RunFacts, offset_ranges
 from lineage_assets.settings import Settings
 
 

@@ -8,7 +8,7 @@ import dagster as dg
 from lineage_assets.assets.common import asset_spec_arguments
 from lineage_assets.datasets import ORDERS, orders_avro_schema_json
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
-from lineage_assets.lineage.events import DatasetVersion, OffsetRange, OutputStatistics, RunFacts
+from lineage_assets.lineage.run_facts import DatasetVersion, OffsetRange, OutputStatistics, RunFacts
 from lineage_assets.preflight import require_services
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lineage import LineageResource
@@ -55,13 +55,7 @@ def orders_definitions(settings: Settings) -> dg.Definitions:
             )
             schema = kafka.register_value_schema(settings.orders_topic, orders_avro_schema_json())
             generated = list(generate_orders(config.generator()))
-            report = produce_orders(
-                generated,
-                settings.kafka_servers,
-                settings.schema_registry_url,
-                settings.orders_topic,
-                progress=context.log.info,
-            )
+            report = produce_orders(generated, settings, progress=context.log.info)
             run.complete(
                 RunFacts(
                     OutputStatistics(rows=report.produced),

@@ -31,6 +31,7 @@ from openlineage.client.event_v2 import RunState
 from lineage_assets.datasets import DATASETS
 from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import emitter_for
+from lineage_assets.lineage.run_facts import DagsterRun
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings
 from lineage_assets.streaming.exclusive import catch_up_holder, exclusive_runs
@@ -46,11 +47,11 @@ TERMINAL_STATES = {
 }
 
 
-def dagster_run_of(instance: dg.DagsterInstance, run_id: str) -> events.DagsterRun:
+def dagster_run_of(instance: dg.DagsterInstance, run_id: str) -> DagsterRun:
     record = instance.get_run_record_by_id(run_id)
     if record is None:
-        return events.DagsterRun(run_id=run_id, job_name=DIRECT_INVOCATION, started_at=dt.datetime.now(dt.UTC))
-    return events.DagsterRun(run_id=run_id, job_name=record.dagster_run.job_name, started_at=record.create_timestamp)
+        return DagsterRun(run_id=run_id, job_name=DIRECT_INVOCATION, started_at=dt.datetime.now(dt.UTC))
+    return DagsterRun(run_id=run_id, job_name=record.dagster_run.job_name, started_at=record.create_timestamp)
 
 
 def ending(error: BaseException | None) -> RunState:

@@ -10,7 +10,7 @@ import dagster as dg
 from lineage_assets.assets.common import asset_key
 from lineage_assets.assets.run_lineage import dagster_run_of
 from lineage_assets.datasets import DATASETS
-from lineage_assets.lineage import events
+from lineage_assets.lineage.run_facts import DagsterRun
 
 PAGE = 1000
 
@@ -25,7 +25,7 @@ def materializations_without_lineage(instance: dg.DagsterInstance, recorded: lis
         since = min(dt.datetime.fromisoformat(event["eventTime"]) for event in recorded).timestamp()
     completed = {event["run"]["runId"] for event in recorded if event["eventType"] == "COMPLETE"}
     reported = {event["run"]["runId"] for event in recorded}
-    runs: dict[str, events.DagsterRun] = {}
+    runs: dict[str, DagsterRun] = {}
     gaps = []
     for dataset in DATASETS.values():
         records_filter = dg.AssetRecordsFilter(asset_key=asset_key(dataset), after_timestamp=since)

@@ -22,8 +22,6 @@ from lineage_assets.lineage.marquez import MarquezApi, lineage_nodes, read_graph
 from lineage_assets.lineage.summary import summary
 from lineage_assets.settings import Settings
 
-NEWEST = 5  # versions read per call while looking for the newest a run wrote (each carries its facets)
-
 # Lineage run id -> when its Dagster run started, for the runs of Dagster runs the instance says are in
 # progress (``assets/in_progress.py``): such a run without its end is under way, not left RUNNING.
 InProgress = Mapping[str, dt.datetime]
@@ -76,7 +74,7 @@ def check_marquez(
     graph = read_graph(api, settings) if graph is None else graph
     for dataset in DATASETS.values():
         node = dataset.identity(settings).node
-        written = next((v for v in api.dataset_versions(*node, page=NEWEST) if v.get("createdByRun")), None)
+        written = api.newest_written_version(*node)
         if written is None:
             continue
         writer = written["createdByRun"].get("jobVersion") or {}

@@ -21,8 +21,10 @@ import attrs
 from openlineage.client import OpenLineageClient
 from openlineage.client.transport.transport import Transport
 
+from lineage_assets.connections import ca_bundle
 from lineage_assets.lineage.event_log import DeadLetter, EventLog, Line, file_lock, lineage_event
 from lineage_assets.private_files import replace_private
+from lineage_assets.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +53,18 @@ class Backend:
         return None if transport is None or transport.kind in ("console", "noop", "durable") else transport
 
     @classmethod
-    def marquez(cls, url: str) -> Backend:
+    def marquez(cls, url: str, api_key: str = "", ca_bundle: Path | None = None) -> Backend:
+        """openlineage-python's HTTP transport to Marquez at ``url``: its ``api_key`` auth, and TLS
+        verified against ``ca_bundle`` (the transport hands ``verify`` to requests, which takes a
+        bundle's path as well as a flag)."""
         # Its bounded retries end with the last response, not urllib3's bare RetryError: the body of a
         # 500 tells a refused event from a failing server.
-        return cls({"transport": {"type": "http", "url": url, "retry": {"raise_on_status": False}}})
+        transport: dict[str, Any] = {"type": "http", "url": url, "retry": {"raise_on_status": False}}
+        if api_key:
+            transport["auth"] = {"type": "api_key", "apiKey": api_key}
+        if ca_bundle:
+            transport["verify"] = str(ca_bundle)
+        return cls({"transport": transport})
 
     def to_json(self) -> str:
         return json.dumps(attrs.asdict(self), sort_keys=True)
@@ -64,10 +74,15 @@ class Backend:
         return cls(**json.loads(text))
 
 
-def configured_backend(marquez_url: str) -> Backend:
-    """The backend openlineage-python's standard configuration names, or else Marquez at ``marquez_url``."""
+def marquez_backend(settings: Settings) -> Backend:
+    """The settings' Marquez as a backend, with their API key and CA."""
+    return Backend.marquez(settings.marquez_api_url, settings.secret("marquez_api_key"), ca_bundle(settings))
+
+
+def configured_backend(settings: Settings) -> Backend:
+    """The backend openlineage-python's standard configuration names, or else the settings' Marquez."""
     standard = Backend()
-    return standard if standard.transport() is not None else Backend.marquez(marquez_url)
+    return standard if standard.transport() is not None else marquez_backend(settings)
 
 
 def rejection(error: Exception) -> str | None:

@@ -23,6 +23,8 @@ from typing import Any, NotRequired, TypedDict
 
 from openlineage.client.event_v2 import DatasetEvent, InputDataset, Job, JobEvent, OutputDataset, StaticDataset
 from openlineage.client.facet_v2 import (
+    DatasetFacet,
+    JobFacet,
     documentation_dataset,
     documentation_job,
     lifecycle_state_change_dataset,
@@ -31,7 +33,6 @@ from openlineage.client.facet_v2 import (
     tags_dataset,
     tags_job,
 )
-from openlineage.client.generated.base import DatasetFacet, JobFacet
 
 from lineage_assets.datasets import CHECKS, DATASETS, Column, Dataset
 from lineage_assets.lineage import events

@@ -100,7 +100,7 @@ def emitter_for(settings: Settings) -> LineageEmitter:
     if key not in _EMITTERS:
         _EMITTERS[key] = LineageEmitter(
             settings.lineage_dir,
-            configured_backend(settings.marquez_api_url),
+            configured_backend(settings),
             settings.lineage_segment_mb * 2**20,
             settings.lineage_retention_days or None,
         )

@@ -17,14 +17,17 @@ import functools
 import importlib.metadata
 import subprocess
 import traceback
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, TypedDict, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
-import attr
 import openlineage.client
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import (
+    DatasetFacet,
+    InputDatasetFacet,
+    JobFacet,
+    OutputDatasetFacet,
+    RunFacet,
     column_lineage_dataset,
     data_quality_assertions_dataset,
     data_quality_metrics_dataset,
@@ -44,13 +47,10 @@ from openlineage.client.facet_v2 import (
     symlinks_dataset,
     tags_run,
 )
-from openlineage.client.generated.base import DatasetFacet, InputDatasetFacet, JobFacet, OutputDatasetFacet, RunFacet
-from openlineage.client.uuid import generate_static_uuid
 
 from lineage_assets.datasets import (
     DATASETS,
     ORCHESTRATOR_JOB,
-    ORDERS,
     OWNERS,
     Check,
     ColumnSource,
@@ -59,356 +59,26 @@ from lineage_assets.datasets import (
     Kind,
     Transformation,
 )
+from lineage_assets.lineage.facets import (
+    ColumnLineageUnobservedDatasetFacet,
+    FilesWrittenOutputDatasetFacet,
+    IcebergSnapshotInputDatasetFacet,
+    IcebergSnapshotOutputDatasetFacet,
+    KafkaOffsetsInputDatasetFacet,
+    KafkaOffsetsOutputDatasetFacet,
+    PartitionsWrittenOutputDatasetFacet,
+    SchemaVersionsInputDatasetFacet,
+    StreamingProgressRunFacet,
+    TableVersionDatasetFacet,
+    offsets_facet,
+)
 from lineage_assets.lineage.observed import Observation
+from lineage_assets.lineage.run_facts import NO_FACTS, Assertion, DagsterRun, JobError, RunFacts, SourceRead
 from lineage_assets.settings import PROJECT_ROOT, Settings
-from lineage_assets.source_schemas import value_subject
 
-VERSION = "0.1.0"
-PRODUCER = f"urn:lineage_assets:{VERSION}"
+PRODUCER = f"urn:lineage_assets:{importlib.metadata.version('lineage_assets')}"
 INTEGRATION = "DAGSTER"
 set_producer(PRODUCER)
-
-# Spark's offsets of a query's progress: topic -> partition (its number as text) -> offset.
-OffsetMap = Mapping[str, Mapping[str, int]]
-
-
-@dataclass(frozen=True)
-class DagsterRun:
-    """The Dagster run an asset materialization belongs to (the parent of its lineage run)."""
-
-    run_id: str
-    job_name: str
-    started_at: dt.datetime
-
-    @property
-    def lineage_run_id(self) -> str:
-        return str(generate_static_uuid(self.started_at, f"dagster-run/{self.run_id}".encode()))
-
-    def asset_run_id(self, dataset: Dataset) -> str:
-        return str(generate_static_uuid(self.started_at, f"dagster-run/{self.run_id}/asset/{dataset.key}".encode()))
-
-    def check_run_id(self, check: Check) -> str:
-        return str(generate_static_uuid(self.started_at, f"dagster-run/{self.run_id}/check/{check.name}".encode()))
-
-
-@dataclass(frozen=True)
-class JobError:
-    """An error reported by a process other than this one (a deployment's runner or guard, reading
-    its Spark job's log), as text."""
-
-    message: str
-    stack_trace: str | None = None
-    language: str = "PYTHON"  # the PySpark job's, whose log names the JVM's exceptions as its causes
-
-
-@dataclass(frozen=True)
-class OutputStatistics:
-    rows: int | None = None
-    bytes: int | None = None
-    files: int | None = None
-
-
-@attr.define
-class StreamingProgressRunFacet(RunFacet):
-    """Progress of a streaming deployment at a RUNNING event (its schema: schemas/ in this package)."""
-
-    processedRows: int  # noqa: N815  (OpenLineage facets use camelCase fields)
-    inputRowsPerSecond: float | None = attr.field(default=None)  # noqa: N815
-    processedRowsPerSecond: float | None = attr.field(default=None)  # noqa: N815
-    lastBatchDurationMs: int | None = attr.field(default=None)  # noqa: N815
-    lastBatchTime: str | None = attr.field(default=None)  # noqa: N815
-    sourceOffsets: OffsetMap | None = attr.field(default=None)  # noqa: N815
-
-    @staticmethod
-    def _get_schema() -> str:
-        return f"urn:lineage_assets:schema:StreamingProgressRunFacet:{VERSION}"
-
-
-class SchemaVersionEntry(TypedDict):
-    """One writer version of the records a run read, in ``SchemaVersionsInputDatasetFacet``."""
-
-    version: int
-    schemaId: int  # noqa: N815
-    records: int
-    readable: bool
-    problems: list[str]
-
-
-@attr.define
-class SchemaVersionsInputDatasetFacet(InputDatasetFacet):
-    """The registered writer versions of the records a run read from an input: per version the
-    records read, whether the pipeline can read it, and why not (``source_schemas``)."""
-
-    subject: str
-    versions: list[SchemaVersionEntry]
-
-    @staticmethod
-    def _get_schema() -> str:
-        return f"urn:lineage_assets:schema:SchemaVersionsInputDatasetFacet:{VERSION}"
-
-
-VERSION_FACETS = f"urn:lineage_assets:schema:VersionFacets:{VERSION}"
-
-
-@attr.define
-class KafkaOffsetsInputDatasetFacet(InputDatasetFacet):
-    """The records of a topic a run read: per partition, its first offset and the offset after its
-    last. A topic has no version of its own; this range is the part of it the run saw."""
-
-    topic: str
-    partitions: list[dict[str, int]]  # partition, start, end
-
-    @staticmethod
-    def _get_schema() -> str:
-        return f"{VERSION_FACETS}#/$defs/KafkaOffsetsInputDatasetFacet"
-
-
-@attr.define
-class KafkaOffsetsOutputDatasetFacet(OutputDatasetFacet):
-    """The records a run wrote to a topic, as ``KafkaOffsetsInputDatasetFacet`` spells a read."""
-
-    topic: str
-    partitions: list[dict[str, int]]
-
-    @staticmethod
-    def _get_schema() -> str:
-        return f"{VERSION_FACETS}#/$defs/KafkaOffsetsOutputDatasetFacet"
-
-
-@attr.define
-class IcebergSnapshotInputDatasetFacet(InputDatasetFacet):
-    """The snapshot of an Iceberg table a run's scan read. An input facet, kept with the run (the
-    input's ``version`` facet says it too, but Marquez keeps a read's dataset facets with the
-    table's latest version, not with the run)."""
-
-    snapshotId: int  # noqa: N815
-    schemaId: int | None = attr.field(default=None)  # noqa: N815
-    # Whose rows it holds, when a compaction made it (a ``replace`` keeps its parent's rows).
-    dataSnapshotId: int | None = attr.field(default=None)  # noqa: N815
-
-    @staticmethod
-    def _get_schema() -> str:
-        return f"{VERSION_FACETS}#/$defs/IcebergSnapshotInputDatasetFacet"
-
-
-@attr.define
-class IcebergSnapshotOutputDatasetFacet(OutputDatasetFacet):
-    """The snapshot of an Iceberg table a run's last commit made, and the one its first commit built
-    on: which versions hold what the run wrote follows from these, also after a table is rolled back
-    or rebuilt (a later snapshot holds the run's rows only if the run's snapshot is its ancestor)."""
-
-    snapshotId: int  # noqa: N815
-    parentSnapshotId: int | None = attr.field(default=None)  # noqa: N815  none: the run began the table
-    parentDataSnapshotId: int | None = attr.field(default=None)  # noqa: N815  whose rows the parent holds, if other
-
-    @staticmethod
-    def _get_schema() -> str:
-        return f"{VERSION_FACETS}#/$defs/IcebergSnapshotOutputDatasetFacet"
-
-
-class FileEntry(TypedDict):
-    """One data file a run added, in ``FilesWrittenOutputDatasetFacet``."""
-
-    path: str  # below the dataset's location
-    size: int
-
-
-@attr.define
-class FilesWrittenOutputDatasetFacet(OutputDatasetFacet):
-    """The data files a run added to a dataset stored as files (the raw archive), with their sizes."""
-
-    files: list[FileEntry]
-
-    @staticmethod
-    def _get_schema() -> str:
-        return f"urn:lineage_assets:schema:FilesWrittenOutputDatasetFacet:{VERSION}"
-
-
-@attr.define
-class PartitionsWrittenOutputDatasetFacet(OutputDatasetFacet):
-    """The partitions (UTC days, the assets' daily partition keys) a run wrote rows into."""
-
-    partitions: list[str]
-
-    @staticmethod
-    def _get_schema() -> str:
-        return f"urn:lineage_assets:schema:PartitionsWrittenOutputDatasetFacet:{VERSION}"
-
-
-@attr.define
-class TableVersionDatasetFacet(dataset_version_dataset.DatasetVersionDatasetFacet):
-    """``version``: a table's version (an Iceberg snapshot id, as openlineage-spark names it) with
-    the id of its schema beside it (the facet's schema takes additional properties)."""
-
-    schemaId: int | None = attr.field(default=None)  # noqa: N815
-
-
-@attr.define
-class ColumnLineageUnobservedDatasetFacet(DatasetFacet):
-    """A write whose column lineage the job's plan did not give, and why: unknown, not the last known."""
-
-    reason: str
-
-    @staticmethod
-    def _get_schema() -> str:
-        return f"urn:lineage_assets:schema:ColumnLineageUnobservedDatasetFacet:{VERSION}"
-
-
-@dataclass(frozen=True)
-class DatasetVersion:
-    """What a run read or wrote: a registry version (``orders-value:2``), an Iceberg snapshot and
-    schema id, and of a snapshot written its ``parent``: the table's snapshot the run's first commit
-    built on (None: the table had none). A compaction's snapshot (a ``replace``) holds the rows of
-    another, which ``data`` names for a snapshot read and ``parent_data`` for a parent (None: its own)."""
-
-    version: str
-    schema_id: int | None = None
-    parent: str | None = None
-    data: str | None = None
-    parent_data: str | None = None
-
-
-def snapshot_version(snapshot_id: int | None) -> str | None:
-    """An Iceberg snapshot id as a version (the text of ``datasetVersion``); None for none."""
-    return None if snapshot_id is None else str(snapshot_id)
-
-
-def snapshot_written(
-    snapshot_id: int | None,
-    schema_id: int | None,
-    parent_snapshot_id: int | None,
-    parent_data_snapshot_id: int | None = None,
-) -> DatasetVersion | None:
-    """The version of an Iceberg table a run left (None: the table has no snapshot yet)."""
-    if snapshot_id is None:
-        return None
-    return DatasetVersion(
-        str(snapshot_id),
-        schema_id,
-        snapshot_version(parent_snapshot_id),
-        parent_data=snapshot_version(parent_data_snapshot_id),
-    )
-
-
-@dataclass(frozen=True)
-class OffsetRange:
-    """The records of one partition of a topic between two offsets: ``start`` is the first, ``end``
-    the one after the last (Kafka's and Spark's end offset)."""
-
-    partition: int
-    start: int
-    end: int
-
-
-def offset_ranges(topic: str, start: OffsetMap | None, end: OffsetMap | None) -> tuple[OffsetRange, ...]:
-    """The ranges of ``topic`` between two of Spark's offset maps (``{topic: {partition: offset}}``,
-    as a query's progress reports them); a partition with no record between them is left out."""
-    first, after = (start or {}).get(topic) or {}, (end or {}).get(topic) or {}
-    ranges = (
-        OffsetRange(int(partition), int(first.get(partition, 0)), int(offset)) for partition, offset in after.items()
-    )
-    return tuple(sorted((r for r in ranges if r.end > r.start), key=lambda r: r.partition))
-
-
-KafkaOffsetsFacet = TypeVar("KafkaOffsetsFacet", KafkaOffsetsInputDatasetFacet, KafkaOffsetsOutputDatasetFacet)
-
-
-def offsets_facet(kind: type[KafkaOffsetsFacet], topic: str, ranges: tuple[OffsetRange, ...]) -> KafkaOffsetsFacet:
-    """``ranges`` of ``topic`` as a ``KafkaOffsetsInputDatasetFacet`` or ``KafkaOffsetsOutputDatasetFacet``."""
-    return kind(topic=topic, partitions=[{"partition": r.partition, "start": r.start, "end": r.end} for r in ranges])
-
-
-@dataclass(frozen=True)
-class WrittenFile:
-    path: str  # below the dataset's location
-    size: int
-
-
-@dataclass(frozen=True)
-class Assertion:
-    """One test of a dataset (or one of its columns) and its outcome: an entry of ``dataQualityAssertions``."""
-
-    check: str  # the Dagster asset check that made it
-    kind: str  # the facet's classification: not_null, range, row_count, unique, schema_compatible
-    passed: bool
-    description: str
-    column: str | None = None  # None: the dataset as a whole
-    expected: str | None = None
-    actual: str | None = None
-    blocking: bool = False
-    sql: str | None = None  # the query that tested it, if one did
-
-
-@dataclass(frozen=True)
-class SourceRead:
-    """What a run read of one input dataset: which part of it (a topic's offset ranges, a table's
-    snapshot), the writer versions of its records (a Spark job's ``schema_versions`` report entries)
-    and the tests it made of them."""
-
-    dataset: str  # a key of DATASETS
-    subject: str | None = None  # the registry subject of a topic's values
-    versions: tuple[dict[str, Any], ...] = ()
-    assertions: tuple[Assertion, ...] = ()
-    offsets: tuple[OffsetRange, ...] | None = None  # a topic: the records read
-    snapshot: DatasetVersion | None = None  # a table: the snapshot the scan read
-
-    def newest_readable(self) -> dict[str, Any] | None:
-        readable = [v for v in self.versions if v["readable"]]
-        return max(readable, key=lambda v: v["version"]) if readable else None
-
-
-@dataclass(frozen=True)
-class RunFacts:
-    """What one run of a dataset's job read and wrote, as its lineage reports it: what the job's report
-    becomes (in its asset, or a deployment's folder), what a lineage run completes with, and what
-    ``asset_event`` builds the run's inputs and output from."""
-
-    statistics: OutputStatistics | None = None
-    lifecycle: str | None = None  # the change it made to the dataset: CREATE, OVERWRITE
-    version: DatasetVersion | None = None
-    quality: dict[str, Any] | None = None  # the job's ``quality`` report entry
-    reads: tuple[SourceRead, ...] = ()
-    observation: Observation | None = None  # what the job's plan says it computed the columns from
-    offsets: tuple[OffsetRange, ...] | None = None  # a topic: the records written
-    files: tuple[WrittenFile, ...] | None = None  # a dataset of files: those added
-    partitions: tuple[str, ...] | None = None  # a partitioned table: the days it wrote rows into
-
-    @property
-    def column_lineage(self) -> dict[str, tuple[ColumnSource, ...]] | None:
-        return self.observation.column_lineage if self.observation is not None else None
-
-
-NO_FACTS = RunFacts()  # a run's START, before it has read or written anything
-
-
-def orders_read(
-    settings: Settings,
-    versions: Iterable[dict[str, Any]] | None,
-    assertions: tuple[Assertion, ...] = (),
-    start_offsets: OffsetMap | None = None,
-    end_offsets: OffsetMap | None = None,
-) -> SourceRead:
-    """What a run read of the orders topic: the records between the offsets its first batch started
-    at and its last batch ended at (Spark's offset maps), the writer versions of a Spark job's report
-    or a deployment's progress (``schema_versions`` entries), and its tests of them."""
-    topic = settings.orders_topic
-    return SourceRead(
-        dataset=ORDERS.key,
-        subject=value_subject(topic),
-        versions=tuple(versions or ()),
-        assertions=assertions,
-        offsets=None if end_offsets is None else offset_ranges(topic, start_offsets, end_offsets),
-    )
-
-
-def table_read(
-    table: Dataset, snapshot_id: int | None, schema_id: int | None = None, data_snapshot_id: int | None = None
-) -> SourceRead:
-    """What a run read of a table: one snapshot of it (none while the table had none)."""
-    if snapshot_id is None:
-        return SourceRead(dataset=table.key)
-    snapshot = DatasetVersion(str(snapshot_id), schema_id, data=snapshot_version(data_snapshot_id))
-    return SourceRead(dataset=table.key, snapshot=snapshot)
 
 
 @functools.cache

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from lineage_assets.connections import https_context, marquez_headers
 from lineage_assets.lineage.graph import ColumnHop, JobSummary, LineageGraph, job_key, parse_kinds
 from lineage_assets.settings import Settings
 
@@ -36,6 +38,13 @@ class MarquezError(RuntimeError):
 class MarquezApi:
     url: str  # the API's base URL, e.g. http://127.0.0.1:15000
     timeout: float = 10.0
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)  # its API key, when it needs one
+    context: ssl.SSLContext | None = None  # the CAs its certificate chains to, when it serves HTTPS
+
+    @classmethod
+    def of(cls, settings: Settings, timeout: float = 10.0) -> MarquezApi:
+        """The settings' Marquez, with their API key and CA."""
+        return cls(settings.marquez_api_url, timeout, marquez_headers(settings), https_context(settings))
 
     def get(self, path: str, **params: str | int) -> dict[str, Any]:
         return self._request("GET", path, **params)
@@ -49,7 +58,9 @@ class MarquezApi:
         address = f"{self.url.rstrip('/')}/api/v1/{path}{query}"
         try:
             with urllib.request.urlopen(
-                urllib.request.Request(address, method=method), timeout=self.timeout
+                urllib.request.Request(address, method=method, headers=dict(self.headers)),
+                timeout=self.timeout,
+                context=self.context,
             ) as response:
                 answer: dict[str, Any] = json.load(response)  # Marquez answers each of these calls with an object
                 return answer
@@ -89,6 +100,13 @@ class MarquezApi:
         read as far as the caller goes (a deployment writes a version per interval, each with its
         fields and facets: a reader of the newest few asks for small pages)."""
         return self.pages(f"namespaces/{_quote(namespace)}/datasets/{_quote(name)}/versions", "versions", page)
+
+    def newest_written_version(self, namespace: str, name: str, page: int = 5) -> dict[str, Any] | None:
+        """The newest version of the dataset a run wrote, or None. Not Marquez's current version: a run
+        whose START's schema (the designed one) differs from its COMPLETE's (the one written) makes two
+        versions, and Marquez 0.51 points the dataset at each of the run's versions in an unordered query,
+        so either may end up current."""
+        return next((v for v in self.dataset_versions(namespace, name, page) if v.get("createdByRun")), None)
 
     def run(self, run_id: str) -> dict[str, Any]:
         return self.get(f"jobs/runs/{_quote(run_id)}")

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lineage_assets.datasets import DATASETS, Dataset
-from lineage_assets.lineage.events import OffsetRange, snapshot_version
 from lineage_assets.lineage.graph import Node, job_key
 from lineage_assets.lineage.marquez import RUN_STATE_EVENTS, MarquezApi
+from lineage_assets.lineage.run_facts import OffsetRange, snapshot_version
 from lineage_assets.settings import Settings
 
 

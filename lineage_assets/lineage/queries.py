@@ -25,6 +25,7 @@ from lineage_assets.lineage.event_log import EventLog
 from lineage_assets.lineage.graph import LineageGraph, Node, job_key
 from lineage_assets.lineage.marquez import MarquezApi, read_graph
 from lineage_assets.lineage.observed import as_designed
+from lineage_assets.lineage.run_facts import DagsterRun, RunFacts
 from lineage_assets.lineage.summary import summary
 from lineage_assets.settings import Settings
 
@@ -58,6 +59,12 @@ class Hop:
         False  # the transformation is the downstream column's over all its inputs (Marquez 0.51 keeps no other)
     )
 
+    @property
+    def indirect_only(self) -> bool:
+        """The upstream column only decides which rows or groups there are (a filter, grouping, join or
+        sort), none of the downstream column's values."""
+        return all(kind.strip().startswith("INDIRECT") for kind in self.transformation.split(","))
+
 
 @dataclass(frozen=True)
 class DatasetRef:
@@ -84,10 +91,12 @@ class Answer:
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    def tree(self, reached: bool = True) -> str:
+    def tree(self, reached: bool = True, indirect: bool = False) -> str:
         """The answer as printed: the subject, each hop indented under the column it leads from
         (impact) or to (trace), then (``reached``) the datasets, jobs and assets reached, and the
-        asset checks that test them (impact)."""
+        asset checks that test them (impact). Hops with INDIRECT transformations only are counted on
+        one line under their column unless ``indirect``: a column a filter reads reaches every column
+        of the table, which would bury the few its values flow into."""
         near, far = ("upstream", "downstream") if self.query == "impact" else ("downstream", "upstream")
         children: dict[str, list[Hop]] = defaultdict(list)
         for hop in self.hops:
@@ -95,15 +104,22 @@ class Answer:
         subject = f"{self.dataset}.{self.column}" if self.column else self.dataset
         lines = [f"{self.query} of {subject}" + ("" if self.hops else ": no column lineage")]
 
-        def walk(entries: list[tuple[str, str]], prefix: str, path: frozenset[str]) -> None:
+        def walk(entries: list[tuple[str, str | None]], prefix: str, path: frozenset[str]) -> None:
             for index, (text, column) in enumerate(entries):
                 last = index == len(entries) - 1
                 lines.append(f"{prefix}{'└── ' if last else '├── '}{text}")
-                if column not in path:  # a cycle is shown once
+                if column is not None and column not in path:  # a cycle is shown once
                     walk(branches(column), prefix + ("    " if last else "│   "), path | {column})
 
-        def branches(column: str) -> list[tuple[str, str]]:
-            return [(_hop_line(hop, getattr(hop, far)), getattr(hop, far)) for hop in children[column]]
+        def branches(column: str) -> list[tuple[str, str | None]]:
+            shown = [hop for hop in children[column] if indirect or not hop.indirect_only]
+            entries: list[tuple[str, str | None]] = [
+                (_hop_line(hop, getattr(hop, far)), getattr(hop, far)) for hop in shown
+            ]
+            if folded := len(children[column]) - len(shown):
+                how = "it reaches" if self.query == "impact" else "read"
+                entries.append((f"… and {folded} more {how} only through INDIRECT edges (`--all` lists them)", None))
+            return entries
 
         if self.column:
             walk(branches(subject), "", frozenset({subject}))
@@ -208,7 +224,7 @@ def ask(
 def declared_graph(settings: Settings) -> LineageGraph:
     """The lineage the catalog declares (the asset graph and its checks), as one run of each job
     would record it, less those runs: what the queries answer before any run."""
-    declared_run = events.DagsterRun(run_id="declared", job_name="declared", started_at=dt.datetime.now(dt.UTC))
+    declared_run = DagsterRun(run_id="declared", job_name="declared", started_at=dt.datetime.now(dt.UTC))
     graph = LineageGraph.from_events(
         [
             *(
@@ -218,7 +234,7 @@ def declared_graph(settings: Settings) -> LineageGraph:
                         dataset,
                         None,
                         settings,
-                        events.RunFacts(observation=as_designed(dataset)),
+                        RunFacts(observation=as_designed(dataset)),
                         run_id=str(generate_new_uuid()),
                     )
                 )

@@ -8,6 +8,7 @@ import dagster as dg
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from lineage_assets import topics
+from lineage_assets.connections import kafka_conf, registry_client_conf
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.source_schemas import value_subject
 
@@ -28,7 +29,7 @@ class KafkaResource(dg.ConfigurableResource):
         if not topics:
             return []
         settings = self.environment.settings
-        admin = AdminClient({"bootstrap.servers": settings.kafka_servers})
+        admin = AdminClient(kafka_conf(settings))
         existing = set(admin.list_topics(timeout=10).topics)
         missing = [topic for topic in topics if topic not in existing]
         if missing:
@@ -48,23 +49,30 @@ class KafkaResource(dg.ConfigurableResource):
 
     def end_offsets(self, topic: str) -> dict[int, int]:
         """Partition -> next offset to be written (``topics.end_offsets``)."""
-        return topics.end_offsets(self.environment.settings.kafka_servers, topic)
+        return topics.end_offsets(kafka_conf(self.environment.settings), topic)
 
     def registry(self) -> SchemaRegistryClient:
         # Imported here: the registry client brings an async HTTP and OAuth stack that loading the
         # definitions (every Dagster run and the command line) would otherwise pay for.
         from confluent_kafka.schema_registry import SchemaRegistryClient
 
-        return SchemaRegistryClient({"url": self.environment.settings.schema_registry_url})
+        return SchemaRegistryClient(registry_client_conf(self.environment.settings))
 
     def register_value_schema(self, topic: str, schema_json: str) -> RegisteredSchema:
         """Register (or find) the topic's value schema; returns it with its id and version."""
         from confluent_kafka.schema_registry import Schema
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
 
         url, subject = self.environment.settings.schema_registry_url, value_subject(topic)
         try:
             registry = self.registry()
-            registry.register_schema(subject, Schema(schema_json, "AVRO"))
+            try:
+                registry.register_schema(subject, Schema(schema_json, "AVRO"))
+            except SchemaRegistryError as error:
+                # Apicurio refuses the second of two registrations of a new subject that race; the
+                # other's is the same schema, found below.
+                if error.http_status_code != 409 or "already exists" not in str(error.error_message):
+                    raise
             return registry.lookup_schema(subject, Schema(schema_json, "AVRO"))
         except Exception as error:
             raise RegistryUnavailable(

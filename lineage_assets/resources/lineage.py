@@ -24,6 +24,7 @@ from lineage_assets.assets.run_lineage import (
 from lineage_assets.datasets import Check, Dataset
 from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import LineageEmitter, emitter_for
+from lineage_assets.lineage.run_facts import Assertion, DagsterRun, RunFacts
 from lineage_assets.lineage.spark_agent import AgentEvidence, SparkApplication
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings
@@ -36,18 +37,18 @@ class AssetRunLineage:
         self,
         emitter: LineageEmitter,
         dataset: Dataset,
-        dagster_run: events.DagsterRun,
+        dagster_run: DagsterRun,
         settings: Settings,
         lifecycle: str | None = None,
     ):
         self.emitter, self.dataset, self.dagster_run, self.settings = emitter, dataset, dagster_run, settings
-        self.facts = events.RunFacts(lifecycle=lifecycle)
+        self.facts = RunFacts(lifecycle=lifecycle)
 
     @property
     def run_id(self) -> str:
         return self.dagster_run.asset_run_id(self.dataset)
 
-    def complete(self, facts: events.RunFacts) -> None:
+    def complete(self, facts: RunFacts) -> None:
         self.facts = facts
 
     def emit(self, state: RunState, error: BaseException | None = None) -> None:
@@ -70,15 +71,15 @@ class AssetRunLineage:
 class CheckRunLineage:
     """The lineage run of one asset check evaluation; the check returns ``result(...)``."""
 
-    def __init__(self, emitter: LineageEmitter, check: Check, dagster_run: events.DagsterRun, settings: Settings):
+    def __init__(self, emitter: LineageEmitter, check: Check, dagster_run: DagsterRun, settings: Settings):
         self.emitter, self.check, self.dagster_run, self.settings = emitter, check, dagster_run, settings
-        self.assertions: tuple[events.Assertion, ...] = ()
+        self.assertions: tuple[Assertion, ...] = ()
 
     @property
     def run_id(self) -> str:
         return self.dagster_run.check_run_id(self.check)
 
-    def result(self, assertions: list[events.Assertion], metadata: dict) -> dg.AssetCheckResult:
+    def result(self, assertions: list[Assertion], metadata: dict) -> dg.AssetCheckResult:
         """The evaluation: passed when every assertion holds; the assertions also go into the lineage."""
         self.assertions = tuple(assertions)
         return dg.AssetCheckResult(
@@ -171,7 +172,7 @@ class LineageResource(dg.ConfigurableResource):
     def lineage_run(
         self,
         context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext,
-        make: Callable[[events.DagsterRun], AssetRunLineage | CheckRunLineage],
+        make: Callable[[DagsterRun], AssetRunLineage | CheckRunLineage],
     ):
         """START now; on leaving, COMPLETE, FAIL with the error, or ABORT if the run was interrupted.
         A directly invoked asset or check is its whole run: it starts and ends the parent run here.

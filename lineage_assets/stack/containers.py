@@ -26,6 +26,7 @@ import yaml
 from lineage_assets.settings import ENV_PREFIX, PROJECT_ROOT, SECRETS_FILE_VARIABLE, Settings
 from lineage_assets.stack.services import SERVICES
 from lineage_assets.stack.services.base import Service, StackError
+from lineage_assets.stack.services.dagster import DAGSTER_SERVICES
 from lineage_assets.stack.services.engine import build_image, build_project_image, engine_client
 from lineage_assets.stack.services.marquez import marquez_web_dir
 
@@ -59,12 +60,16 @@ def compose_file() -> dict[str, Any]:
     ]
     settings.append(f"{SECRETS_FILE_VARIABLE}=/run/secrets/{COMPOSE_SECRET}")
     services: dict[str, dict[str, Any]] = {}
-    for service in stack_services():
+    # Dagster's services are opt-in, as in the process stack: `docker compose --profile dagster up`.
+    dagster = [ENV_PREFIX + "DAGSTER=services" if name == ENV_PREFIX + "DAGSTER" else name for name in settings]
+    for service in [*stack_services(), *DAGSTER_SERVICES]:
+        opt_in = service in DAGSTER_SERVICES
         services[service.name] = {
             "image": STACK_IMAGE,
             "command": ["lineage-assets", "stack", "serve", service.name],
+            **({"profiles": ["dagster"]} if opt_in else {}),
             "network_mode": "host",
-            "environment": settings,
+            "environment": dagster if opt_in else settings,
             "volumes": [f"state:{STATE_IN_CONTAINERS}"],
             "secrets": [COMPOSE_SECRET],
             "healthcheck": {

@@ -22,6 +22,7 @@ from typing import IO, Any
 from lineage_assets.private_files import private_folder
 from lineage_assets.processes import command_line, descendants, listeners, open_files_readable, state, terminate
 from lineage_assets.settings import ENV_PREFIX, Settings
+from lineage_assets.stack import security
 from lineage_assets.stack.services import SERVICES
 from lineage_assets.stack.services.base import Service, StackError, as_user
 
@@ -70,7 +71,7 @@ class Supervisor:
         services: Iterable[Service] = SERVICES,
         progress: Callable[[str], None] = lambda line: None,
     ):
-        self.settings = settings
+        self.settings = settings.as_stack()
         self.services = {service.name: service for service in services}
         self.progress = progress
 
@@ -84,7 +85,8 @@ class Supervisor:
         if not record.exists():
             return None
         entry = json.loads(record.read_text())
-        return entry["pid"] if command_line(entry["pid"]) == entry["command"] else None
+        shown = command_line(entry["pid"])
+        return entry["pid"] if shown in (entry["command"], service.retitled(entry["command"])) else None
 
     # --- queries --------------------------------------------------------------------------------
     def selected(self, names: Iterable[str] | None = None, only_wanted: bool = True) -> list[Service]:
@@ -215,6 +217,8 @@ class Supervisor:
 
     def _prepared_command(self, service: Service) -> list[str]:
         try:
+            if self.settings.tls:
+                security.prepared(self.settings)  # what every service of the profile reads
             service.prepare(self.settings)
             return service.command(self.settings)
         except subprocess.CalledProcessError as error:
@@ -234,6 +238,7 @@ class Supervisor:
             cwd=service.data_dir(self.settings),
             stdout=stdout,
             start_new_session=start_new_session,
+            umask=service.umask,
             **as_user(service.run_as()),
         )
 

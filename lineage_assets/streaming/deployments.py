@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS, SUPPLIER_STATS_LIVE
 from lineage_assets.job_specs import STREAMING_JOBS, JobSpec
-from lineage_assets.lineage import events
+from lineage_assets.lineage.run_facts import JobError
 from lineage_assets.settings import Settings
 from lineage_assets.streaming.exclusive import running
 from lineage_assets.streaming.folder import JOB_LOG_LINES, DeploymentFolder
@@ -142,7 +142,7 @@ class Deployments(abc.ABC):
     def _signal(self, folder: Path, signum: int) -> None:
         """Send the runner ``signum`` if it runs."""
 
-    def _gone(self, folder: Path) -> events.JobError:
+    def _gone(self, folder: Path) -> JobError:
         """Why a runner that ended without reporting is gone, as the error its run ends with: what its
         host can tell, and the last lines of its job's log."""
         return DeploymentFolder(folder).runner_gone()
@@ -354,7 +354,7 @@ class DockerDeployments(Deployments):
         if container is not None:
             container.kill(signal=signum)
 
-    def _gone(self, folder: Path) -> events.JobError:
+    def _gone(self, folder: Path) -> JobError:
         """The container's exit code (a signal's name when it was killed by one), whether the kernel
         killed it for memory, and the last lines of its output and of its job's log."""
         container = self._container(folder)
@@ -372,7 +372,7 @@ class DockerDeployments(Deployments):
         output = container.logs(tail=JOB_LOG_LINES).decode(errors="replace").strip()
         job_log = DeploymentFolder(folder).job_log_tail(JOB_LOG_LINES)
         lines = [line for line in f"{output}\n{job_log}".splitlines() if line.strip()]
-        return events.JobError(
+        return JobError(
             f"the deployment's container {container.name} {how} without its runner reporting an end; "
             f"its last line of output: {lines[-1] if lines else '(none)'}",
             stack_trace="\n".join(lines) or None,

@@ -25,8 +25,19 @@ from lineage_assets.datasets import DATASETS
 from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.event_log import file_lock
+from lineage_assets.lineage.facets import StreamingProgressRunFacet
 from lineage_assets.lineage.graph import TERMINAL
 from lineage_assets.lineage.observed import ColumnLineage, Observation, observe_run
+from lineage_assets.lineage.run_facts import (
+    DatasetVersion,
+    JobError,
+    OutputStatistics,
+    RunFacts,
+    WrittenFile,
+    offset_ranges,
+    orders_read,
+    snapshot_written,
+)
 from lineage_assets.lineage.summary import summary
 from lineage_assets.processes import command_line, names, pids_naming, terminate
 from lineage_assets.settings import Settings
@@ -128,11 +139,11 @@ class DeploymentFolder:
         progress = self.progress()
         return progress[-1] if progress else None
 
-    def progress_facet(self) -> events.StreamingProgressRunFacet:
+    def progress_facet(self) -> StreamingProgressRunFacet:
         """Rows processed so far and the latest batch's rates and offsets, as a lineage facet."""
         progress = self.progress()
         latest = progress[-1] if progress else {}
-        return events.StreamingProgressRunFacet(
+        return StreamingProgressRunFacet(
             processedRows=sum(record.get("rows", 0) for record in progress),
             inputRowsPerSecond=latest.get("input_rows_per_second"),
             processedRowsPerSecond=latest.get("processed_rows_per_second"),
@@ -151,7 +162,7 @@ class DeploymentFolder:
                 seen["records"] += version["records"]
         return tuple(read[number] for number in sorted(read))
 
-    def output_written(self) -> tuple[events.DatasetVersion | None, dict[str, Any] | None]:
+    def output_written(self) -> tuple[DatasetVersion | None, dict[str, Any] | None]:
         """What the job last reported of its output: an Iceberg table at its latest commit (snapshot
         and schema id, and the ``quality`` of the whole table), or the column metrics of the records
         it wrote so far in this run (a ``quality`` entry without bytes and files, which a streaming
@@ -159,7 +170,7 @@ class DeploymentFolder:
         tables = [commit for commit in self.progress("committed") if commit.get("snapshot_id") is not None]
         if tables:
             table = tables[-1]
-            written = events.snapshot_written(
+            written = snapshot_written(
                 table["snapshot_id"],
                 table["schema_id"],
                 tables[0].get("parent_snapshot_id"),
@@ -178,9 +189,7 @@ class DeploymentFolder:
         reports = self.progress("lineage")
         return observe_run(reports[-1]["column_lineage"] if reports else None, settings)
 
-    def facts(
-        self, settings: Settings, progress: events.StreamingProgressRunFacet, repeat_lineage: bool = True
-    ) -> events.RunFacts:
+    def facts(self, settings: Settings, progress: StreamingProgressRunFacet, repeat_lineage: bool = True) -> RunFacts:
         """What the deployment's run read and wrote so far (``progress``: its ``progress_facet``), as
         its RUNNING events and its end report it: the offsets from its first batch's start to its
         latest batch's end, its output as of its latest commit, the offsets it wrote to a topic, and
@@ -198,11 +207,11 @@ class DeploymentFolder:
         offsets = None
         if outputs:
             (topic,) = outputs[-1]["output_end_offsets"]
-            offsets = events.offset_ranges(topic, outputs[0]["output_start_offsets"], outputs[-1]["output_end_offsets"])
+            offsets = offset_ranges(topic, outputs[0]["output_start_offsets"], outputs[-1]["output_end_offsets"])
         # Files: those added since the run's last event, as a long-running archive adds thousands a day.
         added = [record["files_added"] for record in progress_records if "files_added" in record]
         files = (
-            tuple(events.WrittenFile(path, size) for batch in added for path, size in batch)[reported.get("files", 0) :]
+            tuple(WrittenFile(path, size) for batch in added for path, size in batch)[reported.get("files", 0) :]
             if added
             else None
         )
@@ -210,11 +219,11 @@ class DeploymentFolder:
         if not repeat_lineage and observation.column_lineage is not None:
             if _fingerprint(observation.column_lineage) == reported.get("lineage"):
                 observation = Observation()
-        return events.RunFacts(
-            statistics=events.OutputStatistics(rows=progress.processedRows),
+        return RunFacts(
+            statistics=OutputStatistics(rows=progress.processedRows),
             version=version,
             quality=quality,
-            reads=(events.orders_read(settings, self.versions_read(), (), start, end),),
+            reads=(orders_read(settings, self.versions_read(), (), start, end),),
             # An ingestion reports the days of each commit (the other jobs write no partitioned table).
             partitions=tuple(sorted({day for commit in self.progress("committed") for day in commit.get("days", ())}))
             or None,
@@ -223,7 +232,7 @@ class DeploymentFolder:
             files=files,
         )
 
-    def reported(self, facts: events.RunFacts) -> None:
+    def reported(self, facts: RunFacts) -> None:
         """Record that an event of the run named ``facts``' files and column lineage (sent before this
         is recorded: an ender that dies in between names them again, which readers take once)."""
         known = read_json(self.reported_file) or {}
@@ -251,9 +260,7 @@ class DeploymentFolder:
         return pids_naming(self.path)
 
     # --- its end, exactly once ------------------------------------------------------------------
-    def end(
-        self, state: RunState, by: str, error: events.JobError | None = None, **record: object
-    ) -> dict[str, Any] | None:
+    def end(self, state: RunState, by: str, error: JobError | None = None, **record: object) -> dict[str, Any] | None:
         """Send the run's terminal event to the durable event log and record it in ``ended.json``;
         None (and nothing sent) when the run had already ended."""
         with file_lock(self.path / "end.lock"):
@@ -263,7 +270,7 @@ class DeploymentFolder:
         self,
         runner_running: Callable[[], bool],
         by: str,
-        gone: Callable[[], events.JobError] | None = None,
+        gone: Callable[[], JobError] | None = None,
     ) -> dict[str, Any] | None:
         """When the runner is gone: stop what it left running, and end its run with FAIL (``gone``: why,
         as far as the runner's host can tell; ``runner_gone`` by default) unless it ended. What was done
@@ -282,11 +289,11 @@ class DeploymentFolder:
                 ended = self._end(RunState.FAIL, by, error)
             return {"orphans": orphans, "ended": ended} if orphans or ended else None
 
-    def runner_gone(self) -> events.JobError:
+    def runner_gone(self) -> JobError:
         """The error of a run whose runner vanished: that, and the last lines of its job's log."""
-        return events.JobError(RUNNER_GONE, stack_trace=self.job_log_tail(JOB_LOG_LINES) or None)
+        return JobError(RUNNER_GONE, stack_trace=self.job_log_tail(JOB_LOG_LINES) or None)
 
-    def _end(self, state: RunState, by: str, error: events.JobError | None, **record: object) -> dict[str, Any] | None:
+    def _end(self, state: RunState, by: str, error: JobError | None, **record: object) -> dict[str, Any] | None:
         if self.ended() is not None:
             return None
         spec, run_id = self.spec(), self.runner()["run_id"]

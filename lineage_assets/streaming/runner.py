@@ -25,6 +25,8 @@ from openlineage.client.uuid import generate_new_uuid
 from lineage_assets.datasets import DATASETS
 from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import emitter_for
+from lineage_assets.lineage.facets import StreamingProgressRunFacet
+from lineage_assets.lineage.run_facts import NO_FACTS, JobError, RunFacts
 from lineage_assets.processes import terminate
 from lineage_assets.settings import PROJECT_ROOT, Settings
 from lineage_assets.spark_conf import spark_submit_command, spark_submit_env
@@ -32,7 +34,7 @@ from lineage_assets.streaming.exclusive import exclusive_run
 from lineage_assets.streaming.folder import ORPHAN_STOP_S, DeploymentFolder
 
 
-def job_error(log_text: str, exit_code: int) -> events.JobError:
+def job_error(log_text: str, exit_code: int) -> JobError:
     """What a failed job's log says went wrong: its exception and causes as the message, the log's
     last non-INFO lines as the stack trace."""
     lines = [line for line in log_text.splitlines() if " INFO " not in line and " WARN " not in line]
@@ -44,7 +46,7 @@ def job_error(log_text: str, exit_code: int) -> events.JobError:
     ]
     unique = list(dict.fromkeys(causes))[-12:]
     ended = f"was killed by {signal.Signals(-exit_code).name}" if exit_code < 0 else f"exited with code {exit_code}"
-    return events.JobError(message=f"streaming job {ended}: " + " | ".join(unique), stack_trace="\n".join(lines[-200:]))
+    return JobError(message=f"streaming job {ended}: " + " | ".join(unique), stack_trace="\n".join(lines[-200:]))
 
 
 def main(folder: Path) -> int:
@@ -58,8 +60,8 @@ def main(folder: Path) -> int:
 
     def emit(
         state: RunState,
-        facts: events.RunFacts = events.NO_FACTS,
-        progress: events.StreamingProgressRunFacet | None = None,
+        facts: RunFacts = NO_FACTS,
+        progress: StreamingProgressRunFacet | None = None,
     ) -> None:
         emitter.emit(
             events.asset_event(
@@ -124,7 +126,7 @@ def main(folder: Path) -> int:
         deployment.secrets_file.unlink(missing_ok=True)
 
         if stop_requested:
-            state, error = RunState.ABORT, events.JobError(f"deployment stopped by signal {stop_requested[0]}")
+            state, error = RunState.ABORT, JobError(f"deployment stopped by signal {stop_requested[0]}")
         elif job.returncode == 0:
             state, error = RunState.COMPLETE, None
         else:

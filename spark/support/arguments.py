@@ -25,6 +25,11 @@ def streaming_arguments(description: str) -> argparse.ArgumentParser:
         required=True,
         help="Avro schema (JSON) the job reads the values as: the catalog's reader schema",
     )
+    parser.add_argument(
+        "--kafka-properties",
+        help="Kafka client properties file (security.protocol, sasl.*, ssl.*, the registry's basic.auth.user.info)",
+    )
+    parser.add_argument("--ca-file", help="PEM file of the CAs the schema registry's certificate chains to")
     parser.add_argument("--registry-url", required=True, help="schema registry (Confluent API) of the writer versions")
     parser.add_argument("--subject", required=True, help="registry subject of the source values, e.g. orders-value")
     parser.add_argument("--checkpoint", required=True, help="checkpoint folder of the query")

@@ -4,12 +4,40 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
+from pathlib import Path
 
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from lineage_assets.connections import (
+    LibrdkafkaConf,
+    librdkafka_conf,
+    read_kafka_properties,
+    registry_conf,
+    spark_kafka_options,
+)
 from lineage_assets.source_schemas import RegistryError, registered_versions
+
+
+def client_properties(args: argparse.Namespace) -> dict[str, str]:
+    """The Kafka client properties file the job was given ({} for a plaintext Kafka)."""
+    return read_kafka_properties(Path(args.kafka_properties)) if args.kafka_properties else {}
+
+
+def kafka_options(args: argparse.Namespace) -> dict[str, str]:
+    """Spark's ``kafka.`` options of the job's Kafka, its security included."""
+    return spark_kafka_options(client_properties(args), args.bootstrap_servers)
+
+
+def kafka_client(args: argparse.Namespace) -> LibrdkafkaConf:
+    """confluent-kafka's configuration of the job's Kafka."""
+    return librdkafka_conf(client_properties(args), args.bootstrap_servers)
+
+
+def registry_client(args: argparse.Namespace) -> dict[str, str]:
+    """confluent-kafka's registry client configuration of the job's registry."""
+    return registry_conf(args.registry_url, client_properties(args), args.ca_file)
 
 
 class SourceVersions:
@@ -20,11 +48,11 @@ class SourceVersions:
     OBSERVATION = "schema_versions"  # the name of the per-batch counts observed on a streaming query
 
     def __init__(self, args: argparse.Namespace):
-        self.registry_url, self.subject, self.reader_schema = args.registry_url, args.subject, args.value_schema
+        self.registry, self.subject, self.reader_schema = registry_client(args), args.subject, args.value_schema
         # One client for every refresh: it keeps its connection and the versions it has read, so a
         # micro-batch makes one request, not a new connection's several.
-        self.client = SchemaRegistryClient({"url": self.registry_url})
-        self.by_id = registered_versions(self.registry_url, self.subject, self.reader_schema, self.client)
+        self.client = SchemaRegistryClient(self.registry)
+        self.by_id = registered_versions(self.registry, self.subject, self.reader_schema, self.client)
         self.batches: dict[int, Counter[int]] = {}  # batch id -> records per schema id (a replayed batch counts once)
 
     def refresh(self) -> RegistryError | None:
@@ -33,7 +61,7 @@ class SourceVersions:
         the registry does not answer, the known versions stay and the error is returned (a record of
         another version is then dead-lettered as an unexpected id, to be replayed)."""
         try:
-            self.by_id = registered_versions(self.registry_url, self.subject, self.reader_schema, self.client)
+            self.by_id = registered_versions(self.registry, self.subject, self.reader_schema, self.client)
         except RegistryError as error:
             return error
         return None
@@ -99,7 +127,7 @@ def kafka_source(spark: SparkSession, args: argparse.Namespace, headers: bool = 
     if args.max_records_per_batch:
         reader = reader.option("maxOffsetsPerTrigger", str(args.max_records_per_batch))
     return (
-        reader.option("kafka.bootstrap.servers", args.bootstrap_servers)
+        reader.options(**kafka_options(args))
         .option("subscribe", args.topic)
         .option("startingOffsets", "earliest")
         # A deleted or compacted range must not silently skip records in a lineage-tracked job.

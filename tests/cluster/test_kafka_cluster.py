@@ -108,7 +108,7 @@ def test_a_continuous_ingestion_loses_and_doubles_nothing_while_a_broker_is_down
     table = iceberg_table_name(settings, "orders")
 
     def produce(part) -> None:
-        produce_orders(part, settings.kafka_servers, settings.schema_registry_url, settings.orders_topic)
+        produce_orders(part, settings)
 
     def ingested() -> tuple[int, int]:
         return rows_and_orders(spark, table, ids)
@@ -145,7 +145,7 @@ def test_a_continuous_ingestion_loses_and_doubles_nothing_while_a_broker_is_down
     kinds = [e["eventType"] for e in emitter.events() if e["run"]["runId"] == run_id]
     assert kinds[0] == "START" and kinds[-1] == "COMPLETE" and set(kinds) == {"START", "RUNNING", "COMPLETE"}
     assert emitter.flush(timeout=90)
-    assert MarquezApi(settings.marquez_api_url).run(run_id)["state"] == "COMPLETED"
+    assert MarquezApi.of(settings).run(run_id)["state"] == "COMPLETED"
 
 
 def test_a_different_broker_count_on_a_formatted_kafka_is_a_clear_error(cluster_profile):

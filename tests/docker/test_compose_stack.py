@@ -125,5 +125,5 @@ def test_the_pipeline_runs_on_the_compose_stack_and_both_lineage_checks_are_clea
     emitter = emitter_for(own)
     assert check_log(emitter.log, own) == []
     assert emitter.flush(timeout=90)
-    gaps, _ = check_marquez_with_design(MarquezApi(own.marquez_api_url), own, emitter.log)
+    gaps, _ = check_marquez_with_design(MarquezApi.of(own), own, emitter.log)
     assert gaps == []

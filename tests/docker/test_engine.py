@@ -97,7 +97,7 @@ def test_an_archive_deployed_as_a_container_reports_its_files_and_ends_with_abor
         assert not [variable for variable in container.attrs["Config"]["Env"] if own.s3_secret_key in variable]
         start = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=60)
         orders = list(generate_orders(GeneratorConfig(count=40, seed=78, start=start, late_fraction=0, bad_fraction=0)))
-        produce_orders(orders, own.kafka_servers, own.schema_registry_url, own.orders_topic)
+        produce_orders(orders, own)
 
         def files_reported() -> dict | None:
             running = [e for e in run_events(own, run_id) if e["eventType"] == "RUNNING"]
@@ -139,7 +139,7 @@ def test_a_killed_container_ends_with_one_fail_at_the_next_tick_and_its_redeploy
     killed = deployments.status(LAKEHOUSE_ORDERS.key)
     container = engine.containers.get(deployments.container_name(folder))
     try:
-        produce_orders(orders[:20], own.kafka_servers, own.schema_registry_url, own.orders_topic)
+        produce_orders(orders[:20], own)
         wait_for(lambda: rows_and_orders(spark, table, ids)[1] >= 20, 240, "the first orders in Iceberg")
         assert processes_of(folder), "the container's runner and Spark job are processes of this machine"
 
@@ -164,7 +164,7 @@ def test_a_killed_container_ends_with_one_fail_at_the_next_tick_and_its_redeploy
         ends = [e for e in run_events(own, killed.run_id) if e["eventType"] in ("FAIL", "ABORT", "COMPLETE")]
         assert len(ends) == 1
 
-        produce_orders(orders[20:], own.kafka_servers, own.schema_registry_url, own.orders_topic)
+        produce_orders(orders[20:], own)
         wait_for(lambda: rows_and_orders(spark, table, ids)[1] == len(ids), 240, "the remaining orders in Iceberg")
         assert deployments.stop(LAKEHOUSE_ORDERS.key, drain=True) == "stopped"
     finally:

@@ -53,7 +53,7 @@ def marquez(runs, settings):
     from lineage_assets.lineage.marquez import MarquezApi
 
     assert emitter_for(settings).flush(timeout=DELIVERY_TIMEOUT_S), "the event log was not delivered to Marquez"
-    return MarquezApi(settings.marquez_api_url)
+    return MarquezApi.of(settings)
 
 
 def materialize(settings, instance, dataset: Dataset, script: str | None = None) -> dg.ExecuteInJobResult:

@@ -199,7 +199,7 @@ def test_a_failing_materialization_emits_fail_with_the_error(stack, settings, in
     assert kinds == ["START", "FAIL"]
     # And Marquez shows the run failed, with the error.
     assert emitter_for(settings).flush(timeout=90)
-    stored = MarquezApi(settings.marquez_api_url).run(failed[-1]["run"]["runId"])
+    stored = MarquezApi.of(settings).run(failed[-1]["run"]["runId"])
     assert stored["state"] == "FAILED"
     assert stored["facets"]["errorMessage"]["message"] == error["message"]
 

@@ -244,7 +244,7 @@ def test_a_materialization_while_marquez_is_down_arrives_once_in_order_when_it_i
     own = pipeline_of_its_own(own_stack.settings, "marquez-down")
     own_stack.up(["marquez"])
     publish_definitions(own)  # the design in Marquez already: `stack up` below has nothing new to emit
-    marquez = MarquezApi(own.marquez_api_url)
+    marquez = MarquezApi.of(own)
     emitter = emitter_for(own)
     definitions = build_definitions(SettingsResource.of(own))
     own_stack.down(["marquez"])

@@ -8,6 +8,7 @@ import pytest
 
 from lineage_assets.assets.common import asset_key
 from lineage_assets.assets.run_lineage import dagster_run_of
+from lineage_assets.connections import s3_client
 from lineage_assets.datasets import (
     ARCHIVE,
     LAKEHOUSE_ORDERS,
@@ -21,7 +22,6 @@ from lineage_assets.lineage.events import PRODUCER
 from lineage_assets.lineage.provenance import marquez_runs, provenance, reached, runs_of
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.settings import SettingsResource
-from lineage_assets.stack.services.storage import s3_client
 from tests.e2e.conftest import GENERATOR
 from tests.provenance_checks import completed, offsets_behind, recomputed_day, without_times, written_day
 from tests.suite import SHARED_PIPELINE

@@ -117,7 +117,7 @@ def test_a_dropped_column_is_a_gap_with_the_schema_written_until_the_real_job_ru
     own = pipeline_of_its_own(settings, "dropped-column")
     orders = list(generate_orders(GeneratorConfig(count=20, seed=53, start=dt.datetime(2026, 11, 24, tzinfo=dt.UTC))))
     KafkaResource(environment=SettingsResource.of(own)).ensure_topics(own.orders_topic)
-    produce_orders(orders, own.kafka_servers, own.schema_registry_url, own.orders_topic)
+    produce_orders(orders, own)
     script = Path(own.state_dir) / "without_item.py"
     script.parent.mkdir(parents=True, exist_ok=True)
     script.write_text(WITHOUT_ITEM)

@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
 from lineage_assets import cli, dead_letters
+from lineage_assets.connections import registry_client_conf
 from lineage_assets.datasets import ORDERS_AVRO_SCHEMA, with_aliases
 from lineage_assets.dead_letters import GROUP, REPLAY_HEADER, ReplayError, replay, source_time_ms
 from lineage_assets.demo import DRIFTED_ORDERS_SCHEMA
@@ -45,7 +46,7 @@ class Letters:
     def write(self, *kinds: str) -> list[dict]:
         """Dead letters as the ingestion writes them: "v2" a record of version 2, "bad" a bad price."""
         reason_v2 = registered_versions(
-            self.settings.schema_registry_url, value_subject(self.settings.orders_topic), json.dumps(V1)
+            registry_client_conf(self.settings), value_subject(self.settings.orders_topic), json.dumps(V1)
         )[self.ids[2]].dead_letter_reason
         producer = Producer({"bootstrap.servers": self.settings.kafka_servers})
         letters = []

@@ -57,7 +57,7 @@ def ended_once_in_marquez(settings, run_id) -> bool:
     """Marquez shows the run FAILED, having received exactly one terminal event for it."""
     if marquez_state(settings, run_id) != "FAILED":  # delivers the event log first
         return False
-    stored = MarquezApi(settings.marquez_api_url).events()
+    stored = MarquezApi.of(settings).events()
     return [e["eventType"] for e in stored if e["run"]["runId"] == run_id and e["eventType"] in TERMINAL] == ["FAIL"]
 
 
@@ -90,9 +90,7 @@ class Scenario:
         return rows_with_ids(self.spark, self.table, self.ids)
 
     def produce(self, orders) -> None:
-        produce_orders(
-            orders, self.settings.kafka_servers, self.settings.schema_registry_url, self.settings.orders_topic
-        )
+        produce_orders(orders, self.settings)
 
     def deployed_with_a_commit(self):
         assert self.deployments.deploy(NAME) in ("started", "restarted")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
+from lineage_assets.connections import s3_client
 from lineage_assets.datasets import (
     ARCHIVE,
     LAKEHOUSE_ORDERS,
@@ -30,7 +31,6 @@ from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.spark_conf import committed_table
-from lineage_assets.stack.services.storage import s3_client
 from lineage_assets.streaming.deployments import LocalDeployments
 from lineage_assets.streaming.folder import read_json
 from tests.conftest import pipeline_of_its_own, wait_for
@@ -49,13 +49,13 @@ def run_events(settings, run_id):
 def marquez_state(settings, run_id) -> str | None:
     """The run's state as Marquez shows it, once the event log is delivered."""
     assert emitter_for(settings).flush(timeout=90)
-    return MarquezApi(settings.marquez_api_url).run(run_id).get("state")
+    return MarquezApi.of(settings).run(run_id).get("state")
 
 
 def marquez_events(settings, run_id) -> list[dict]:
     """The run's events as Marquez stored them, oldest first, once the event log is delivered."""
     assert emitter_for(settings).flush(timeout=90)
-    return [e for e in reversed(MarquezApi(settings.marquez_api_url).events()) if e["run"]["runId"] == run_id]
+    return [e for e in reversed(MarquezApi.of(settings).events()) if e["run"]["runId"] == run_id]
 
 
 def processes_of(folder: Path) -> list[int]:
@@ -120,9 +120,7 @@ def test_continuous_ingestion_lifecycle(environment, settings, spark):
     orders = list(
         generate_orders(GeneratorConfig(count=60, seed=2026, start=dt.datetime(2026, 11, 19, 8, tzinfo=dt.UTC)))
     )
-    produce_orders(
-        orders[:1], settings.kafka_servers, settings.schema_registry_url, settings.orders_topic
-    )  # schema and topic exist
+    produce_orders(orders[:1], settings)  # schema and topic exist
 
     found = current_snapshot(spark, table)
     assert deployments.deploy(NAME) == "started"
@@ -146,7 +144,7 @@ def test_continuous_ingestion_lifecycle(environment, settings, spark):
     (refusal,) = [e for e in refused.all_events if e.event_type == dg.DagsterEventType.RESOURCE_INIT_FAILURE]
     assert "lineage-assets stop lakehouse/orders" in refusal.event_specific_data.error.message
 
-    produce_orders(orders[1:], settings.kafka_servers, settings.schema_registry_url, settings.orders_topic)
+    produce_orders(orders[1:], settings)
     ids = [o.key for o in orders]
 
     def ingested() -> int:
@@ -299,7 +297,7 @@ def test_archive_and_live_deployments_name_the_files_and_offsets_they_wrote_as_t
             runs[dataset.key] = deployments.status(dataset.key).run_id
         start = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=60)
         orders = list(generate_orders(GeneratorConfig(count=60, seed=77, start=start, late_fraction=0, bad_fraction=0)))
-        produce_orders(orders, own.kafka_servers, own.schema_registry_url, own.orders_topic)
+        produce_orders(orders, own)
 
         def latest_output(dataset, facet: str, field: str) -> dict | None:
             """The latest RUNNING event whose output ``facet`` names some ``field`` (files, partitions)."""
@@ -394,7 +392,7 @@ def test_a_killed_deployment_ends_with_one_fail_and_its_opt_in_restart_resumes_f
 
     assert deployments.deploy(NAME) in ("started", "restarted")
     killed = deployments.status(NAME)
-    produce_orders(orders[:20], settings.kafka_servers, settings.schema_registry_url, settings.orders_topic)
+    produce_orders(orders[:20], settings)
 
     with dg.instance_for_test() as instance:
         wait_for(lambda: ingested() >= 20, 180, "the first orders in Iceberg")
@@ -430,7 +428,7 @@ def test_a_killed_deployment_ends_with_one_fail_and_its_opt_in_restart_resumes_f
         )
 
     # The new run resumes from the checkpoint: every order once, none twice.
-    produce_orders(orders[20:], settings.kafka_servers, settings.schema_registry_url, settings.orders_topic)
+    produce_orders(orders[20:], settings)
     wait_for(lambda: ingested() >= len(ids), 180, "the remaining orders in Iceberg")
     assert deployments.stop(NAME, drain=True) == "stopped"
     assert ingested() == len(ids)
@@ -467,7 +465,7 @@ def test_a_version_registered_while_the_ingestion_runs_is_read_by_its_next_batch
     with_currency = copy.deepcopy(ORDERS_AVRO_SCHEMA)
     with_currency["fields"].append({"name": "currency", "type": ["null", "string"], "default": None})
 
-    produce_orders(first, own.kafka_servers, own.schema_registry_url, own.orders_topic)
+    produce_orders(first, own)
     assert deployments.deploy(NAME) == "started"
     try:
         wait_for(
@@ -477,9 +475,7 @@ def test_a_version_registered_while_the_ingestion_runs_is_read_by_its_next_batch
         )
         produce_orders(
             [dataclasses.replace(o, order={**o.order, "currency": "EUR"}) for o in later],
-            own.kafka_servers,
-            own.schema_registry_url,
-            own.orders_topic,
+            own,
             value_schema=json.dumps(with_currency),
         )
         wait_for(

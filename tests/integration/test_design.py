@@ -44,7 +44,7 @@ def designed(stack, settings, tmp_path_factory):
 
 def test_marquez_shows_every_asset_job_and_dataset_with_their_edges_before_any_run(designed):
     probe, first = designed
-    api = MarquezApi(probe.marquez_api_url)
+    api = MarquezApi.of(probe)
     assert len(first.sent) == 2 * len(DATASETS) + len(CHECKS) and first.unchanged == 0
 
     jobs, datasets = lineage_nodes(api, *SUPPLIER_STATS.identity(probe).node)
@@ -95,14 +95,14 @@ def direct_sources(api: MarquezApi, namespace: str, name: str, field: str) -> se
 
 def test_marquez_shows_the_declared_column_lineage_back_to_the_topic_price(designed):
     probe, _ = designed
-    api = MarquezApi(probe.marquez_api_url)
+    api = MarquezApi.of(probe)
     sources = direct_sources(api, *SUPPLIER_STATS.identity(probe).node, "total_price")
     assert sources == {(*LAKEHOUSE_ORDERS.identity(probe).node, "price"), (*ORDERS.identity(probe).node, "price")}
 
 
 def test_publishing_again_sends_nothing_new(designed):
     probe, _ = designed
-    api = MarquezApi(probe.marquez_api_url)
+    api = MarquezApi.of(probe)
     # Each dataset event Marquez takes makes a version of its dataset: none may be added.
     before = {key: len(list(api.dataset_versions(*d.identity(probe).node))) for key, d in DATASETS.items()}
     again = publish_definitions(probe)
@@ -128,7 +128,7 @@ def test_an_asset_removed_from_the_definitions_is_dropped_and_its_job_hidden_in_
     """Published without `lakehouse/supplier_stats`: its dataset is DROPped in Marquez, and its job,
     once its retirement is delivered, hidden (Marquez would keep drawing a job's last edges)."""
     probe, _ = designed
-    api = MarquezApi(probe.marquez_api_url)
+    api = MarquezApi.of(probe)
     job = SUPPLIER_STATS.job.lineage_name
     everything = asset_designs(build_definitions(SettingsResource.of(probe)).resolve_asset_graph())
     retired = publish_design([a for a in everything if a.key != SUPPLIER_STATS.key], probe)
@@ -210,7 +210,7 @@ def test_a_run_beside_the_design_is_reported_from_marquez_also_after_the_design_
     """Marquez makes the design's dataset events the datasets' current versions: what a run wrote is
     still what the check reads, so a republished design never hides a run's wrong column lineage."""
     probe, _ = designed
-    api = MarquezApi(probe.marquez_api_url)
+    api = MarquezApi.of(probe)
     beside = run_beside_the_design(probe)
     for republished in (False, True):
         if republished:

@@ -28,7 +28,7 @@ def test_a_batch_committed_to_the_table_but_not_to_the_checkpoint_is_not_written
     orders = list(
         generate_orders(GeneratorConfig(count=40, seed=17, start=dt.datetime(2026, 11, 24, 9, tzinfo=dt.UTC)))
     )
-    produce_orders(orders, probe.kafka_servers, probe.schema_registry_url, probe.orders_topic)
+    produce_orders(orders, probe)
     valid = [o.key for o in orders]  # no bad orders (the generator's default)
     job = ingestion_job(probe)
     table = iceberg_table_name(probe, "orders")
@@ -64,7 +64,7 @@ def test_with_a_batch_bound_a_catch_up_run_commits_the_topic_in_batches_of_at_mo
     orders = list(
         generate_orders(GeneratorConfig(count=40, seed=23, start=dt.datetime(2026, 11, 25, 9, tzinfo=dt.UTC)))
     )
-    produce_orders(orders, probe.kafka_servers, probe.schema_registry_url, probe.orders_topic)
+    produce_orders(orders, probe)
     job = ingestion_job(probe)
     table = iceberg_table_name(probe, "orders")
 

@@ -73,7 +73,7 @@ def test_a_torn_line_and_refused_events_are_set_aside_and_every_later_event_arri
     emitter.emit(event(f"after-{suffix}"))
     assert emitter.flush(timeout=120)
 
-    arrived = {job["name"] for job in MarquezApi(probe.marquez_api_url).jobs(NAMESPACE)}
+    arrived = {job["name"] for job in MarquezApi.of(probe).jobs(NAMESPACE)}
     assert {f"before-{suffix}", f"after-{suffix}"} <= arrived
     assert not {name for name in arrived if name.endswith(suffix)} - {f"before-{suffix}", f"after-{suffix}"}
     reasons = [record["reason"] for record in emitter.log.dead_letters()]
@@ -127,7 +127,7 @@ def test_events_go_to_the_backend_the_settings_name_now_even_those_emitted_befor
     after = LineageEmitter(probe.lineage_dir, Backend.marquez(probe.marquez_api_url))  # this run's settings
     after.emit(event(f"now-{suffix}"))
     assert after.flush(timeout=120)
-    arrived = {job["name"] for job in MarquezApi(probe.marquez_api_url).jobs(NAMESPACE)}
+    arrived = {job["name"] for job in MarquezApi.of(probe).jobs(NAMESPACE)}
     assert {f"while-down-{suffix}", f"now-{suffix}"} <= arrived
     assert cli(probe, "status").stdout.count(f"backend       http {probe.marquez_api_url}") == 1
     before.stop_sender()

@@ -1,7 +1,8 @@
 """`lineage check` against a real Dagster instance in a folder of the test's own: a lineage run without
 its end whose Dagster run is in progress (a sensor's run, under way) is a note with its age and no gap;
 once Dagster has ended that run (its worker died, and Dagster marked it failed) it is a run left RUNNING.
-No servers: the lineage log is written here and the command line reads it."""
+The lineage log is written here and the command line reads it; the instance's storage is the test
+stack's PostgreSQL."""
 
 from __future__ import annotations
 
@@ -30,8 +31,11 @@ def started_dagster_run(instance: dg.DagsterInstance) -> str:
     return run.run_id
 
 
-def test_a_run_is_in_progress_while_its_dagster_run_is_and_left_running_once_dagster_ended_it(tmp_path):
-    settings = dataclasses.replace(SETTINGS, state_dir=tmp_path / "state")
+def test_a_run_is_in_progress_while_its_dagster_run_is_and_left_running_once_dagster_ended_it(
+    stack, settings, tmp_path
+):
+    # The instance's storage is in the test stack's PostgreSQL.
+    settings = dataclasses.replace(SETTINGS, state_dir=tmp_path / "state", postgres_port=settings.postgres_port)
     home = prepare_dagster_home(settings, tmp_path / "dagster")
     emitter = LineageEmitter(settings.lineage_dir, None)
     for event in pipeline():  # the whole asset graph ran once and ended

@@ -14,8 +14,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from lineage_assets.connections import s3_client
 from lineage_assets.stack.services.base import StackError
-from lineage_assets.stack.services.storage import s3_client
 from lineage_assets.stack.supervisor import Supervisor
 from tests.conftest import another_process_serving, isolated_settings
 

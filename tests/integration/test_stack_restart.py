@@ -70,7 +70,7 @@ def test_servers_restarted_under_a_running_ingestion_lose_and_double_nothing(own
     emitter = emitter_for(settings)
 
     def produce(part) -> None:
-        produce_orders(part, settings.kafka_servers, settings.schema_registry_url, settings.orders_topic)
+        produce_orders(part, settings)
 
     def ingested() -> tuple[int, int]:
         return rows_and_orders(spark, table, ids)
@@ -120,5 +120,5 @@ def test_servers_restarted_under_a_running_ingestion_lose_and_double_nothing(own
     # Every run of the deployment ended exactly once; the last by the drain, as Marquez shows it too.
     assert [ends(run) for run in runs] == [["FAIL"]] * (len(runs) - 1) + [["COMPLETE"]]
     assert emitter.flush(timeout=90)
-    marquez = MarquezApi(settings.marquez_api_url)
+    marquez = MarquezApi.of(settings)
     assert [marquez.run(run)["state"] for run in runs] == ["FAILED"] * (len(runs) - 1) + ["COMPLETED"]

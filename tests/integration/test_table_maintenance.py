@@ -15,6 +15,7 @@ import time
 import dagster as dg
 
 from lineage_assets.assets.common import asset_key
+from lineage_assets.connections import s3_client
 from lineage_assets.datasets import LAKEHOUSE_ORDERS, SUPPLIER_STATS, iceberg_table_name
 from lineage_assets.definitions import build_definitions
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
@@ -23,7 +24,7 @@ from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.lineage.provenance import marquez_runs, provenance, runs_of
 from lineage_assets.resources.settings import SettingsResource
-from lineage_assets.stack.services.storage import S3, s3_client
+from lineage_assets.stack.services.storage import S3
 from lineage_assets.streaming.deployments import LocalDeployments
 from spark.support.tables import METADATA_PROPERTIES, files_under
 from tests.conftest import pipeline_of_its_own, wait_for
@@ -184,7 +185,7 @@ def test_a_compacted_day_reads_the_same_and_is_still_traced_to_the_ingestion_run
     for seed in range(INGESTIONS):
         start = dt.datetime.combine(DAY, dt.time(10 + seed), tzinfo=dt.UTC)
         orders = generate_orders(GeneratorConfig(count=30, seed=seed, start=start))
-        produce_orders(list(orders), own.kafka_servers, own.schema_registry_url, own.orders_topic)
+        produce_orders(list(orders), own)
         ingestions.append(
             dg.materialize(
                 assets, selection=[asset_key(LAKEHOUSE_ORDERS)], resources=definitions.resources, instance=instance
@@ -237,9 +238,7 @@ def test_a_compacted_day_reads_the_same_and_is_still_traced_to_the_ingestion_run
     )
 
     assert emitter_for(own).flush(timeout=DELIVERY_TIMEOUT_S), "the event log was not delivered to Marquez"
-    shown = provenance(
-        marquez_runs(MarquezApi(own.marquez_api_url), own), SUPPLIER_STATS, own, partition=DAY.isoformat()
-    )
+    shown = provenance(marquez_runs(MarquezApi.of(own), own), SUPPLIER_STATS, own, partition=DAY.isoformat())
     assert without_times(shown.as_dict()) == without_times(answer)
 
 
@@ -254,7 +253,7 @@ def test_the_upkeep_compacts_while_a_deployment_appends_and_no_order_is_lost_or_
 
     def produce(count: int, seed: int, start: dt.datetime) -> None:
         orders = list(generate_orders(GeneratorConfig(count=count, seed=seed, start=start)))
-        produce_orders(orders, own.kafka_servers, own.schema_registry_url, own.orders_topic)
+        produce_orders(orders, own)
         produced.extend(order.key for order in orders)
 
     def all_once() -> bool:

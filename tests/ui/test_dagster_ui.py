@@ -164,7 +164,7 @@ def test_materialize_all_from_the_asset_graph(page, dagster_dev, settings, scree
     # And so Marquez shows them: every run ended, each asset still one job whichever Dagster job
     # (the UI's asset job, the sensor's) ran it, and nothing beside the asset graph.
     assert emitter.flush(timeout=90)
-    marquez = MarquezApi(settings.marquez_api_url)
+    marquez = MarquezApi.of(settings)
     assert {marquez.run(run_id)["state"] for run_id in {e["run"]["runId"] for e in family}} == {"COMPLETED"}
     assert check_marquez(marquez, settings) == []
 
@@ -225,5 +225,5 @@ def test_a_run_terminated_while_spark_works_ends_every_lineage_run_aborted_and_l
     ), states
     assert {kinds[-1] for kinds in states.values()} == {"ABORT"}, states
     assert emitter.flush(timeout=90)
-    marquez = MarquezApi(settings.marquez_api_url)
+    marquez = MarquezApi.of(settings)
     assert {marquez.run(run)["state"] for run in states} == {"ABORTED"}

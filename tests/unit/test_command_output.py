@@ -1,11 +1,16 @@
 """What the commands print: every setting's value in effect beside its default, a secret's hidden; the
-demo's closing hints at the addresses the settings give."""
+demo's closing hints at the addresses the settings give; a deployment's rate as people read it; and
+nothing but the output a reader takes when it leaves early (`| head`)."""
 
 from __future__ import annotations
 
-from lineage_assets.cli import main
+import subprocess
+import sys
+
+from lineage_assets.cli import EXIT_BROKEN_PIPE, _status_line, main
 from lineage_assets.demo import PipelineRun, summary
-from lineage_assets.settings import Settings
+from lineage_assets.settings import PROJECT_ROOT, Settings
+from lineage_assets.streaming.deployments import DeploymentStatus
 
 
 def test_the_settings_list_shows_each_value_in_effect_marks_those_changed_and_hides_secrets(monkeypatch, capsys):
@@ -29,3 +34,29 @@ def test_the_demos_closing_hints_name_the_uis_at_the_settings_addresses():
     assert "`make dev` opens the Dagster UI on http://127.0.0.2:3300 with these runs" in hints
     assert "the lineage in Marquez's UI on http://127.0.0.2:13301" in hints
     assert ":3000" not in hints
+
+
+def test_a_running_deployments_rate_is_shown_to_one_decimal_and_a_dash_before_its_first_batch():
+    def line(progress) -> str:
+        status = DeploymentStatus(
+            "lakehouse-orders", "ingest_orders", "running", True, 4242, "r1", None, None, progress, None, [], "log"
+        )
+        return _status_line(status)
+
+    assert " rows/s=10.1 " in line({"processed_rows_per_second": 10.14455997971088, "time": "t"})
+    assert " rows/s=- last batch=- " in line(None) + " "
+
+
+def test_a_reader_that_leaves_early_ends_the_command_quietly():
+    """`lineage-assets settings | head -1`: the pipe's reader closes before the command has printed."""
+    command = subprocess.Popen(
+        [sys.executable, "-m", "lineage_assets.cli", "settings"],
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert command.stdout is not None and command.stderr is not None
+    command.stdout.close()  # the reader gone before the first line
+    errors = command.stderr.read().decode()
+    assert command.wait(timeout=60) == EXIT_BROKEN_PIPE
+    assert errors == ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from lineage_assets.lineage import events
+from lineage_assets.lineage.run_facts import DatasetVersion, OffsetRange, WrittenFile
 from lineage_assets.settings import Settings
 from lineage_assets.streaming.folder import DeploymentFolder
 
@@ -42,7 +42,7 @@ def test_an_ingestion_reports_the_table_at_its_latest_commit_that_wrote_rows(tmp
         {"event": "committed", "batch": 2, "rows": 0, "dead_letters": 3},  # dead letters only: the table is unchanged
     )
     # Its version: the latest commit's snapshot, built on the table as the run found it.
-    assert folder.output_written() == (events.DatasetVersion("12", 1, parent="10"), TABLE_QUALITY)
+    assert folder.output_written() == (DatasetVersion("12", 1, parent="10"), TABLE_QUALITY)
 
 
 def test_an_archive_reports_the_columns_of_what_it_wrote_so_far(tmp_path):
@@ -81,7 +81,7 @@ def test_a_deployment_reads_from_its_first_batchs_start_to_its_latest_batchs_end
     )
     facts = folder.facts(Settings(), folder.progress_facet())
     (read,) = facts.reads
-    assert read.offsets == (events.OffsetRange(0, 10, 18),) and facts.statistics.rows == 8
+    assert read.offsets == (OffsetRange(0, 10, 18),) and facts.statistics.rows == 8
 
 
 def test_a_deployment_names_the_offsets_it_wrote_to_a_topic_and_the_files_it_added(tmp_path):
@@ -98,7 +98,7 @@ def test_a_deployment_names_the_offsets_it_wrote_to_a_topic_and_the_files_it_add
         },
     )
     facts = live.facts(Settings(), live.progress_facet())
-    assert facts.offsets == (events.OffsetRange(0, 7, 12),) and facts.files is None
+    assert facts.offsets == (OffsetRange(0, 7, 12),) and facts.files is None
     archive = folder_with(
         tmp_path / "archive",
         {"event": "progress", "batch": 0, "rows": 4, "files_added": [["date=2026-11-21/hour=10/part-0.json", 90]]},
@@ -107,8 +107,8 @@ def test_a_deployment_names_the_offsets_it_wrote_to_a_topic_and_the_files_it_add
     )
     facts = archive.facts(Settings(), archive.progress_facet())
     assert facts.files == (
-        events.WrittenFile("date=2026-11-21/hour=10/part-0.json", 90),
-        events.WrittenFile("date=2026-11-21/hour=11/part-0.json", 40),
+        WrittenFile("date=2026-11-21/hour=10/part-0.json", 90),
+        WrittenFile("date=2026-11-21/hour=11/part-0.json", 40),
     )
     assert facts.offsets is None
 
@@ -118,11 +118,11 @@ def test_each_event_names_the_files_added_since_the_last_event_that_named_files(
     first = {"event": "progress", "batch": 0, "rows": 4, "files_added": [["hour=10/part-0.json", 90]]}
     folder = folder_with(tmp_path, first)
     sent = folder.facts(Settings(), folder.progress_facet())
-    assert sent.files == (events.WrittenFile("hour=10/part-0.json", 90),)
+    assert sent.files == (WrittenFile("hour=10/part-0.json", 90),)
     folder.reported(sent)
     later = {"event": "progress", "batch": 1, "rows": 2, "files_added": [["hour=11/part-0.json", 40]]}
     folder_with(tmp_path, first, later)
-    assert folder.facts(Settings(), folder.progress_facet()).files == (events.WrittenFile("hour=11/part-0.json", 40),)
+    assert folder.facts(Settings(), folder.progress_facet()).files == (WrittenFile("hour=11/part-0.json", 40),)
     folder.clear_run()  # a new run names its own files from the first
     folder_with(tmp_path, first)
     assert folder.facts(Settings(), folder.progress_facet()).files == sent.files

@@ -14,12 +14,13 @@ from lineage_assets.lineage import events
 from lineage_assets.lineage.check import check, runs_in_progress
 from lineage_assets.lineage.graph import LineageGraph
 from lineage_assets.lineage.observed import Observation, as_designed, observe_run
+from lineage_assets.lineage.run_facts import Assertion, DagsterRun, RunFacts
 from lineage_assets.lineage.transport import event_line
 from lineage_assets.settings import Settings
 from tests.openlineage_schemas import validate_event
 
 SETTINGS = Settings()
-RUN = events.DagsterRun(
+RUN = DagsterRun(
     run_id="0b7f6c9e-1111-4222-8333-944455556666",
     job_name="__ephemeral_asset_job__",
     started_at=dt.datetime(2026, 11, 23, 9, 0, tzinfo=dt.UTC),
@@ -40,7 +41,7 @@ def pipeline(*, with_checks: bool = True) -> list[dict]:
             as_json(events.asset_event(RunState.START, dataset, RUN, SETTINGS)),
             as_json(
                 events.asset_event(
-                    RunState.COMPLETE, dataset, RUN, SETTINGS, events.RunFacts(observation=as_designed(dataset))
+                    RunState.COMPLETE, dataset, RUN, SETTINGS, RunFacts(observation=as_designed(dataset))
                 )
             ),
         ]
@@ -53,7 +54,7 @@ def pipeline(*, with_checks: bool = True) -> list[dict]:
                     asset_check,
                     RUN,
                     SETTINGS,
-                    assertions=(events.Assertion(asset_check.name, "row_count", True, "rows equal offsets"),),
+                    assertions=(Assertion(asset_check.name, "row_count", True, "rows equal offsets"),),
                 )
             ),
         ]
@@ -175,12 +176,12 @@ def stats_report(**changes) -> dict:
 
 def stats_run(run_id: str, report: dict | Observation | None) -> list[dict]:
     """A `supplier_stats` run that observed ``report`` (None: exactly the designed lineage)."""
-    dagster_run = events.DagsterRun(run_id=run_id, job_name="supplier_stats_job", started_at=RUN.started_at)
+    dagster_run = DagsterRun(run_id=run_id, job_name="supplier_stats_job", started_at=RUN.started_at)
     if isinstance(report, Observation):
         observation = report
     else:
         observation = as_designed(SUPPLIER_STATS) if report is None else observe_run(report, SETTINGS)
-    facts = events.RunFacts(observation=observation)
+    facts = RunFacts(observation=observation)
     return [
         as_json(events.asset_event(RunState.START, SUPPLIER_STATS, dagster_run, SETTINGS)),
         as_json(events.asset_event(RunState.COMPLETE, SUPPLIER_STATS, dagster_run, SETTINGS, facts)),

@@ -5,15 +5,30 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import tomllib
 
 from openlineage.client.event_v2 import RunState
 from openlineage.client.serde import Serde
 
 from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS
 from lineage_assets.lineage import events
+from lineage_assets.lineage.facets import StreamingProgressRunFacet
 from lineage_assets.lineage.observed import as_designed
+from lineage_assets.lineage.run_facts import (
+    Assertion,
+    DagsterRun,
+    DatasetVersion,
+    OffsetRange,
+    OutputStatistics,
+    RunFacts,
+    SourceRead,
+    WrittenFile,
+    offset_ranges,
+    snapshot_written,
+    table_read,
+)
 from lineage_assets.lineage.transport import event_line
-from lineage_assets.settings import Settings
+from lineage_assets.settings import PROJECT_ROOT, Settings
 from tests.openlineage_schemas import validate_event
 
 SETTINGS = Settings()
@@ -24,10 +39,10 @@ QUALITY = {
     "columns": {"order_id": {"nulls": 0}, "price": {"nulls": 1, "min": 1.5, "max": 99.99}, "item": {}},
 }
 # Partition 1's records 10..39 read; partition 0 had none.
-RANGES = events.offset_ranges("orders", {"orders": {"0": 7, "1": 10}}, {"orders": {"0": 7, "1": 40}})
-WRITTEN = (events.OffsetRange(0, 3, 5),)
-TABLE_READ = events.table_read(LAKEHOUSE_ORDERS, 8812, 0)
-RUN = events.DagsterRun(
+RANGES = offset_ranges("orders", {"orders": {"0": 7, "1": 10}}, {"orders": {"0": 7, "1": 40}})
+WRITTEN = (OffsetRange(0, 3, 5),)
+TABLE_READ = table_read(LAKEHOUSE_ORDERS, 8812, 0)
+RUN = DagsterRun(
     run_id="6a1f0c9e-1111-4222-8333-944455556666",
     job_name="__ephemeral_asset_job__",
     started_at=dt.datetime(2026, 11, 21, 12, 0, tzinfo=dt.UTC),
@@ -39,7 +54,7 @@ def as_json(event) -> dict:
     return json.loads(event_line(event))
 
 
-READ = events.SourceRead(
+READ = SourceRead(
     dataset="orders",
     subject="orders-value",
     offsets=RANGES,
@@ -62,7 +77,7 @@ READ = events.SourceRead(
         },
     ),
     assertions=(
-        events.Assertion(
+        Assertion(
             "orders_schema_readable",
             "schema_compatible",
             False,
@@ -75,7 +90,7 @@ READ = events.SourceRead(
 )
 
 
-PRICE_IN_RANGE = events.Assertion(
+PRICE_IN_RANGE = Assertion(
     "orders_values_in_range",
     "range",
     False,
@@ -85,7 +100,7 @@ PRICE_IN_RANGE = events.Assertion(
     actual="2",
     sql="SELECT count_if(price <= 0) FROM orders",
 )
-ROWS_RECONCILE = events.Assertion(
+ROWS_RECONCILE = Assertion(
     "orders_reconcile_with_topic", "row_count", True, "rows equal offsets", expected="7", actual="7"
 )
 
@@ -102,15 +117,15 @@ def every_kind_of_event():
             dataset,
             RUN,
             SETTINGS,
-            events.RunFacts(
-                statistics=events.OutputStatistics(rows=10, bytes=2048, files=2),
+            RunFacts(
+                statistics=OutputStatistics(rows=10, bytes=2048, files=2),
                 lifecycle="OVERWRITE",
                 quality=QUALITY,
-                version=events.DatasetVersion("4412", schema_id=1),
+                version=DatasetVersion("4412", schema_id=1),
                 reads=(READ, TABLE_READ),
                 observation=as_designed(dataset),
                 offsets=WRITTEN,
-                files=(events.WrittenFile("part-00000-1.parquet", 2048),),
+                files=(WrittenFile("part-00000-1.parquet", 2048),),
                 partitions=("2026-11-20", "2026-11-21"),
             ),
         )
@@ -121,13 +136,13 @@ def every_kind_of_event():
         LAKEHOUSE_ORDERS,
         RUN,
         SETTINGS,
-        events.RunFacts(
-            statistics=events.OutputStatistics(rows=5),
-            version=events.DatasetVersion("4413", schema_id=1),
+        RunFacts(
+            statistics=OutputStatistics(rows=5),
+            version=DatasetVersion("4413", schema_id=1),
             quality=QUALITY,
         ),
         running_interval=30,
-        progress=events.StreamingProgressRunFacet(processedRows=5, sourceOffsets={"orders": {"0": 5}}),
+        progress=StreamingProgressRunFacet(processedRows=5, sourceOffsets={"orders": {"0": 5}}),
     )
     # A streaming file sink's metrics: the records written so far, no bytes or files.
     yield events.asset_event(
@@ -135,7 +150,7 @@ def every_kind_of_event():
         DATASETS["orders_archive"],
         None,
         SETTINGS,
-        events.RunFacts(quality={**QUALITY, "bytes": None, "files": None}),
+        RunFacts(quality={**QUALITY, "bytes": None, "files": None}),
         run_id=RUN.lineage_run_id,
         running_interval=30,
     )
@@ -174,9 +189,9 @@ def test_the_project_facets_are_checked_against_their_packaged_schemas():
             LAKEHOUSE_ORDERS,
             RUN,
             SETTINGS,
-            events.RunFacts(reads=(READ,)),
+            RunFacts(reads=(READ,)),
             running_interval=30,
-            progress=events.StreamingProgressRunFacet(processedRows=5),
+            progress=StreamingProgressRunFacet(processedRows=5),
         )
     )
     body["run"]["facets"]["streamingProgress"]["processedRows"] = "five"
@@ -214,7 +229,7 @@ def test_run_ids_are_uuid7_stable_per_dagster_run_and_asset():
     # already the one Marquez gives that parent's child: one Marquez job per asset.
     assert parent["run"]["runId"] == RUN.lineage_run_id and parent["job"]["name"] == "dagster"
     assert as_json(first)["job"]["name"] == f"{parent['job']['name']}.{SUPPLIER_STATS.job.name}"
-    other_job = events.DagsterRun(run_id=RUN.run_id, job_name="supplier_stats_job", started_at=RUN.started_at)
+    other_job = DagsterRun(run_id=RUN.run_id, job_name="supplier_stats_job", started_at=RUN.started_at)
     assert (
         as_json(events.asset_event(RunState.START, SUPPLIER_STATS, other_job, SETTINGS))["job"] == as_json(first)["job"]
     )
@@ -232,7 +247,7 @@ def test_inputs_and_outputs_are_the_asset_graph_edges_named_by_the_catalog():
             SUPPLIER_STATS,
             RUN,
             SETTINGS,
-            events.RunFacts(observation=as_designed(SUPPLIER_STATS)),
+            RunFacts(observation=as_designed(SUPPLIER_STATS)),
         )
     )
     assert [(d["namespace"], d["name"]) for d in body["inputs"]] == [("s3://warehouse", "default/orders")]
@@ -261,7 +276,7 @@ def test_inputs_and_outputs_are_the_asset_graph_edges_named_by_the_catalog():
             LAKEHOUSE_ORDERS,
             RUN,
             SETTINGS,
-            events.RunFacts(observation=as_designed(LAKEHOUSE_ORDERS)),
+            RunFacts(observation=as_designed(LAKEHOUSE_ORDERS)),
         )
     )
     assert ingestion["job"]["name"] == "dagster.iceberg-ingestion"
@@ -299,9 +314,7 @@ def test_failure_carries_the_exception_and_its_stack():
 
 
 def test_an_outputs_quality_metrics_carry_the_jobs_numbers():
-    body = as_json(
-        events.asset_event(RunState.COMPLETE, LAKEHOUSE_ORDERS, RUN, SETTINGS, events.RunFacts(quality=QUALITY))
-    )
+    body = as_json(events.asset_event(RunState.COMPLETE, LAKEHOUSE_ORDERS, RUN, SETTINGS, RunFacts(quality=QUALITY)))
     facet = body["outputs"][0]["facets"]["dataQualityMetrics"]
     assert facet["_schemaURL"].endswith("/DataQualityMetricsDatasetFacet.json#/$defs/DataQualityMetricsDatasetFacet")
     assert {k: v for k, v in facet.items() if not k.startswith("_")} == {
@@ -327,7 +340,7 @@ def test_a_table_version_names_its_snapshot_and_schema_and_a_read_names_every_ve
             LAKEHOUSE_ORDERS,
             RUN,
             SETTINGS,
-            events.RunFacts(version=events.DatasetVersion("4412", schema_id=1), reads=(READ,)),
+            RunFacts(version=DatasetVersion("4412", schema_id=1), reads=(READ,)),
         )
     )
     version = body["outputs"][0]["facets"]["version"]
@@ -388,10 +401,8 @@ def test_an_integrations_custom_facet_is_held_to_the_spec_definition_it_names():
 
 
 def test_a_run_names_the_offsets_it_read_and_wrote_the_snapshot_it_read_and_the_files_it_added():
-    assert RANGES == (events.OffsetRange(1, 10, 40),)
-    facts = events.RunFacts(
-        reads=(READ, TABLE_READ), offsets=WRITTEN, files=(events.WrittenFile("day=1/part-0.parquet", 512),)
-    )
+    assert RANGES == (OffsetRange(1, 10, 40),)
+    facts = RunFacts(reads=(READ, TABLE_READ), offsets=WRITTEN, files=(WrittenFile("day=1/part-0.parquet", 512),))
     archive = as_json(events.asset_event(RunState.COMPLETE, DATASETS["orders_archive"], RUN, SETTINGS, facts))
     (orders,) = archive["inputs"]
     assert orders["inputFacets"]["kafkaOffsets"]["partitions"] == [{"partition": 1, "start": 10, "end": 40}]
@@ -423,21 +434,28 @@ def test_a_run_names_the_offsets_it_read_and_wrote_the_snapshot_it_read_and_the_
 
 
 def test_a_table_written_names_its_snapshot_and_the_one_the_run_built_on():
-    def written(version: events.DatasetVersion) -> dict:
-        body = as_json(
-            events.asset_event(RunState.COMPLETE, SUPPLIER_STATS, RUN, SETTINGS, events.RunFacts(version=version))
-        )
+    def written(version: DatasetVersion) -> dict:
+        body = as_json(events.asset_event(RunState.COMPLETE, SUPPLIER_STATS, RUN, SETTINGS, RunFacts(version=version)))
         assert validate_event(body) == []
         return body
 
-    body = written(events.snapshot_written(9001, 2, 9000))
+    body = written(snapshot_written(9001, 2, 9000))
     assert body["outputs"][0]["outputFacets"]["icebergSnapshot"] == {
         **body["outputs"][0]["outputFacets"]["icebergSnapshot"],
         "snapshotId": 9001,
         "parentSnapshotId": 9000,
     }
-    began = written(events.snapshot_written(9001, 2, None))["outputs"][0]["outputFacets"]["icebergSnapshot"]
+    began = written(snapshot_written(9001, 2, None))["outputs"][0]["outputFacets"]["icebergSnapshot"]
     assert began.get("parentSnapshotId") is None and began["snapshotId"] == 9001
-    assert events.snapshot_written(None, None, None) is None  # a table with no snapshot yet
+    assert snapshot_written(None, None, None) is None  # a table with no snapshot yet
     body["outputs"][0]["outputFacets"]["icebergSnapshot"]["parentSnapshotId"] = "9000"
     assert any("icebergSnapshot" in p and "'9000'" in p for p in validate_event(body))
+
+
+def test_every_event_names_the_release_that_produced_it():
+    declared = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["project"]["version"]
+    dagster_run = DagsterRun(run_id="release", job_name="__ephemeral_asset_job__", started_at=dt.datetime.now(dt.UTC))
+    event = json.loads(
+        event_line(events.check_event(RunState.COMPLETE, next(iter(CHECKS.values())), dagster_run, Settings()))
+    )
+    assert event["producer"] == f"urn:lineage_assets:{declared}"

@@ -14,6 +14,7 @@ from lineage_assets.lineage import events
 from lineage_assets.lineage.graph import LineageGraph
 from lineage_assets.lineage.observed import as_designed
 from lineage_assets.lineage.queries import QueryError, impact, resolve, trace
+from lineage_assets.lineage.run_facts import DagsterRun, RunFacts
 from lineage_assets.lineage.transport import event_line
 from lineage_assets.settings import Settings
 
@@ -40,7 +41,7 @@ def run_events(dataset, name: str, *states_and_seconds) -> list[dict]:
                     dataset,
                     None,
                     SETTINGS,
-                    events.RunFacts(observation=as_designed(dataset)),
+                    RunFacts(observation=as_designed(dataset)),
                     run_id=run_id(name),
                     event_time=at(second),
                 )
@@ -101,7 +102,7 @@ def test_impact_of_the_topic_price_reaches_every_column_computed_from_it(graph):
 
 
 def test_impact_names_the_asset_checks_that_ran_on_what_it_reaches(graph):
-    dagster_run = events.DagsterRun(run_id="checks", job_name="__ephemeral_asset_job__", started_at=at(200))
+    dagster_run = DagsterRun(run_id="checks", job_name="__ephemeral_asset_job__", started_at=at(200))
     checked = LineageGraph.from_events(
         [
             *pipeline_events(),
@@ -123,6 +124,24 @@ def test_impact_names_the_asset_checks_that_ran_on_what_it_reaches(graph):
     assert impact(checked, resolve("orders.price", SETTINGS), SETTINGS).tree().splitlines()[-1] == (
         "asset checks: orders_values_in_range"
     )
+
+
+def test_the_impact_tree_leads_with_the_columns_a_value_flows_into_and_counts_those_reached_only_indirectly(graph):
+    answer = impact(graph, resolve("orders.price", SETTINGS), SETTINGS)
+    indirect = [hop for hop in answer.hops if hop.indirect_only]
+    direct = [hop for hop in answer.hops if not hop.indirect_only]
+    assert indirect and direct  # the pipeline's price feeds some columns' values and filters the rows of others
+    folded, every = answer.tree().splitlines(), answer.tree(indirect=True).splitlines()
+    assert not [line for line in folded if "(INDIRECT/" in line and "DIRECT/" not in line.replace("INDIRECT/", "")]
+    # Under the subject: its own INDIRECT-only edges, counted on the last line of its branches.
+    (top,) = [line for line in folded if line.startswith("└── … and ")]
+    from_subject = [hop for hop in indirect if hop.upstream == "orders.price"]
+    assert top == f"└── … and {len(from_subject)} more it reaches only through INDIRECT edges (`--all` lists them)"
+    assert len(from_subject) > 0 and len(every) > len(folded)
+    for hop in indirect:
+        assert any(f"── {hop.downstream}  ({hop.transformation}:" in line for line in every)
+    # What is reached is the same either way: the datasets, jobs and assets lines.
+    assert folded[-4:] == every[-4:]
 
 
 def test_impact_of_a_column_nothing_reads_is_empty(graph):

@@ -11,9 +11,18 @@ import pytest
 from openlineage.client.event_v2 import RunState
 
 from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS
-from lineage_assets.lineage import events
-from lineage_assets.lineage.events import OffsetRange, RunFacts, WrittenFile
+from lineage_assets.lineage import events, run_facts
 from lineage_assets.lineage.provenance import ProvenanceError, provenance, reached, runs_of
+from lineage_assets.lineage.run_facts import (
+    NO_FACTS,
+    DagsterRun,
+    DatasetVersion,
+    OffsetRange,
+    RunFacts,
+    SourceRead,
+    WrittenFile,
+    table_read,
+)
 from lineage_assets.lineage.transport import event_line
 from lineage_assets.settings import Settings
 from tests.openlineage_schemas import validate_event
@@ -23,16 +32,16 @@ T0 = dt.datetime(2026, 11, 21, 12, 0, tzinfo=dt.UTC)
 
 
 def run(n: int, dataset, facts: RunFacts) -> list[dict]:
-    dagster_run = events.DagsterRun(run_id=f"00000000-0000-4000-8000-00000000000{n}", job_name="j", started_at=T0)
+    dagster_run = DagsterRun(run_id=f"00000000-0000-4000-8000-00000000000{n}", job_name="j", started_at=T0)
     at = T0 + dt.timedelta(minutes=n)
     return [
         json.loads(event_line(events.asset_event(state, dataset, dagster_run, SETTINGS, facts, event_time=at)))
-        for state, facts in ((RunState.START, events.NO_FACTS), (RunState.COMPLETE, facts))
+        for state, facts in ((RunState.START, NO_FACTS), (RunState.COMPLETE, facts))
     ]
 
 
-def orders_read(start: int, end: int) -> events.SourceRead:
-    return events.orders_read(SETTINGS, (), (), {"orders": {"0": start}}, {"orders": {"0": end}})
+def orders_read(start: int, end: int) -> SourceRead:
+    return run_facts.orders_read(SETTINGS, (), (), {"orders": {"0": start}}, {"orders": {"0": end}})
 
 
 LOG = [
@@ -47,7 +56,7 @@ LOG = [
         LAKEHOUSE_ORDERS,
         RunFacts(
             reads=(orders_read(0, 10),),
-            version=events.DatasetVersion("100"),  # it began the table
+            version=DatasetVersion("100"),  # it began the table
             partitions=("2026-11-20", "2026-11-21"),
         ),
     ),
@@ -55,16 +64,14 @@ LOG = [
     *run(
         5,
         LAKEHOUSE_ORDERS,
-        RunFacts(
-            reads=(orders_read(10, 15),), version=events.DatasetVersion("101", parent="100"), partitions=("2026-11-21",)
-        ),
+        RunFacts(reads=(orders_read(10, 15),), version=DatasetVersion("101", parent="100"), partitions=("2026-11-21",)),
     ),
     *run(
         6,
         SUPPLIER_STATS,
         RunFacts(
-            reads=(events.table_read(LAKEHOUSE_ORDERS, 101),),
-            version=events.DatasetVersion("200"),
+            reads=(table_read(LAKEHOUSE_ORDERS, 101),),
+            version=DatasetVersion("200"),
             partitions=("2026-11-20",),
         ),
     ),
@@ -72,8 +79,8 @@ LOG = [
         7,
         SUPPLIER_STATS,
         RunFacts(
-            reads=(events.table_read(LAKEHOUSE_ORDERS, 101),),
-            version=events.DatasetVersion("201", parent="200"),
+            reads=(table_read(LAKEHOUSE_ORDERS, 101),),
+            version=DatasetVersion("201", parent="200"),
             partitions=("2026-11-21",),
         ),
     ),
@@ -128,7 +135,7 @@ def test_a_version_no_run_wrote_names_those_there_are():
 
 
 def run_id(n: int, dataset) -> str:
-    dagster_run = events.DagsterRun(run_id=f"00000000-0000-4000-8000-00000000000{n}", job_name="j", started_at=T0)
+    dagster_run = DagsterRun(run_id=f"00000000-0000-4000-8000-00000000000{n}", job_name="j", started_at=T0)
     return dagster_run.asset_run_id(dataset)
 
 
@@ -163,7 +170,7 @@ def repaired(parent: str | None) -> list[dict]:
             LAKEHOUSE_ORDERS,
             RunFacts(
                 reads=(orders_read(0, 15) if parent is None else orders_read(10, 15),),
-                version=events.DatasetVersion("102", parent=parent),
+                version=DatasetVersion("102", parent=parent),
                 partitions=("2026-11-20", "2026-11-21") if parent is None else ("2026-11-21",),
             ),
         ),
@@ -171,8 +178,8 @@ def repaired(parent: str | None) -> list[dict]:
             9,
             SUPPLIER_STATS,
             RunFacts(
-                reads=(events.table_read(LAKEHOUSE_ORDERS, 102),),
-                version=events.DatasetVersion("202", parent="201"),
+                reads=(table_read(LAKEHOUSE_ORDERS, 102),),
+                version=DatasetVersion("202", parent="201"),
                 partitions=("2026-11-21",),
             ),
         ),
@@ -213,7 +220,7 @@ def compacted(recorded: bool) -> list[dict]:
             LAKEHOUSE_ORDERS,
             RunFacts(
                 reads=(orders_read(15, 20),),
-                version=events.DatasetVersion("102", parent="150", parent_data="101" if recorded else None),
+                version=DatasetVersion("102", parent="150", parent_data="101" if recorded else None),
                 partitions=("2026-11-21",),
             ),
         ),
@@ -221,8 +228,8 @@ def compacted(recorded: bool) -> list[dict]:
             9,
             SUPPLIER_STATS,
             RunFacts(
-                reads=(events.table_read(LAKEHOUSE_ORDERS, 151, data_snapshot_id=102 if recorded else None),),
-                version=events.DatasetVersion("202", parent="201"),
+                reads=(table_read(LAKEHOUSE_ORDERS, 151, data_snapshot_id=102 if recorded else None),),
+                version=DatasetVersion("202", parent="201"),
                 partitions=("2026-11-21",),
             ),
         ),
@@ -257,7 +264,7 @@ def test_a_day_read_from_a_compacted_snapshot_is_traced_through_the_compactions_
 def test_a_deployments_files_are_all_those_its_events_named():
     """Each RUNNING event of an archive deployment names the files added since the one before: the
     records a read of `orders` consumed are in all of them."""
-    deployment = events.DagsterRun(run_id="00000000-0000-4000-8000-0000000000a1", job_name="j", started_at=T0)
+    deployment = DagsterRun(run_id="00000000-0000-4000-8000-0000000000a1", job_name="j", started_at=T0)
 
     def running(minute: int, end: int, path: str) -> dict:
         facts = RunFacts(reads=(orders_read(0, end),), files=(WrittenFile(path, 1),))

@@ -35,6 +35,7 @@ def test_each_problem_is_one_line_naming_the_variable_and_its_value():
         max_records_per_batch=-1,
         orphan_file_age_hours=1,
         snapshots_kept=1,
+        upkeep_schedule="every hour",
     )
     assert bad.problems() == [
         "LINEAGE_ASSETS_CATALOG_URL='ftp://catalog.example': an http:// or https:// URL with a host",
@@ -45,6 +46,7 @@ def test_each_problem_is_one_line_naming_the_variable_and_its_value():
         "LINEAGE_ASSETS_MAX_RECORDS_PER_BATCH=-1: 0 or more",
         "LINEAGE_ASSETS_SNAPSHOTS_KEPT=1: 2 or more: a restarted stream looks its last batch's snapshot up among them",
         "LINEAGE_ASSETS_ORPHAN_FILE_AGE_HOURS=1: 24 or more: younger files may belong to a write still in flight",
+        "LINEAGE_ASSETS_UPKEEP_SCHEDULE='every hour': a cron schedule of five fields, such as '23 * * * *'",
         "LINEAGE_ASSETS_DEPLOYMENT_BACKEND='k8s': local or docker",
         "LINEAGE_ASSETS_WAREHOUSE_BUCKET='Warehouse': an S3 bucket name: 3 to 63 lower-case letters, "
         "digits, '.' and '-'",

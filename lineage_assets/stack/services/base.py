@@ -50,9 +50,13 @@ class Service:
     wanted: Callable[[Settings], bool] = lambda settings: True
     stop_signal: int = 15
     start_timeout: float = 90.0
+    umask: int = -1  # the files it makes; -1: as its parent's (0o077 for a server whose store holds secrets)
     env: Callable[[Settings], dict[str, str]] = field(default=lambda settings: {})
     # The folder of its jars in the jars cache, named as infra/pom.xml resolves them ("": it runs no jar).
     jars: str = ""
+    # The command line its process shows once it runs, given the one it was started with: a server
+    # that rewrites its own (nginx) is still known as the process the stack started.
+    retitled: Callable[[list[str]], list[str]] = lambda command: command
 
     def data_dir(self, settings: Settings) -> Path:
         return settings.state_dir / self.name
@@ -82,9 +86,20 @@ class Service:
         return []
 
 
+def rendered(template: str, **values: object) -> str:
+    """The text of a template of ``infra/conf`` with ``values`` in its placeholders."""
+    return string.Template((CONF_DIR / template).read_text()).substitute(values)
+
+
 def render(template: str, target: Path, **values: object) -> Path:
     """A configuration file from its template, for the server's owner only (some hold credentials)."""
-    return write_private(target, string.Template((CONF_DIR / template).read_text()).substitute(values))
+    return write_private(target, rendered(template, **values))
+
+
+def backend_url(settings: Settings, port: int) -> str:
+    """Where a service that the tls profile's proxy fronts on ``port`` answers itself: plain HTTP
+    behind the proxy (on ``port`` itself in the plaintext profile)."""
+    return f"http://{settings.host}:{settings.behind_proxy(port)}"
 
 
 class RunAs(TypedDict, total=False):

@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
+from lineage_assets.connections import security_files
 from lineage_assets.private_files import replace_private
 from lineage_assets.settings import PROJECT_ROOT, SECRETS_FILE_VARIABLE, Settings
 from lineage_assets.spark_conf import class_archive_dir
@@ -94,7 +95,8 @@ def container_options(settings: Settings, *writable: Path) -> dict[str, Any]:
     address in the settings means the same inside, with the cache read-only and the state folder (and
     ``writable`` folders outside it) read-write at their host paths. The Spark drivers' class archives
     are writable too: a container's classpath is not the host's, so its drivers write an archive of
-    their own there, once, and later containers map it."""
+    their own there, once, and later containers map it. The files the clients' security reads are
+    mounted read-only at their paths."""
     archives = class_archive_dir(settings)
     volumes: dict[str, dict[str, str]] = {
         str(settings.cache_dir): {"bind": str(settings.cache_dir), "mode": "ro"},
@@ -103,6 +105,9 @@ def container_options(settings: Settings, *writable: Path) -> dict[str, Any]:
     for folder in (settings.state_dir, *writable):
         if folder == settings.state_dir or not folder.is_relative_to(settings.state_dir):
             volumes[str(folder)] = {"bind": str(folder), "mode": "rw"}
+    for file in security_files(settings):
+        if not file.is_relative_to(settings.state_dir):
+            volumes[str(file)] = {"bind": str(file), "mode": "ro"}
     return {"network_mode": "host", "volumes": volumes}
 
 

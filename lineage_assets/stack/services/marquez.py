@@ -18,6 +18,7 @@ from lineage_assets.stack.services.base import (
     Progress,
     Service,
     StackError,
+    backend_url,
     java,
     render,
     tool,
@@ -198,7 +199,7 @@ def _prepare_marquez(settings: Settings) -> None:
         "marquez.yml",
         data / "marquez.yml",
         host=settings.host,
-        marquez_port=settings.marquez_port,
+        marquez_port=settings.behind_proxy(settings.marquez_port),
         marquez_admin_port=settings.marquez_admin_port,
         jdbc_url=settings.marquez_jdbc_url,
         postgres_user=settings.postgres_user,
@@ -215,7 +216,7 @@ def _marquez_healthy(settings: Settings) -> bool:
     """Its health check on the admin port, and its API answering on its own port: a server that could
     bind only one of the two exits, and another process may hold the other."""
     return http_ok(f"http://{settings.host}:{settings.marquez_admin_port}/healthcheck") and http_ok(
-        f"{settings.marquez_api_url}/api/v1/namespaces?limit=1"
+        f"{backend_url(settings, settings.marquez_port)}/api/v1/namespaces?limit=1"
     )
 
 
@@ -223,7 +224,7 @@ MARQUEZ = Service(
     name="marquez",
     jars="marquez",
     replaced_by=("marquez_url",),
-    ports=lambda s: [s.marquez_port, s.marquez_admin_port],
+    ports=lambda s: [s.behind_proxy(s.marquez_port), s.marquez_admin_port],
     command=lambda s: marquez_command(s, "server"),
     healthy=_marquez_healthy,
     address=lambda s: s.marquez_api_url,
@@ -249,8 +250,9 @@ def _marquez_web_command(settings: Settings) -> list[str]:
 
 
 def _marquez_web_env(settings: Settings) -> dict[str, str]:
-    """The upstream server's variables; the API's address from marquez_api_url, so a remote Marquez works too."""
-    api = urllib.parse.urlsplit(settings.marquez_api_url)
+    """The upstream server's variables; the API's address from marquez_api_url, so a remote Marquez works
+    too; the local one's own, behind the tls profile's proxy (the UI sends no API key)."""
+    api = urllib.parse.urlsplit(settings.marquez_url or backend_url(settings, settings.marquez_port))
     return {
         "MARQUEZ_HOST": api.hostname or settings.host,
         "MARQUEZ_PORT": str(api.port or 80),

@@ -8,9 +8,10 @@ import pwd
 import stat
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from lineage_assets.connections import s3_client
 from lineage_assets.settings import Settings
+from lineage_assets.stack import security
 from lineage_assets.stack.probes import port_open
 from lineage_assets.stack.services.base import (
     Service,
@@ -19,9 +20,6 @@ from lineage_assets.stack.services.base import (
     java,
     render,
 )
-
-if TYPE_CHECKING:
-    from mypy_boto3_s3 import S3Client
 
 POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
 
@@ -119,10 +117,15 @@ def empty_database(settings: Settings, database: str) -> None:
     _psql(settings, f'CREATE DATABASE "{database}"')
 
 
+def ensure_database(settings: Settings, database: str) -> None:
+    """``database`` in the local stack's PostgreSQL, made if it is not there."""
+    if not _psql(settings, f"SELECT 1 FROM pg_database WHERE datname = '{database}'"):
+        _psql(settings, f'CREATE DATABASE "{database}"')
+
+
 def _create_databases(settings: Settings) -> None:
     for database in (settings.catalog_database, settings.marquez_database):
-        if not _psql(settings, f"SELECT 1 FROM pg_database WHERE datname = '{database}'"):
-            _psql(settings, f'CREATE DATABASE "{database}"')
+        ensure_database(settings, database)
 
 
 def _postgres_healthy(settings: Settings) -> bool:
@@ -167,37 +170,22 @@ POSTGRES = Service(
 # --- S3 (s3proxy, filesystem backend) ----------------------------------------------------------
 
 
-def s3_client(settings: Settings, read_timeout: float = 10, attempts: int = 2) -> S3Client:
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client(
-        "s3",
-        endpoint_url=settings.s3_url,
-        aws_access_key_id=settings.s3_access_key,
-        aws_secret_access_key=settings.s3_secret_key,
-        region_name=settings.s3_region,
-        # Checksums only where an operation requires them: S3-compatible stores (s3proxy among them)
-        # reject the flexible-checksum headers boto3 sends by default.
-        config=Config(
-            s3={"addressing_style": "path"},
-            retries={"max_attempts": attempts},
-            connect_timeout=2,
-            read_timeout=read_timeout,
-            request_checksum_calculation="when_required",
-            response_checksum_validation="when_required",
-        ),
-    )
-
-
 def _prepare_s3(settings: Settings) -> None:
     data = S3.data_dir(settings)
     (data / "blobs").mkdir(parents=True, exist_ok=True)
+    if settings.tls:
+        keystore, password = security.server_keystore(settings)
+        endpoint = (
+            f"s3proxy.secure-endpoint={settings.s3_url}\n"
+            f"s3proxy.keystore-path={keystore}\n"
+            f"s3proxy.keystore-password={password}"
+        )
+    else:
+        endpoint = f"s3proxy.endpoint={settings.s3_url}"
     render(
         "s3proxy.properties",
         data / "s3proxy.properties",
-        host=settings.host,
-        s3_port=settings.s3_port,
+        endpoint=endpoint,
         s3_access_key=settings.s3_access_key,
         s3_secret_key=settings.s3_secret_key,
         data_dir=data / "blobs",
