@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 CACHE := .cache
 MVN := mvn -q -B -f infra/pom.xml -Dmaven.repo.local=$(CURDIR)/$(CACHE)/m2
 
-.PHONY: setup system-packages jars servers venv engine demo docs lint test test-unit test-fast dev stack-up stack-down stack-status flink-peer bench bench-quick clean
+.PHONY: setup system-packages jars servers venv engine demo docs lint test test-all suite test-unit test-fast dev stack-up stack-down stack-status flink-peer bench bench-quick clean
 
 setup: system-packages $(BIN)/lineage-assets jars servers
 
@@ -88,14 +88,21 @@ lint: $(BIN)/lineage-assets
 	$(BIN)/ruff format --check --config pyproject.toml $(LINT_PATHS)
 	$(BIN)/mypy
 
-# The whole suite under coverage.py (settings in pyproject.toml), then the figure against its floor.
-# Two workers side by side, each running whole groups of tests (tests/suite.py says which); the 25
-# slowest set-ups and calls are listed, what to shorten first when CI nears its time budget.
+# The suite under coverage.py (settings in pyproject.toml), then the figure against its floor. Two
+# workers side by side, each running whole groups of tests (tests/suite.py says which); the 25 slowest
+# set-ups and calls are listed, what to shorten first when CI nears its time budget. `make test`, what
+# CI runs, leaves out the three profiles that bring a stack of their own (the tls profile; a Docker
+# engine and the project's image; three brokers and a Spark cluster); `make test-all` runs every tier.
 COVERAGE := COVERAGE_FILE=$(CURDIR)/.coverage $(BIN)/coverage
 PARALLEL := -n 2 --dist loadgroup --no-loadscope-reorder
-test: setup lint engine
+PROFILES := secured or docker or cluster
+test: setup lint
+	@$(MAKE) --no-print-directory suite TIERS="not ($(PROFILES))"
+test-all: setup lint engine
+	@$(MAKE) --no-print-directory suite TIERS=""
+suite:
 	@rm -f .coverage .coverage.*
-	$(COVERAGE) run -m pytest -q -ra --durations=25 $(PARALLEL)
+	$(COVERAGE) run -m pytest -q -ra --durations=25 $(PARALLEL) $(if $(TIERS),-m "$(TIERS)")
 	$(COVERAGE) combine -q
 	$(COVERAGE) report --skip-covered --sort=cover
 

@@ -329,7 +329,9 @@ def what_marquez_shows(api: MarquezApi, settings) -> dict:
     states, times), the datasets there are, the graph from the orders topic. Not a dataset's fields
     or facets: Marquez shows those of the version it calls current, which it picks anew on every
     event of a run from an unordered query over the run's versions (a run that creates its dataset
-    reports two: START's, and COMPLETE's with CREATE), so they can change with no re-send."""
+    reports two: START's, and COMPLETE's with CREATE), so they can change with no re-send. The datasets
+    are the pipeline's own: the other worker's pipelines add theirs to the same namespaces meanwhile."""
+    listed = api.jobs(settings.lineage_namespace)
     jobs = {
         j["name"]: (
             j.get("parentJobName"),
@@ -340,8 +342,10 @@ def what_marquez_shows(api: MarquezApi, settings) -> dict:
                 for r in api.runs(settings.lineage_namespace, j["name"])
             ),
         )
-        for j in api.jobs(settings.lineage_namespace)
+        for j in listed
     }
+    own = {(d["namespace"], d["name"]) for j in listed for d in [*j["inputs"], *j["outputs"]]}
+    own |= {(identity.namespace, identity.name) for identity in (d.identity(settings) for d in DATASETS.values())}
     orders = ORDERS.identity(settings)
     graph = sorted(
         (node["id"], edge["destination"])
@@ -350,7 +354,7 @@ def what_marquez_shows(api: MarquezApi, settings) -> dict:
     )
     return {
         "jobs": jobs,
-        "datasets": dataset_names(api, {d.identity(settings).namespace for d in DATASETS.values()}),
+        "datasets": dataset_names(api, {namespace for namespace, _ in own}) & own,
         "graph": graph,
     }
 
