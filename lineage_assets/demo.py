@@ -44,7 +44,7 @@ from lineage_assets.lineage.check import (
 )
 from lineage_assets.lineage.delivery import marquez_backend
 from lineage_assets.lineage.emitter import LineageEmitter, emitter_for
-from lineage_assets.lineage.marquez import MarquezApi, MarquezError
+from lineage_assets.lineage.marquez import MarquezApi, MarquezError, lineage_page
 from lineage_assets.lineage.queries import ask
 from lineage_assets.preflight import require_services
 from lineage_assets.resources.settings import SettingsResource
@@ -328,6 +328,7 @@ def last_build(instance: dg.DagsterInstance, day: str) -> RunEvents | None:
 
 
 def summary(run: PipelineRun, settings: Settings) -> str:
+    stats = SUPPLIER_STATS.identity(settings)
     lines = ["", "Rows written per asset in this run:"]
     lines += [f"  {key:<26} {rows}" for key, rows in run.rows.items()]
     lines.append(f"  {'dead letters (orders-dlq)':<26} {run.dead_letters}")
@@ -349,7 +350,8 @@ def summary(run: PipelineRun, settings: Settings) -> str:
         )
     lines += [
         "",
-        f"Next: the lineage in Marquez's UI on {settings.marquez_web_url} (search for supplier_stats);",
+        f"Next: the lineage of supplier_stats in Marquez's UI, {lineage_page(settings, stats.namespace, stats.name)}",
+        "      (*Full Graph* shows every job and dataset);",
         f"      the stack's Dagster webserver shows these runs on {settings.dagster_url};"
         if settings.dagster == "services"
         else f"      `make dev` opens the Dagster UI on {settings.dagster_url} with these runs;",

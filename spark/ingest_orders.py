@@ -194,6 +194,7 @@ def main() -> None:
     # it planned without committing, and every later batch id is new. From a new checkpoint, none is.
     replay_possible = tables.planned_batches(spark, args.checkpoint)
     observed: dict[str, dict] = {}
+    records_read: dict[int, int] = {}  # by batch id: every record of a batch is written or a dead letter
 
     def write_batch(batch, batch_id: int) -> None:
         nonlocal replay_possible, plan
@@ -219,6 +220,7 @@ def main() -> None:
         )
         seen = outcomes.get
         written, returned = seen["written"], seen["returned"]
+        records_read[batch_id] = written + seen["dead_letters"]
         # The table after this commit, for a deployment's lineage; an empty commit too, which the next
         # one follows (a catch-up run reports the table once, at its end).
         table_after = (
@@ -255,7 +257,7 @@ def main() -> None:
 
     source = kafka.kafka_source(spark, args, headers=True)
     writer = source.writeStream.foreachBatch(write_batch).option("checkpointLocation", args.checkpoint)
-    _, summary = queries.run_query(writer, args, spark)
+    _, summary = queries.run_query(writer, args, spark, read=records_read)
     table = tables.table_state(spark, args.table)  # the whole table, from its manifests
     table_quality = table["quality"]
     reports.write_report(

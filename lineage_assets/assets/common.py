@@ -189,9 +189,7 @@ def read_metadata(facts: RunFacts) -> dict:
                 read_at["data_snapshot_id"] = read.snapshot.data
             metadata[f"read/{read.dataset}"] = dg.MetadataValue.json(read_at)
         elif read.offsets is not None:
-            metadata[f"read/{read.dataset}"] = dg.MetadataValue.json(
-                {"offsets": [{"partition": r.partition, "start": r.start, "end": r.end} for r in read.offsets]}
-            )
+            metadata[f"read/{read.dataset}"] = dg.MetadataValue.json({"offsets": [r.as_dict() for r in read.offsets]})
     return metadata
 
 

@@ -172,4 +172,4 @@ KafkaOffsetsFacet = TypeVar("KafkaOffsetsFacet", KafkaOffsetsInputDatasetFacet, 
 
 def offsets_facet(kind: type[KafkaOffsetsFacet], topic: str, ranges: tuple[OffsetRange, ...]) -> KafkaOffsetsFacet:
     """``ranges`` of ``topic`` as a ``KafkaOffsetsInputDatasetFacet`` or ``KafkaOffsetsOutputDatasetFacet``."""
-    return kind(topic=topic, partitions=[{"partition": r.partition, "start": r.start, "end": r.end} for r in ranges])
+    return kind(topic=topic, partitions=[r.as_dict() for r in ranges])

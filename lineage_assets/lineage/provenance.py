@@ -63,7 +63,7 @@ class Version:
         if self.data_version is not None:
             found["data_version"] = self.data_version
         if self.offsets:
-            found["offsets"] = [{"partition": r.partition, "start": r.start, "end": r.end} for r in self.offsets]
+            found["offsets"] = [r.as_dict() for r in self.offsets]
         if self.partitions:
             found["partitions"] = list(self.partitions)
         if self.files:
@@ -91,7 +91,7 @@ class RunRecord:
 
 
 def _ranges(facet: dict[str, Any] | None) -> tuple[OffsetRange, ...]:
-    return tuple(OffsetRange(p["partition"], p["start"], p["end"]) for p in (facet or {}).get("partitions") or [])
+    return tuple(OffsetRange.from_dict(p) for p in (facet or {}).get("partitions") or [])
 
 
 def _version(dataset: dict[str, Any], output: bool) -> Version:

@@ -100,6 +100,14 @@ class OffsetRange:
     start: int
     end: int
 
+    def as_dict(self) -> dict[str, int]:
+        """As the offsets facets, Dagster's metadata and provenance's answers spell a range."""
+        return {"partition": self.partition, "start": self.start, "end": self.end}
+
+    @classmethod
+    def from_dict(cls, spelled: Mapping[str, int]) -> OffsetRange:
+        return cls(spelled["partition"], spelled["start"], spelled["end"])
+
 
 def offset_ranges(topic: str, start: OffsetMap | None, end: OffsetMap | None) -> tuple[OffsetRange, ...]:
     """The ranges of ``topic`` between two of Spark's offset maps (``{topic: {partition: offset}}``,

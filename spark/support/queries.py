@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -26,7 +26,10 @@ class QueryListener(StreamingQueryListener):
     """Follows a job's streaming query. Each batch's observed metrics go to the ``versions`` and
     ``columns`` observers first (every batch, where ``recentProgress`` keeps only the last ones);
     progress is printed at most once per ``every_s``; with a ``progress_file``, each report is
-    appended to it with the batch's records per writer version and the run's column metrics so far."""
+    appended to it with the batch's records per writer version and the run's column metrics so far.
+    ``read``: the records of each batch as the job counted them, by batch id, where Spark's
+    ``numInputRows`` counts the source's rows once per execution of the batch (a batch the job reads
+    twice, for its rows and its dead letters, counts them twice)."""
 
     def __init__(
         self,
@@ -35,11 +38,11 @@ class QueryListener(StreamingQueryListener):
         columns: ColumnMetrics | None = None,
         written: Callable[[int], dict] | None = None,
         every_s: float = PROGRESS_EVERY_S,
+        read: Mapping[int, int] | None = None,
     ):
         self.progress_file, self.versions, self.columns, self.every_s = progress_file, versions, columns, every_s
-        self.written = written
+        self.written, self.read = written, {} if read is None else read
         self.last_printed = 0.0
-        self.rows = 0
         # batch id -> rows read and the source offsets it started and ended at (a replayed batch counts once)
         self.batches: dict[int, dict] = {}
 
@@ -52,7 +55,7 @@ class QueryListener(StreamingQueryListener):
                 observer.count_observed(progress)
         source = _source(progress)
         self.batches[progress.batchId] = {
-            "rows": progress.numInputRows,
+            "rows": self.read.get(progress.batchId, progress.numInputRows),
             "start": _offsets(source.get("startOffset")),
             "end": _offsets(source.get("endOffset")),
         }
@@ -63,10 +66,15 @@ class QueryListener(StreamingQueryListener):
         read = [self.batches[batch] for batch in sorted(self.batches) if self.batches[batch]["end"] is not None]
         return {
             "batches": len(self.batches),
-            "rows_in": sum(batch["rows"] for batch in self.batches.values()),
+            "rows_in": self.rows,
             "start_offsets": read[0]["start"] if read else None,
             "end_offsets": read[-1]["end"] if read else None,
         }
+
+    @property
+    def rows(self) -> int:
+        """The records the run's batches read (a batch run again counts once)."""
+        return sum(batch["rows"] for batch in self.batches.values())
 
     def _append(self, record: dict) -> None:
         if self.progress_file:
@@ -79,7 +87,6 @@ class QueryListener(StreamingQueryListener):
     def onQueryProgress(self, event) -> None:
         progress = event.progress
         self.record(progress)
-        self.rows += progress.numInputRows
         if time.monotonic() - self.last_printed >= self.every_s:
             self.last_printed = time.monotonic()
             print(
@@ -124,6 +131,7 @@ def run_query(
     versions: SourceVersions | None = None,
     columns: ColumnMetrics | None = None,
     written: Callable[[int], dict] | None = None,
+    read: Mapping[int, int] | None = None,
 ):
     """Start a configured DataStreamWriter in the arguments' mode and wait for it to end.
 
@@ -131,9 +139,9 @@ def run_query(
     a drain processes what is available, commits, and returns normally. ``versions`` counts the
     records per writer version that the query observes (``SourceVersions.observed``), ``columns``
     the metrics of the records it writes (``ColumnMetrics.observed``); ``written`` gives what a batch
-    wrote (by its id), for the progress record a deployment reports from. The query, and its
-    ``QueryListener.summary``."""
-    listener = QueryListener(args.progress_file, versions, columns, written)
+    wrote (by its id), for the progress record a deployment reports from; ``read`` the records of each
+    batch as the job counted them (``QueryListener``). The query, and its ``QueryListener.summary``."""
+    listener = QueryListener(args.progress_file, versions, columns, written, read=read)
     spark.streams.addListener(listener)
     if args.mode == CATCH_UP:
         query = writer.trigger(availableNow=True).start()

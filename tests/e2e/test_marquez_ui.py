@@ -18,7 +18,7 @@ from playwright.sync_api import expect
 
 from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, SUPPLIER_STATS
 from lineage_assets.lineage.emitter import emitter_for
-from lineage_assets.lineage.marquez import dataset_node
+from lineage_assets.lineage.marquez import dataset_node, lineage_page
 from tests.marquez_graph import job_node
 from tests.suite import SHARED_PIPELINE
 
@@ -63,16 +63,6 @@ def upstream_of(dataset) -> set[str]:
     return keys
 
 
-def lineage_url(settings, dataset, depth: int) -> str:
-    """The dataset's lineage page, ``depth`` deep (the page's Depth field; 2 unless given)."""
-    identity = dataset.identity(settings)
-    return (
-        f"{settings.marquez_web_url}/lineage/dataset/"
-        f"{quote(identity.namespace, safe='')}/{quote(identity.name, safe='')}"
-        f"?depth={depth}"
-    )
-
-
 def nodes(graph, kind: str):
     """The graph's nodes of one kind ("JOB" or "DATASET"): each node's label group holds the kind and the name."""
     return graph.locator(f"g:has(> text:text-is('{kind}'))")
@@ -105,7 +95,8 @@ def test_marquez_web_shows_the_lineage_graph_of_supplier_stats_with_every_asset_
     }
     datasets = {(d.identity(settings).namespace, d.identity(settings).name) for d in DATASETS.values()}
     # Deep enough for the farthest node: the archive's check, seven hops from supplier_stats.
-    page.goto(lineage_url(settings, SUPPLIER_STATS, depth=10))
+    stats = SUPPLIER_STATS.identity(settings)
+    page.goto(lineage_page(settings, stats.namespace, stats.name, depth=10))  # as the demo links it
     page.get_by_text("Table Level", exact=True).wait_for()
     graph = page.get_by_test_id("zoom-pan-group")  # the graph itself (the minimap draws the nodes again)
 

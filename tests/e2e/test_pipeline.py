@@ -12,10 +12,12 @@ import json
 from collections import Counter, defaultdict
 from decimal import Decimal
 
+import dagster as dg
 import pytest
 from confluent_kafka import Consumer
 
-from lineage_assets.datasets import iceberg_table_name
+from lineage_assets.assets.common import asset_key
+from lineage_assets.datasets import LAKEHOUSE_ORDERS, iceberg_table_name
 from lineage_assets.generator import BAD_KINDS, generate_orders
 from lineage_assets.job_specs import PROGRESS_PREFIX
 from lineage_assets.spark_conf import committed_table
@@ -80,10 +82,20 @@ def test_lakehouse_orders_holds_each_valid_order_with_its_decimal_price(runs, se
     assert {row.order_id: (row.price, row.supplier, row.bid_time) for row in rows} == expected
 
 
-def test_invalid_records_are_dead_lettered_and_counted(runs, settings):
+def test_invalid_records_are_dead_lettered_and_counted(runs, settings, instance):
     first, _ = runs
     bad = [o for o in GENERATED if o.kind in BAD_KINDS]
     assert first.dead_letters == len(bad)
+    # The ingestion read each record once, though it reads a batch again for its dead letters.
+    streaming_run = first.run_ids[1]
+    (ingested,) = [
+        record.event_log_entry.asset_materialization
+        for record in instance.get_records_for_run(
+            streaming_run, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
+        ).records
+        if record.event_log_entry.asset_materialization.asset_key == asset_key(LAKEHOUSE_ORDERS)
+    ]
+    assert (ingested.metadata["rows_in"].value, ingested.metadata["rows_out"].value) == (len(GENERATED), len(VALID))
     letters = consume_all(settings, settings.dead_letter_topic)
     assert sorted(m.key().decode() for m in letters) == sorted(o.key for o in bad)
     reasons = {m.key().decode(): json.loads(m.value())["reason"] for m in letters}

@@ -17,9 +17,9 @@ from lineage_assets.definitions import build_definitions, publish_definitions
 from lineage_assets.lineage.check import check_marquez, check_marquez_with_design, log_design
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.events import PRODUCER
-from lineage_assets.lineage.marquez import MarquezApi, dataset_node, lineage_nodes
+from lineage_assets.lineage.marquez import MarquezApi, dataset_node, lineage_nodes, lineage_page
 from lineage_assets.resources.settings import SettingsResource
-from tests.e2e.test_marquez_ui import lineage_url, nodes, settled
+from tests.e2e.test_marquez_ui import nodes, settled
 from tests.marquez_graph import job_node
 
 DELIVERY_TIMEOUT_S = 90
@@ -114,7 +114,8 @@ def test_publishing_again_sends_nothing_new(designed):
 def test_marquez_web_draws_the_designed_graph(designed, browser_page, screenshots):
     probe, _ = designed
     page = browser_page
-    page.goto(lineage_url(probe, SUPPLIER_STATS, depth=10))
+    stats = SUPPLIER_STATS.identity(probe)
+    page.goto(lineage_page(probe, stats.namespace, stats.name, depth=10))
     page.get_by_label("Full Graph").check()
     graph = page.get_by_test_id("zoom-pan-group")
     nodes(graph, "JOB").nth(len(DATASETS) + len(CHECKS) - 1).wait_for()

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from urllib.parse import quote
 
 from lineage_assets.cli import EXIT_BROKEN_PIPE, _status_line, main
+from lineage_assets.datasets import SUPPLIER_STATS
 from lineage_assets.demo import PipelineRun, summary
 from lineage_assets.settings import PROJECT_ROOT, Settings
 from lineage_assets.streaming.deployments import DeploymentStatus
@@ -32,7 +34,10 @@ def test_the_demos_closing_hints_name_the_uis_at_the_settings_addresses():
     settings = Settings(host="127.0.0.2", dagster_port=3300, marquez_web_port=13301)
     hints = summary(PipelineRun(), settings)
     assert "`make dev` opens the Dagster UI on http://127.0.0.2:3300 with these runs" in hints
-    assert "the lineage in Marquez's UI on http://127.0.0.2:13301" in hints
+    # supplier_stats' own lineage page, not Marquez's search, which lists its catalog name's symlink first.
+    stats = SUPPLIER_STATS.identity(settings)
+    page = f"http://127.0.0.2:13301/lineage/dataset/{quote(stats.namespace, safe='')}/{quote(stats.name, safe='')}"
+    assert f"the lineage of supplier_stats in Marquez's UI, {page}\n" in hints
     assert ":3000" not in hints
 
 

@@ -60,3 +60,29 @@ def test_each_batch_names_the_files_it_added_from_the_sinks_log(spark, tmp_path)
     per_batch = wait_for(lambda: len(batches()) == 3 and batches(), 30, "three progress records")
     assert [len(files) for files in per_batch] == [1, 1, 1]
     assert {path: size for files in per_batch for path, size in files} == tables.files_under(spark, str(sink))
+
+
+def test_a_batch_the_job_reads_twice_counts_its_records_once(spark, tmp_path, capsys):
+    """As the ingestion reads a batch again for its dead letters: Spark's ``numInputRows`` counts the
+    source's rows once per execution, the run's report the records the job says each batch had."""
+    source = tmp_path / "in"
+    source.mkdir()
+    for number in range(2):
+        (source / f"{number}.json").write_text("".join(json.dumps({"n": number * 10 + i}) + "\n" for i in range(5)))
+    counted: dict[int, int] = {}
+
+    def read_twice(batch, batch_id: int) -> None:
+        counted[batch_id] = batch.count()
+        assert batch.filter("n % 2 = 0").count() <= counted[batch_id]  # the second read
+
+    records = spark.readStream.schema("n INT").option("maxFilesPerTrigger", 1).json(str(source))
+    writer = records.writeStream.foreachBatch(read_twice).option("checkpointLocation", str(tmp_path / "cp"))
+    args = argparse.Namespace(mode=CATCH_UP, progress_file=None, drain_file=None)
+
+    query, summary = queries.run_query(writer, args, spark, read=counted)
+
+    assert sum(progress.numInputRows for progress in query.recentProgress) == 20  # each file's five rows, twice
+    assert (summary["batches"], summary["rows_in"]) == (2, 10)
+    printed: list[str] = []  # the listener says the query ended once Spark's event reaches it
+    ended = "query ended after 10 rows"
+    wait_for(lambda: printed.append(capsys.readouterr().out) or ended in "".join(printed), 30, f"'{ended}'")
