@@ -11,6 +11,7 @@ import json
 import time
 import urllib.parse
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -47,6 +48,7 @@ from lineage_assets.lineage.emitter import LineageEmitter, emitter_for
 from lineage_assets.lineage.marquez import MarquezApi, MarquezError, lineage_page
 from lineage_assets.lineage.queries import ask
 from lineage_assets.preflight import require_services
+from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings
 from lineage_assets.source_schemas import value_subject
@@ -66,13 +68,16 @@ class PipelineRun:
     supplier_totals: dict[str, dict[str, tuple[Decimal, int]]] = field(
         default_factory=dict
     )  # day -> supplier -> (total, count)
-    checks: dict[str, bool] = field(default_factory=dict)
+    checks: dict[str, bool | None] = field(default_factory=dict)  # None: skipped, its asset failed a blocking check
     held_back: list[str] = field(
         default_factory=list
     )  # days supplier_stats waits on (schema_incompatible dead letters)
     outstanding: int = 0  # those dead letters, not replayed yet
     run_ids: list[str] = field(default_factory=list)  # the Dagster runs, in order
     built_by: dict[str, str] = field(default_factory=dict)  # day -> the run that built it (this pass's or a sensor's)
+
+
+CHECK_OUTCOMES = {True: "passed", False: "FAILED", None: "skipped"}
 
 
 @dataclass(frozen=True)
@@ -128,17 +133,23 @@ class RunEvents:
                 f"run {self.run_id} failed before any step: {said.message if said else 'no error recorded'}"
             )
 
-    def checks(self, definitions: dg.Definitions) -> dict[str, bool]:
+    def checks(self, definitions: dg.Definitions, selection: Sequence[dg.AssetKey] = ()) -> dict[str, bool | None]:
         """Each check the run evaluated, passed or not, by its name; where several assets have a check
-        of that name, by its name and asset ("lineage_matches_catalog of lakehouse/orders")."""
-        names = Counter(key.name for key in definitions.resolve_asset_graph().asset_check_keys)
-        evaluations = [
-            event.asset_check_evaluation_data for event in self.of_type(dg.DagsterEventType.ASSET_CHECK_EVALUATION)
-        ]
-        return {
-            c.check_name if names[c.check_name] == 1 else f"{c.check_name} of {c.asset_key.to_user_string()}": c.passed
-            for c in evaluations
+        of that name, by its name and asset ("lineage_matches_catalog of lakehouse/orders"). A check of
+        the ``selection``'s assets that the run did not evaluate (its asset failed a blocking check
+        first) is None: skipped."""
+        graph = definitions.resolve_asset_graph()
+        names = Counter(key.name for key in graph.asset_check_keys)
+
+        def name(key: dg.AssetCheckKey) -> str:
+            return key.name if names[key.name] == 1 else f"{key.name} of {key.asset_key.to_user_string()}"
+
+        planned = sorted((key for asset in selection for key in graph.get(asset).check_keys), key=name)
+        evaluated = {
+            name(c.asset_check_key): c.passed
+            for c in (e.asset_check_evaluation_data for e in self.of_type(dg.DagsterEventType.ASSET_CHECK_EVALUATION))
         }
+        return {**{name(key): None for key in planned}, **evaluated}
 
 
 class InProcess:
@@ -255,7 +266,8 @@ def run_pipeline(
             run.rows[ORDERS.key] = result.metadata(ORDERS)["rows_out"]
 
         log("streaming jobs (catch-up): " + ", ".join(d.key for d in STREAMING))
-        result = runs.run([asset_key(d) for d in STREAMING])
+        streaming = [asset_key(d) for d in STREAMING]
+        result = runs.run(streaming)
         run.run_ids.append(result.run_id)
         result.raise_failures()
         for dataset in STREAMING:
@@ -266,7 +278,7 @@ def run_pipeline(
         builds_ended(instance, log)
         run.days = days_behind(instance)  # this pass's days and any an earlier one left behind, without those held back
         run.held_back, run.outstanding = list(ingestion["days_held_back"]), ingestion["schema_incompatible_outstanding"]
-        run.checks.update(result.checks(definitions))
+        run.checks.update(result.checks(definitions, streaming))
         if not run.checks.get(f"{LINEAGE_CHECK} of {LAKEHOUSE_ORDERS.key}", True):
             # Blocking: the daily totals must not be computed from a derivation nobody reviewed.
             log(f"supplier_stats: not computed, the lineage of {LAKEHOUSE_ORDERS.key} differs from its design")
@@ -277,7 +289,7 @@ def run_pipeline(
             result = runs.run([asset_key(SUPPLIER_STATS)], partition_key=day)
             run.run_ids.append(result.run_id)
             result.raise_failures()
-            run.checks.update(result.checks(definitions))
+            run.checks.update(result.checks(definitions, [asset_key(SUPPLIER_STATS)]))
             run.built_by[day] = result.run_id
             stats = result.metadata(SUPPLIER_STATS)
             run.supplier_totals[day] = supplier_totals(stats)
@@ -345,9 +357,7 @@ def summary(run: PipelineRun, settings: Settings) -> str:
             f"  {supplier:<8} {total:>12}  {count:>6} orders" for supplier, (total, count) in sorted(totals.items())
         ]
     if run.checks:
-        lines.append(
-            "Asset checks: " + ", ".join(f"{name} {'passed' if ok else 'FAILED'}" for name, ok in run.checks.items())
-        )
+        lines.append("Asset checks: " + ", ".join(f"{name} {CHECK_OUTCOMES[ok]}" for name, ok in run.checks.items()))
     lines += [
         "",
         f"Next: the lineage of supplier_stats in Marquez's UI, {lineage_page(settings, stats.namespace, stats.name)}",
@@ -447,6 +457,7 @@ def main_drift(settings: Settings, seed: int, drifted: int = DRIFTED_ORDERS, goo
         instance = dagster_instance(settings)
         as_before = list(generate_orders(GeneratorConfig(count=good, seed=seed)))
         renamed = [as_drifted(order) for order in generate_orders(GeneratorConfig(count=drifted, seed=seed + 1))]
+        KafkaResource(environment=environment).ensure_orders_topics()  # on a stack where nothing ran yet
         produce_orders(as_before, settings)
         produce_orders(renamed, settings, value_schema=json.dumps(DRIFTED_ORDERS_SCHEMA))
         print(

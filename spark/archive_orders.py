@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from lineage_assets.job_specs import ArchiveReport
 from spark import lineage, transforms
-from spark.support import arguments, kafka, quality, queries, reports, tables
+from spark.support import arguments, kafka_source, quality, queries, reports, tables
 
 
 def parser() -> argparse.ArgumentParser:
@@ -44,9 +44,9 @@ def main() -> None:
     spark = SparkSession.builder.getOrCreate()
     before = tables.files_under(spark, args.path)
 
-    versions = kafka.SourceVersions(args)
+    versions = kafka_source.SourceVersions(args)
     columns = quality.ColumnMetrics()
-    source = kafka.kafka_source(spark, args)
+    source = kafka_source.kafka_source(spark, args)
     decoded = versions.observed(transforms.decode_orders(source, args.value_schema, versions.by_id))
     records = columns.observed(written(decoded))
     observed = reports.observed_lineage(args, column_lineage(records))

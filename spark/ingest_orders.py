@@ -30,7 +30,7 @@ from lineage_assets.dead_letters import REPLAY_HEADER
 from lineage_assets.job_specs import IngestionReport
 from lineage_assets.source_schemas import SCHEMA_INCOMPATIBLE, WriterVersion
 from spark import lineage, transforms
-from spark.support import arguments, kafka, quality, queries, reports, tables
+from spark.support import arguments, kafka_source, quality, queries, reports, tables
 
 QUERY_PROPERTY = "lineage-assets.checkpoint"
 BATCH_PROPERTY = "lineage-assets.batch-id"
@@ -159,7 +159,7 @@ def main() -> None:
     totals: Counter[str] = Counter()
     reasons: Counter[str] = Counter()
     days: set[str] = set()
-    versions = kafka.SourceVersions(args)
+    versions = kafka_source.SourceVersions(args)
     committed_table = (
         CommittedTable(spark, args.table) if args.progress_file and args.mode == arguments.CONTINUOUS else None
     )
@@ -182,7 +182,7 @@ def main() -> None:
             (
                 transforms.dead_letter_records(dead, args.job_name)
                 .write.format("kafka")
-                .options(**kafka.kafka_options(args))
+                .options(**kafka_source.kafka_options(args))
                 .option("topic", args.dead_letter_topic)
                 .save()
             )
@@ -255,7 +255,7 @@ def main() -> None:
         totals["dead_letters_replayed"] += returned
         reasons.update(batch_reasons)
 
-    source = kafka.kafka_source(spark, args, headers=True)
+    source = kafka_source.kafka_source(spark, args, headers=True)
     writer = source.writeStream.foreachBatch(write_batch).option("checkpointLocation", args.checkpoint)
     _, summary = queries.run_query(writer, args, spark, read=records_read)
     table = tables.table_state(spark, args.table)  # the whole table, from its manifests

@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from lineage_assets import topics
 from lineage_assets.job_specs import LiveStatsReport
 from spark import lineage, transforms
-from spark.support import arguments, kafka, queries, reports
+from spark.support import arguments, kafka_source, queries, reports
 
 
 def parser() -> argparse.ArgumentParser:
@@ -49,23 +49,23 @@ def main() -> None:
     started = time.monotonic()
     spark = SparkSession.builder.getOrCreate()
 
-    versions = kafka.SourceVersions(args)
-    source = kafka.kafka_source(spark, args)
+    versions = kafka_source.SourceVersions(args)
+    source = kafka_source.kafka_source(spark, args)
     decoded = versions.observed(transforms.decode_orders(source, args.value_schema, versions.by_id))
     records = written(decoded, args)
     observed = reports.observed_lineage(args, column_lineage(records))
     writer = (
         records.writeStream.format("kafka")
         .outputMode("append")
-        .options(**kafka.kafka_options(args))
+        .options(**kafka_source.kafka_options(args))
         .option("topic", args.output_topic)
         .option("checkpointLocation", args.checkpoint)
     )
     # What the run wrote to its topic, the only writer of it: from the end it found to the end it left.
-    output_start = {args.output_topic: topics.end_offsets(kafka.kafka_client(args), args.output_topic)}
+    output_start = {args.output_topic: topics.end_offsets(kafka_source.kafka_client(args), args.output_topic)}
 
     def offsets_written() -> dict:
-        end = {args.output_topic: topics.end_offsets(kafka.kafka_client(args), args.output_topic)}
+        end = {args.output_topic: topics.end_offsets(kafka_source.kafka_client(args), args.output_topic)}
         return {"output_start_offsets": output_start, "output_end_offsets": end}
 
     query, summary = queries.run_query(writer, args, spark, versions, written=lambda batch_id: offsets_written())

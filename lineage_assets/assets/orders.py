@@ -50,9 +50,7 @@ def orders_definitions(settings: Settings) -> dg.Definitions:
         settings = environment.settings
         require_services(settings)
         with lineage.asset_run(context, ORDERS) as run:
-            created = kafka.ensure_topics(
-                settings.orders_topic, settings.supplier_stats_topic, settings.dead_letter_topic
-            )
+            created = kafka.ensure_orders_topics()
             schema = kafka.register_value_schema(settings.orders_topic, orders_avro_schema_json())
             generated = list(generate_orders(config.generator()))
             report = produce_orders(generated, settings, progress=context.log.info)

@@ -41,7 +41,7 @@ from lineage_assets.lineage.queries import declared_graph, impact, resolve
 from lineage_assets.settings import PROJECT_ROOT, Settings
 from lineage_assets.source_schemas import WriterVersion, judge, value_subject
 from spark import archive_orders, ingest_orders, live_supplier_stats, supplier_stats, transforms
-from spark.support import kafka
+from spark.support import kafka_source
 
 # A micro-batch of the orders topic as `foreachBatch` hands it over (the source's columns, headers included).
 KAFKA_BATCH = (
@@ -64,7 +64,7 @@ def _registered(settings: Settings) -> dict[int, WriterVersion]:
 
 def _decoded(spark: SparkSession, args: argparse.Namespace, settings: Settings) -> DataFrame:
     """The job's source topic (a streaming relation, planned, never started), decoded as it decodes it."""
-    return transforms.decode_orders(kafka.kafka_source(spark, args), args.value_schema, _registered(settings))
+    return transforms.decode_orders(kafka_source.kafka_source(spark, args), args.value_schema, _registered(settings))
 
 
 def _archive(spark: SparkSession, settings: Settings) -> dict[str, Any]:

@@ -47,6 +47,11 @@ class KafkaResource(dg.ConfigurableResource):
                 future.result(timeout=30)
         return missing
 
+    def ensure_orders_topics(self) -> list[str]:
+        """The orders topic and the two the pipeline writes beside it, live statistics and dead letters."""
+        settings = self.environment.settings
+        return self.ensure_topics(settings.orders_topic, settings.supplier_stats_topic, settings.dead_letter_topic)
+
     def end_offsets(self, topic: str) -> dict[int, int]:
         """Partition -> next offset to be written (``topics.end_offsets``)."""
         return topics.end_offsets(kafka_conf(self.environment.settings), topic)

@@ -15,7 +15,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from lineage_assets.job_specs import PROGRESS_PREFIX
 from spark.support.arguments import CATCH_UP
-from spark.support.kafka import SourceVersions
+from spark.support.kafka_source import SourceVersions
 from spark.support.quality import ColumnMetrics
 from spark.support.reports import append_progress
 

@@ -168,6 +168,9 @@ def test_the_table_holds_exactly_the_good_records_while_the_drift_is_stopped(inc
 def test_the_blocking_check_fails_and_supplier_stats_keeps_its_value_before_the_drift(incident):
     assert incident.before.checks["orders_schema_readable"] and incident.before.days == [str(DAY)]
     assert incident.drift.checks["orders_schema_readable"] is False
+    # The ingestion's other checks wait on its blocking one: skipped, and said so.
+    assert incident.drift.checks["orders_reconcile_with_topic"] is None
+    assert incident.drift.checks["orders_values_in_range"] is None
     assert (incident.drift.days, incident.drift.held_back, incident.drift.outstanding) == ([], [str(DAY)], len(DRIFTED))
     assert incident.stats_after_drift == expected_day_stats(BEFORE)
 

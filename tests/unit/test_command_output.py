@@ -41,6 +41,12 @@ def test_the_demos_closing_hints_name_the_uis_at_the_settings_addresses():
     assert ":3000" not in hints
 
 
+def test_the_demos_summary_names_each_check_passed_failed_or_skipped():
+    run = PipelineRun(checks={"orders_schema_readable": False, "orders_values_in_range": None, "x": True})
+    line = next(line for line in summary(run, Settings()).splitlines() if line.startswith("Asset checks: "))
+    assert line == "Asset checks: orders_schema_readable FAILED, orders_values_in_range skipped, x passed"
+
+
 def test_a_running_deployments_rate_is_shown_to_one_decimal_and_a_dash_before_its_first_batch():
     def line(progress) -> str:
         status = DeploymentStatus(
