@@ -95,7 +95,7 @@ lint: $(BIN)/lineage-assets
 # engine and the project's image; three brokers and a Spark cluster); `make test-all` runs every tier.
 COVERAGE := COVERAGE_FILE=$(CURDIR)/.coverage $(BIN)/coverage
 PARALLEL := -n 2 --dist loadgroup --no-loadscope-reorder
-PROFILES := secured or docker or cluster
+PROFILES := docker or cluster
 test: setup lint
 	@$(MAKE) --no-print-directory suite TIERS="not ($(PROFILES))"
 test-all: setup lint engine
