@@ -8,10 +8,11 @@ import subprocess
 import sys
 from urllib.parse import quote
 
-from lineage_assets.cli import EXIT_BROKEN_PIPE, _status_line, main
+from lineage_assets.cli import EXIT_BROKEN_PIPE, main
 from lineage_assets.datasets import SUPPLIER_STATS
 from lineage_assets.demo import PipelineRun, summary
 from lineage_assets.settings import PROJECT_ROOT, Settings
+from lineage_assets.stack_commands import _status_line
 from lineage_assets.streaming.deployments import DeploymentStatus
 
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import dagster as dg
 
 from lineage_assets.assets.common import asset_key
-from lineage_assets.cli import _delivery_status, main
+from lineage_assets.cli import main
 from lineage_assets.datasets import ORDERS
 from lineage_assets.lineage.emitter import LineageEmitter
+from lineage_assets.lineage_command import _delivery_status
 from lineage_assets.settings import Settings
 
 

@@ -289,13 +289,26 @@ def test_the_live_stats_total_is_traced_to_the_topic_without_the_lakehouse(graph
     assert answer.jobs == (f"{NS}/{SUPPLIER_STATS_LIVE.job.lineage_name}",)
 
 
-def test_a_lineage_action_that_takes_no_subject_refuses_one_by_name(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("refused", [["orders"], ["--partition", "2026-11-20"], ["--rematerialize"]])
+def test_a_lineage_verb_refuses_a_subject_or_an_option_not_its_own_by_name(tmp_path, monkeypatch, capsys, refused):
     from lineage_assets.cli import main
 
     monkeypatch.setenv("LINEAGE_ASSETS_STATE_DIR", str(tmp_path))
-    assert main(["lineage", "check", "orders"]) == 2
-    assert "lineage check takes no subject, got 'orders'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        main(["lineage", "check", *refused])
+    assert exited.value.code == 2
+    assert f"error: unrecognized arguments: {' '.join(refused)}" in capsys.readouterr().err
     assert not (tmp_path / "lineage").exists()  # refused before anything was read or created
+
+
+def test_each_lineage_verb_s_help_offers_its_own_options_only(capsys):
+    from lineage_assets.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["lineage", "check", "--help"])
+    shown = capsys.readouterr().out
+    assert "--design" in shown and "--source" in shown
+    assert not any(option in shown for option in ("--partition", "--out", "--rematerialize", "--force", "--retry"))
 
 
 @pytest.mark.parametrize(
