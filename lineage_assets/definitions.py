@@ -1,5 +1,11 @@
 """The one Definitions: each area's assets, checks, sensors and jobs, merged, with the resources
-chosen for the environment."""
+chosen for the environment bound here and nowhere else.
+
+The assets and checks are defined once, at module level in ``lineage_assets/assets/``, and read
+every address and name from their resources when they run. What Dagster reads from the loaded
+definitions themselves is bound here with the resources: each asset's page names its dataset in
+that environment's lineage backend, the upkeep runs on its cron, and its executor reports each
+run's lineage there."""
 
 from __future__ import annotations
 
@@ -8,33 +14,29 @@ from collections.abc import Iterable
 
 import dagster as dg
 
-from lineage_assets.assets.archive import archive_definitions
-from lineage_assets.assets.deployments import deployments_definitions
-from lineage_assets.assets.design import asset_designs, design_definitions, publish_design
-from lineage_assets.assets.lakehouse import lakehouse_definitions
-from lineage_assets.assets.live_stats import live_stats_definitions
-from lineage_assets.assets.orders import orders_definitions
-from lineage_assets.assets.run_lineage import run_lineage_definitions
+from lineage_assets.assets.archive import archive_reconciles_with_topic, orders_archive
+from lineage_assets.assets.common import environment_metadata
+from lineage_assets.assets.deployments import streaming_deployments, streaming_deployments_supervisor
+from lineage_assets.assets.design import asset_designs, publish_design, publish_lineage_design
+from lineage_assets.assets.lakehouse import (
+    lakehouse_orders,
+    orders_reconcile_with_topic,
+    orders_values_in_range,
+    rebuild_supplier_stats,
+    supplier_stats,
+    supplier_stats_on_new_orders,
+)
+from lineage_assets.assets.lakehouse_upkeep import lakehouse_maintenance, upkeep_schedule
+from lineage_assets.assets.live_stats import supplier_stats_live
+from lineage_assets.assets.orders import orders
+from lineage_assets.assets.run_lineage import dead_dagster_run_lineage, run_lineage_executor
 from lineage_assets.lineage.design import Published
-from lineage_assets.resources.kafka import KafkaResource
-from lineage_assets.resources.lineage import LineageResource
+from lineage_assets.resources.binding import build_resources
 from lineage_assets.resources.settings import SettingsResource
-from lineage_assets.resources.spark_jobs import SparkJobsResource
-from lineage_assets.resources.spark_session import CheckSparkResource
 from lineage_assets.settings import Settings
 
-
-def build_resources(environment: SettingsResource) -> dict:
-    return {
-        "environment": environment,
-        "kafka": KafkaResource(environment=environment),
-        "spark_jobs": SparkJobsResource(environment=environment),
-        "lineage": LineageResource(environment=environment),
-        # In-process Spark for asset checks that read the tables.
-        "pyspark": CheckSparkResource(
-            environment=environment, spark_config={"spark.app.name": "lineage-assets-checks"}
-        ),
-    }
+ASSETS = [orders, orders_archive, supplier_stats_live, lakehouse_orders, supplier_stats]
+ASSET_CHECKS = [archive_reconciles_with_topic, orders_reconcile_with_topic, orders_values_in_range]
 
 
 def materializable(assets: Iterable[object] | None) -> list[dg.AssetsDefinition | dg.AssetSpec | dg.SourceAsset]:
@@ -51,15 +53,19 @@ def materializable(assets: Iterable[object] | None) -> list[dg.AssetsDefinition 
 def build_definitions(environment: SettingsResource | None = None) -> dg.Definitions:
     environment = environment or SettingsResource()
     settings = environment.settings
-    return dg.Definitions.merge(
-        orders_definitions(settings),
-        archive_definitions(settings),
-        live_stats_definitions(settings),
-        lakehouse_definitions(settings),
-        deployments_definitions(),
-        run_lineage_definitions(settings),
-        design_definitions(),
-        dg.Definitions(resources=build_resources(environment)),
+    return dg.Definitions(
+        assets=dg.map_asset_specs(environment_metadata(settings), ASSETS),
+        asset_checks=ASSET_CHECKS,
+        jobs=[rebuild_supplier_stats, lakehouse_maintenance, streaming_deployments],
+        schedules=[upkeep_schedule(settings)],
+        sensors=[
+            supplier_stats_on_new_orders,
+            streaming_deployments_supervisor,
+            dead_dagster_run_lineage,
+            publish_lineage_design,
+        ],
+        executor=run_lineage_executor(settings),
+        resources=build_resources(environment),
     )
 
 

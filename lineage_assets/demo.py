@@ -21,7 +21,8 @@ import dagster as dg
 from lineage_assets.assets.common import asset_key
 from lineage_assets.assets.design import published_line
 from lineage_assets.assets.in_progress import lineage_runs_in_progress
-from lineage_assets.assets.lakehouse import UNFINISHED_RUN_STATUSES, days_behind, rebuild_supplier_stats
+from lineage_assets.assets.lakehouse import days_behind, rebuild_supplier_stats
+from lineage_assets.assets.lakehouse_upkeep import UNFINISHED_RUN_STATUSES
 from lineage_assets.datasets import (
     DATASETS,
     LAKEHOUSE_ORDERS,

@@ -1,16 +1,10 @@
-"""Test-session fixtures: one local stack of real servers for the whole session.
-
-Tests run their own stack (own state folder, ports shifted by TEST_PORT_OFFSET) so a developer's
-running stack is never touched; it is started once per session and stopped at the end.
-"""
+"""Test-session fixtures. The stack of real servers the whole session shares, and the settings beside
+a developer's running stack that keep it untouched, are ``lineage_assets.testing``'s (a plugin, as any
+repository testing the assets uses it)."""
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import hashlib
-import os
-import secrets
 import shutil
 import subprocess
 import sys
@@ -20,48 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from lineage_assets.lineage.event_log import file_lock
 from lineage_assets.processes import command_line, pids_naming, terminate
 from lineage_assets.settings import Settings
 from lineage_assets.stack.supervisor import Supervisor
 
-TEST_PORT_OFFSET = 10000
-
-pytest_plugins = ["tests.suite"]
-
-
-# An S3 credential of the session's own, which the exposure tests look for everywhere; every stack of
-# the session has it, since some share the test stack's S3. The workers of one parallel run share it
-# (they share the test stack), derived from their run's id.
-_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-SESSION_S3_SECRET = f"test-secret-{hashlib.sha256(_RUN.encode()).hexdigest()[:16] if _RUN else secrets.token_hex(8)}"
-
-
-# The suite's Spark jobs are short and its machine has two cores: their JVMs use only the JIT's quick
-# tier, which spends about 40% less CPU on a short job (the servers, long-lived, keep the full JIT).
-QUICK_SPARK = "-XX:TieredStopAtLevel=1"
-
-
-def isolated_settings(name: str, offset: int = TEST_PORT_OFFSET, **overrides) -> Settings:
-    defaults = {"s3_secret_key": SESSION_S3_SECRET, "spark_java_options": QUICK_SPARK}
-    return dataclasses.replace(Settings.from_env().beside(name, offset), **{**defaults, **overrides})
-
-
-def pipeline_of_its_own(settings: Settings, name: str) -> Settings:
-    """``settings`` for a pipeline of its own on the same stack: topics, archive prefix, Iceberg and
-    lineage namespaces and a state folder (checkpoints, event log, deployments) named after ``name``,
-    so that no other test's data or lineage is in it."""
-    snake = name.replace("-", "_")
-    return dataclasses.replace(
-        settings,
-        state_dir=settings.state_dir / name,
-        orders_topic=f"{name}-orders",
-        supplier_stats_topic=f"{name}-supplier-stats",
-        dead_letter_topic=f"{name}-orders-dlq",
-        archive_prefix=f"{name}-orders",
-        iceberg_namespace=snake,
-        lineage_namespace=f"lineage_assets_{snake}",
-    )
+pytest_plugins = ["tests.suite", "lineage_assets.testing"]
 
 
 def wait_for(condition, timeout: float, what: str, poll: float = 1.0):
@@ -105,45 +62,12 @@ def no_sender_outlives_the_session(tmp_path_factory):
     )
 
 
-@pytest.fixture(scope="session")
-def settings() -> Settings:
-    return isolated_settings("test-stack")
-
-
-@pytest.fixture(scope="session")
-def stack(settings: Settings):
-    """The test stack, started afresh by the first process of a run that needs it; the other workers of
-    a parallel run use it as it is (``tests/suite.py`` stops it once they are all done)."""
-    supervisor = Supervisor(settings, progress=print)
-    with file_lock(settings.state_dir.with_name(f"{settings.state_dir.name}.lock")):
-        if not started_for_this_run(settings):
-            supervisor.down()  # whatever an interrupted earlier session left behind
-            # An earlier session's lineage senders too: still lingering, each would deliver this session's
-            # new log again (it holds the lock of the log folder deleted here, not of the new one).
-            terminate(pids_naming(settings.lineage_dir), timeout=10)
-            shutil.rmtree(settings.state_dir, ignore_errors=True)
-            supervisor.up()
-            if _RUN:
-                (settings.state_dir / STARTED_FOR).write_text(_RUN)
-        else:
-            supervisor.up()  # already running: each service is found healthy
-    yield supervisor
-    if not _RUN:
-        supervisor.down()
-
-
-STARTED_FOR = "started-for-run"
-
-
-def started_for_this_run(settings: Settings) -> bool:
-    marker = settings.state_dir / STARTED_FOR
-    return _RUN is not None and marker.is_file() and marker.read_text() == _RUN
-
-
 @pytest.fixture
 def stack_of_its_own(tmp_path):
     """Supervisors of stacks of the test's own (each ``isolated_settings(name, offset, **overrides)``
     with its state in the test's folder); whatever they started is stopped after the test."""
+    from lineage_assets.testing import isolated_settings  # imported once pytest registered it, to rewrite its asserts
+
     made: list[Supervisor] = []
 
     def supervisor(name: str, offset: int, **overrides) -> Supervisor:

@@ -68,7 +68,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if hasattr(config, "workerinput") or not run:
         return
     from lineage_assets.stack.supervisor import Supervisor
-    from tests.conftest import STARTED_FOR, isolated_settings
+    from lineage_assets.testing import STARTED_FOR, isolated_settings
 
     settings = isolated_settings("test-stack")
     marker = settings.state_dir / STARTED_FOR

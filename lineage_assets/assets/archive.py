@@ -16,7 +16,6 @@ from lineage_assets.job_specs import ArchiveReport, archive_job, archive_locatio
 from lineage_assets.lineage.run_facts import Assertion, OutputStatistics, RunFacts, WrittenFile
 from lineage_assets.resources.lineage import LineageResource
 from lineage_assets.resources.settings import SettingsResource
-from lineage_assets.settings import Settings
 
 ARCHIVE_RECONCILE = CHECKS["archive_reconciles_with_topic"]
 
@@ -41,6 +40,9 @@ def archived(run: StreamingRun[ArchiveReport]) -> Outcome:
             "quality": dg.MetadataValue.json(report.quality),  # of the records this run archived
         },
     )
+
+
+orders_archive = streaming_asset(ARCHIVE, archive_job, "archive", archived)
 
 
 @dg.asset_check(**check_arguments(ARCHIVE_RECONCILE))
@@ -80,10 +82,3 @@ def archive_reconciles_with_topic(
             ],
             metadata={"archived_records": rows, "distinct_offsets": distinct, "consumed_offsets": consumed},
         )
-
-
-def archive_definitions(settings: Settings) -> dg.Definitions:
-    return dg.Definitions(
-        assets=[streaming_asset(archive_job, settings, "archive", archived)],
-        asset_checks=[archive_reconciles_with_topic],
-    )

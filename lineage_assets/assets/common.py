@@ -55,26 +55,37 @@ def column_lineage(lineage: ColumnLineage) -> dg.TableColumnLineage:
     return dg.TableColumnLineage(deps_by_column={column: inputs for column, inputs in deps.items() if inputs})
 
 
+def definition_metadata(dataset: Dataset) -> dict:
+    """What an asset's definition says of its dataset whatever the environment: its columns, and the
+    expected column lineage (the definition holds the expectation; a materialization, what ran)."""
+    metadata: dict[str, object] = {"dagster/column_schema": column_schema(dataset)}
+    if dataset.expected_lineage:
+        metadata["dagster/column_lineage"] = column_lineage(dataset.expected_lineage)
+    return metadata
+
+
 # The declared graph, built once for all the assets of the definitions loaded for one ``settings``.
 declared_graph_of = functools.cache(declared_graph)
 
 
-def definition_metadata(dataset: Dataset, settings: Settings) -> dict:
-    identity = dataset.identity(settings)
-    metadata = {
-        "dagster/column_schema": column_schema(dataset),
-        "openlineage/namespace": identity.namespace,
-        "openlineage/name": identity.name,
-    }
-    if dataset.expected_lineage:  # the definition holds the expectation; a materialization, what ran
-        metadata["dagster/column_lineage"] = column_lineage(dataset.expected_lineage)
-    impacted = declared_impact(dataset, settings, declared_graph_of(settings))
-    if impacted:  # "what breaks if I change this column", on the asset's page
-        metadata["lineage/impact"] = dg.MetadataValue.md(f"```\n{impacted}\n```")
-    return metadata
+def environment_metadata(settings: Settings) -> Callable[[dg.AssetSpec], dg.AssetSpec]:
+    """What an asset's page says of its dataset in one environment, added to its spec where the
+    definitions bind that environment (``dg.map_asset_specs``): its name in the lineage backend, and
+    what depends on each of its columns."""
+
+    def add(spec: dg.AssetSpec) -> dg.AssetSpec:
+        dataset = DATASETS[spec.key.to_user_string()]
+        identity = dataset.identity(settings)
+        metadata: dict[str, object] = {"openlineage/namespace": identity.namespace, "openlineage/name": identity.name}
+        impacted = declared_impact(dataset, settings, declared_graph_of(settings))
+        if impacted:  # "what breaks if I change this column", on the asset's page
+            metadata["lineage/impact"] = dg.MetadataValue.md(f"```\n{impacted}\n```")
+        return spec.merge_attributes(metadata=metadata)
+
+    return add
 
 
-def asset_spec_arguments(dataset: Dataset, settings: Settings, group: str) -> dict:
+def asset_spec_arguments(dataset: Dataset, group: str) -> dict:
     """The @asset keyword arguments every asset takes from its dataset."""
     return {
         "key": asset_key(dataset),
@@ -82,7 +93,7 @@ def asset_spec_arguments(dataset: Dataset, settings: Settings, group: str) -> di
         "kinds": {dataset.kind.value, dataset.job.engine},
         "group_name": group,
         "owners": list(OWNERS),
-        "metadata": definition_metadata(dataset, settings),
+        "metadata": definition_metadata(dataset),
         "deps": [asset_key(DATASETS[key]) for key in dataset.upstream],
         "pool": dataset.job.name,  # one run of a job at a time out of the run queue (``instance.py``)
     }
@@ -218,21 +229,20 @@ class Outcome:
 
 
 def streaming_asset(
+    dataset: Dataset,
     job: Callable[[Settings], JobSpec[S]],
-    settings: Settings,
     group: str,
     outcome: Callable[[StreamingRun[S]], Outcome],
     *,
     topics: Callable[[Settings], tuple[str, ...]] = lambda settings: (),
     **asset_arguments,
 ) -> dg.AssetsDefinition:
-    """The asset of a streaming job run to catch up: refused while the job runs elsewhere (another
-    catch-up run, or a deployment); otherwise one lineage run around ensuring ``topics``, the Spark job
-    and its ``outcome``."""
-    dataset = job(settings).dataset
+    """The asset of ``dataset``'s streaming job run to catch up: refused while the job runs elsewhere
+    (another catch-up run, or a deployment); otherwise one lineage run around ensuring ``topics``, the
+    Spark job and its ``outcome``."""
     check_specs = [*asset_arguments.pop("check_specs", ()), lineage_check_spec(dataset)]
 
-    @dg.asset(**asset_spec_arguments(dataset, settings, group), check_specs=check_specs, **asset_arguments)
+    @dg.asset(**asset_spec_arguments(dataset, group), check_specs=check_specs, **asset_arguments)
     def streaming(
         context: dg.AssetExecutionContext,
         environment: SettingsResource,

@@ -146,7 +146,3 @@ def manage_streaming_deployments(
 @dg.job(description="Streaming deployments from the UI: launch with config action=deploy|stop|drain.")
 def streaming_deployments():
     manage_streaming_deployments()
-
-
-def deployments_definitions() -> dg.Definitions:
-    return dg.Definitions(jobs=[streaming_deployments], sensors=[streaming_deployments_supervisor])

@@ -84,10 +84,6 @@ def publish_lineage_design(context: dg.SensorEvaluationContext, environment: Set
     return dg.SkipReason(published_line(published))
 
 
-def design_definitions() -> dg.Definitions:
-    return dg.Definitions(sensors=[publish_lineage_design])
-
-
 def published_line(published: Published) -> str:
     line = f"lineage design: {len(published.sent)} events published, {published.unchanged} unchanged"
     if published.retired:

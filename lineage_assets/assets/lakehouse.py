@@ -1,8 +1,7 @@
 """The Iceberg tables: `orders` (streaming ingestion) and `supplier_stats` (daily batch), their
-checks, the sensor that recomputes `supplier_stats` for the days new orders landed in, and the
-tables' hourly upkeep."""
+checks, and the sensor that recomputes `supplier_stats` for the days new orders landed in (their
+upkeep: ``lakehouse_upkeep.py``)."""
 
-import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,21 +24,14 @@ from lineage_assets.assets.common import (
 )
 from lineage_assets.datasets import CHECKS, LAKEHOUSE_ORDERS, SUPPLIER_STATS, iceberg_table_name
 from lineage_assets.dead_letters import TEACH_THEN_REPLAY
-from lineage_assets.job_specs import (
-    LAKEHOUSE_UPKEEP_SCRIPT,
-    IngestionReport,
-    LakehouseUpkeepReport,
-    ingestion_job,
-    lakehouse_upkeep_arguments,
-    supplier_stats_job,
-)
+from lineage_assets.job_specs import IngestionReport, ingestion_job, supplier_stats_job
 from lineage_assets.lineage.run_facts import Assertion, OutputStatistics, RunFacts, snapshot_written, table_read
 from lineage_assets.preflight import require_services
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lineage import LineageResource
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
-from lineage_assets.settings import ENV_PREFIX, Settings, SettingsError
+from lineage_assets.settings import Settings
 from lineage_assets.spark_conf import committed_table
 
 DAILY = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_offset=1, timezone="UTC")
@@ -253,67 +245,78 @@ def ingested(run: StreamingRun[IngestionReport]) -> Outcome:
     )
 
 
-def supplier_stats_asset(settings: Settings) -> dg.AssetsDefinition:
-    @dg.asset(
-        partitions_def=DAILY,
-        check_specs=[lineage_check_spec(SUPPLIER_STATS)],
-        **asset_spec_arguments(SUPPLIER_STATS, settings, "lakehouse"),
-    )
-    def supplier_stats(
-        context: dg.AssetExecutionContext,
-        environment: SettingsResource,
-        spark_jobs: SparkJobsResource,
-        lineage: LineageResource,
-    ) -> dg.MaterializeResult:
-        """Recompute one day of hourly supplier totals; overwrites exactly that day."""
-        require_services(environment.settings)
-        with lineage.asset_run(context, SUPPLIER_STATS, lifecycle="OVERWRITE") as run:
-            application = run.spark_application()
-            try:
-                report = spark_jobs.run(
-                    supplier_stats_job(environment.settings, context.partition_key),
-                    log=context.log,
-                    extra_conf=application.conf(),
-                )
-            except BaseException as error:
-                run.forward_spark_events(application, ended_by=error)  # Spark's own events, even from a failed job
-                raise
-            agent = run.forward_spark_events(application)
-            observation = observed_lineage(SUPPLIER_STATS, report, environment.settings, context.log, agent)
-            facts = RunFacts(
-                OutputStatistics(rows=report.rows_written, bytes=report.bytes_written, files=report.files_written),
-                "CREATE" if report.table_created else "OVERWRITE",
-                version=snapshot_written(report.snapshot_id, report.schema_id, report.parent_snapshot_id),
-                quality=report.quality,
-                reads=(
-                    table_read(
-                        LAKEHOUSE_ORDERS,
-                        report.source_snapshot_id,
-                        report.source_schema_id,
-                        report.source_data_snapshot_id,
-                    ),
-                ),
-                partitions=(report.day,) if report.day else (),
-                observation=observation,
-            )
-            run.complete(facts)
-        return dg.MaterializeResult(
-            metadata={
-                **run_metadata(report, facts),
-                **snapshot_written_by(
-                    context.instance, report.source_data_snapshot_id or report.source_snapshot_id, environment.settings
-                ),
-                "day": report.day,
-                "files_written": report.files_written,
-                "bytes_written": report.bytes_written,
-                "table_created": report.table_created,
-                "totals": dg.MetadataValue.json(report.totals),
-                **table_metadata(report.snapshot_id, report.schema_id, report.quality),
-            },
-            check_results=[lineage_check_result(SUPPLIER_STATS, observation)],
+lakehouse_orders = streaming_asset(
+    LAKEHOUSE_ORDERS,
+    ingestion_job,
+    "lakehouse",
+    ingested,
+    topics=lambda settings: (settings.dead_letter_topic,),
+    check_specs=[
+        dg.AssetCheckSpec(
+            SCHEMA_CHECK, asset=asset_key(LAKEHOUSE_ORDERS), blocking=True, description=SCHEMA_CHECK_DESCRIPTION
         )
+    ],
+)
 
-    return supplier_stats
+
+@dg.asset(
+    partitions_def=DAILY,
+    check_specs=[lineage_check_spec(SUPPLIER_STATS)],
+    **asset_spec_arguments(SUPPLIER_STATS, "lakehouse"),
+)
+def supplier_stats(
+    context: dg.AssetExecutionContext,
+    environment: SettingsResource,
+    spark_jobs: SparkJobsResource,
+    lineage: LineageResource,
+) -> dg.MaterializeResult:
+    """Recompute one day of hourly supplier totals; overwrites exactly that day."""
+    require_services(environment.settings)
+    with lineage.asset_run(context, SUPPLIER_STATS, lifecycle="OVERWRITE") as run:
+        application = run.spark_application()
+        try:
+            report = spark_jobs.run(
+                supplier_stats_job(environment.settings, context.partition_key),
+                log=context.log,
+                extra_conf=application.conf(),
+            )
+        except BaseException as error:
+            run.forward_spark_events(application, ended_by=error)  # Spark's own events, even from a failed job
+            raise
+        agent = run.forward_spark_events(application)
+        observation = observed_lineage(SUPPLIER_STATS, report, environment.settings, context.log, agent)
+        facts = RunFacts(
+            OutputStatistics(rows=report.rows_written, bytes=report.bytes_written, files=report.files_written),
+            "CREATE" if report.table_created else "OVERWRITE",
+            version=snapshot_written(report.snapshot_id, report.schema_id, report.parent_snapshot_id),
+            quality=report.quality,
+            reads=(
+                table_read(
+                    LAKEHOUSE_ORDERS,
+                    report.source_snapshot_id,
+                    report.source_schema_id,
+                    report.source_data_snapshot_id,
+                ),
+            ),
+            partitions=(report.day,) if report.day else (),
+            observation=observation,
+        )
+        run.complete(facts)
+    return dg.MaterializeResult(
+        metadata={
+            **run_metadata(report, facts),
+            **snapshot_written_by(
+                context.instance, report.source_data_snapshot_id or report.source_snapshot_id, environment.settings
+            ),
+            "day": report.day,
+            "files_written": report.files_written,
+            "bytes_written": report.bytes_written,
+            "table_created": report.table_created,
+            "totals": dg.MetadataValue.json(report.totals),
+            **table_metadata(report.snapshot_id, report.schema_id, report.quality),
+        },
+        check_results=[lineage_check_result(SUPPLIER_STATS, observation)],
+    )
 
 
 rebuild_supplier_stats = dg.define_asset_job("supplier_stats_job", selection=[asset_key(SUPPLIER_STATS)])
@@ -395,117 +398,3 @@ def orders_values_in_range(
             ],
             metadata={f"{column}_failing": count for column, count in failing.items()},
         )
-
-
-@dg.op(
-    description="Compact the small files of `orders`' days before today (UTC; Iceberg's rewrite_data_files), then "
-    "expire the lakehouse tables' snapshots older than LINEAGE_ASSETS_SNAPSHOT_RETENTION_HOURS, keeping the last "
-    "LINEAGE_ASSETS_SNAPSHOTS_KEPT (Iceberg's expire_snapshots), and the files only they referenced; then delete "
-    "the files nothing in a table references older than LINEAGE_ASSETS_ORPHAN_FILE_AGE_HOURS (Iceberg's "
-    "remove_orphan_files). No row changes."
-)
-def lakehouse_upkeep(
-    context: dg.OpExecutionContext, environment: SettingsResource, spark_jobs: SparkJobsResource
-) -> dg.Output[dict]:
-    settings = environment.settings
-    require_services(settings)
-    arguments = lakehouse_upkeep_arguments(settings, dt.datetime.now(dt.UTC))
-    report = LakehouseUpkeepReport(**spark_jobs.submit(LAKEHOUSE_UPKEEP_SCRIPT, list(arguments), log=context.log))
-    for table in report.compacted:
-        context.log.info(
-            f"{table['table']}: {table['rewritten_data_files_count']} files of the days before "
-            f"{table['closed_before']} compacted into {table['added_data_files_count']}"
-            + (
-                f"; {table['failed_data_files_count']} left as they were (their group failed: see the job's log)"
-                if table["failed_data_files_count"]
-                else ""
-            )
-        )
-    for table in report.expired:
-        context.log.info(f"{table['table']}: {table['snapshots_before']} snapshots, {table['snapshots_after']} kept")
-    for table in report.orphans:
-        deleted = table["deleted_orphan_files"]
-        context.log.info(
-            f"{table['table']}: {len(deleted)} files no snapshot references, older than {table['older_than']}, "
-            "deleted" + "".join(f"\n  {location}" for location in deleted)
-        )
-    return dg.Output(
-        {"compacted": report.compacted, "expired": report.expired, "orphans": report.orphans},
-        metadata={
-            "duration_seconds": report.duration_seconds,
-            **{f"compacted/{table['table']}": dg.MetadataValue.json(table) for table in report.compacted},
-            **{f"expired/{table['table']}": dg.MetadataValue.json(table) for table in report.expired},
-            **{f"orphans_deleted/{table['table']}": len(table["deleted_orphan_files"]) for table in report.orphans},
-        },
-    )
-
-
-UPKEEP_MAX_RUNTIME_S = 6 * 3600
-UNFINISHED_RUN_STATUSES = [
-    dg.DagsterRunStatus.QUEUED,
-    dg.DagsterRunStatus.NOT_STARTED,
-    dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED,
-    dg.DagsterRunStatus.CANCELING,
-]
-
-
-@dg.job(
-    description="The lakehouse tables' upkeep: the closed days of `orders` compacted, so that reads stay fast, "
-    "old snapshots expired, so that commits stay fast, and the files of failed writes deleted.",
-    # Canceled past it by Dagster's run monitoring: a run whose process died would otherwise stay
-    # STARTED and hold every later hour back (the schedule skips while one has not ended).
-    tags={"dagster/max_runtime": str(UPKEEP_MAX_RUNTIME_S)},
-)
-def lakehouse_maintenance():
-    lakehouse_upkeep()
-
-
-def lakehouse_maintenance_schedule(context: dg.ScheduleEvaluationContext):
-    # An upkeep that outlasts its interval (a backlog of days to compact) is not joined by a second one,
-    # which would compact the same days and fail at its commit.
-    unfinished = context.instance.get_run_records(
-        filters=dg.RunsFilter(job_name=lakehouse_maintenance.name, statuses=UNFINISHED_RUN_STATUSES), limit=1
-    )
-    if unfinished:
-        run = unfinished[0].dagster_run
-        return dg.SkipReason(
-            f"{lakehouse_maintenance.name} run {run.run_id} has not ended ({run.status.value}): this upkeep skipped"
-        )
-    return dg.RunRequest()
-
-
-def upkeep_schedule(settings: Settings) -> dg.ScheduleDefinition:
-    """The upkeep on the settings' cron schedule, running by default: each snapshot a continuous
-    deployment leaves makes its every later commit slower."""
-    on_cron = dg.schedule(
-        job=lakehouse_maintenance,
-        cron_schedule=settings.upkeep_schedule,
-        default_status=dg.DefaultScheduleStatus.RUNNING,
-    )
-    try:
-        return on_cron(lakehouse_maintenance_schedule)
-    except dg.DagsterInvalidDefinitionError as error:  # Dagster's cron parser, on each field's values
-        raise SettingsError(f"{ENV_PREFIX}UPKEEP_SCHEDULE={settings.upkeep_schedule!r}: {error}") from None
-
-
-def lakehouse_definitions(settings: Settings) -> dg.Definitions:
-    orders = streaming_asset(
-        ingestion_job,
-        settings,
-        "lakehouse",
-        ingested,
-        topics=lambda settings: (settings.dead_letter_topic,),
-        check_specs=[
-            dg.AssetCheckSpec(
-                SCHEMA_CHECK, asset=asset_key(LAKEHOUSE_ORDERS), blocking=True, description=SCHEMA_CHECK_DESCRIPTION
-            )
-        ],
-    )
-    return dg.Definitions(
-        assets=[orders, supplier_stats_asset(settings)],
-        asset_checks=[orders_reconcile_with_topic, orders_values_in_range],
-        jobs=[rebuild_supplier_stats, lakehouse_maintenance],
-        schedules=[upkeep_schedule(settings)],
-        sensors=[supplier_stats_on_new_orders],
-    )

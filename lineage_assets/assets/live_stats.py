@@ -3,9 +3,9 @@
 import dagster as dg
 
 from lineage_assets.assets.common import Outcome, StreamingRun, orders_read_by, streaming_asset
+from lineage_assets.datasets import SUPPLIER_STATS_LIVE
 from lineage_assets.job_specs import LiveStatsReport, live_stats_job
 from lineage_assets.lineage.run_facts import OutputStatistics, RunFacts, offset_ranges
-from lineage_assets.settings import Settings
 
 
 def windows_published(run: StreamingRun[LiveStatsReport]) -> Outcome:
@@ -23,15 +23,10 @@ def windows_published(run: StreamingRun[LiveStatsReport]) -> Outcome:
     )
 
 
-def live_stats_definitions(settings: Settings) -> dg.Definitions:
-    return dg.Definitions(
-        assets=[
-            streaming_asset(
-                live_stats_job,
-                settings,
-                "live_stats",
-                windows_published,
-                topics=lambda settings: (settings.supplier_stats_topic,),
-            )
-        ]
-    )
+supplier_stats_live = streaming_asset(
+    SUPPLIER_STATS_LIVE,
+    live_stats_job,
+    "live_stats",
+    windows_published,
+    topics=lambda settings: (settings.supplier_stats_topic,),
+)

@@ -197,7 +197,3 @@ def dead_dagster_run_lineage(context: dg.SensorEvaluationContext, environment: S
     for record in dead:
         end_dagster_run(environment.settings, context.instance, record.dagster_run.run_id)
     return dg.SkipReason(f"ended the lineage of {len(dead)} Dagster runs that died")
-
-
-def run_lineage_definitions(settings: Settings) -> dg.Definitions:
-    return dg.Definitions(sensors=[dead_dagster_run_lineage], executor=run_lineage_executor(settings))

@@ -9,7 +9,7 @@ import pytest
 
 from lineage_assets.settings import Settings
 from lineage_assets.stack.supervisor import Supervisor
-from tests.conftest import isolated_settings
+from lineage_assets.testing import isolated_settings
 
 CLUSTER_PORT_OFFSET = 10200
 KAFKA_NODES = ["kafka", "kafka-2", "kafka-3"]

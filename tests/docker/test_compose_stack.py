@@ -20,7 +20,8 @@ from lineage_assets.settings import ENV_PREFIX, SECRETS_FILE_VARIABLE, Settings
 from lineage_assets.stack.containers import COMPOSE_FILE, STACK_IMAGE, build_stack_image, stack_services
 from lineage_assets.stack.services.engine import engine_url
 from lineage_assets.stack.supervisor import Supervisor
-from tests.conftest import isolated_settings, wait_for
+from lineage_assets.testing import isolated_settings
+from tests.conftest import wait_for
 from tests.process_arguments import ArgumentSampler
 
 COMPOSE_PORT_OFFSET = 13200

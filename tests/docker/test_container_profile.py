@@ -19,7 +19,7 @@ from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.graph import LineageGraph, job_key
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.settings import Settings
-from tests.conftest import pipeline_of_its_own
+from lineage_assets.testing import pipeline_of_its_own
 from tests.integration.test_deployments import orders_topic_ready
 from tests.ui.dagster_dev import DAY, ORDERS, dagster_dev, launch, stop_sensor
 

@@ -28,7 +28,8 @@ from lineage_assets.stack.services.engine import (
 )
 from lineage_assets.stack.supervisor import Supervisor
 from lineage_assets.streaming.deployments import DockerDeployments, deployments_for
-from tests.conftest import isolated_settings, pipeline_of_its_own, wait_for
+from lineage_assets.testing import isolated_settings, pipeline_of_its_own
+from tests.conftest import wait_for
 from tests.integration.test_deployments import (
     evaluate_supervisor,
     marquez_events,

@@ -25,7 +25,8 @@ from lineage_assets.lineage.events import PRODUCER, column_lineage_facet
 from lineage_assets.lineage.marquez import MarquezApi, dataset_node, lineage_nodes
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.stack.supervisor import Supervisor
-from tests.conftest import pipeline_of_its_own, wait_for
+from lineage_assets.testing import pipeline_of_its_own
+from tests.conftest import wait_for
 from tests.e2e.conftest import DELIVERY_TIMEOUT_S
 from tests.marquez_graph import dataset_names, job_node
 from tests.suite import SHARED_PIPELINE

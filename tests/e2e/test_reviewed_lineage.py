@@ -21,7 +21,7 @@ from lineage_assets.lineage.check import check, check_marquez
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.settings import SettingsResource
-from tests.conftest import pipeline_of_its_own
+from lineage_assets.testing import pipeline_of_its_own
 from tests.e2e.conftest import DELIVERY_TIMEOUT_S, lineage_check_of, materialize
 from tests.suite import SHARED_PIPELINE
 

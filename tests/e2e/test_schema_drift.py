@@ -38,7 +38,7 @@ from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.spark_conf import committed_table
-from tests.conftest import pipeline_of_its_own
+from lineage_assets.testing import pipeline_of_its_own
 from tests.e2e.test_pipeline import consume_all
 from tests.openlineage_schemas import validate_event
 

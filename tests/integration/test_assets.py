@@ -5,32 +5,23 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from lineage_assets.assets.orders import OrdersConfig, orders_definitions
+from lineage_assets.assets.orders import OrdersConfig, orders
 from lineage_assets.datasets import ORDERS
-from lineage_assets.definitions import build_resources
 from lineage_assets.lineage.emitter import emitter_for
-from lineage_assets.resources.settings import SettingsResource
+from lineage_assets.testing import build_asset_context, resources_for
 from tests.suite import SHARED_PIPELINE
 
 pytestmark = pytest.mark.xdist_group(SHARED_PIPELINE)  # the test stack's own topics, tables and lineage
 
 
 def test_orders_asset_produces_the_configured_orders_and_reports_them(stack, settings):
-    resources = build_resources(SettingsResource.of(settings))
-    (orders,) = orders_definitions(settings).assets
+    resources = resources_for(settings)
     topic_before = (
         resources["kafka"].end_offsets(settings.orders_topic) if _topic_exists(resources, settings) else {0: 0}
     )
 
     with dg.instance_for_test() as instance:
-        with dg.build_asset_context(
-            instance=instance,
-            resources={
-                "environment": resources["environment"],
-                "kafka": resources["kafka"],
-                "lineage": resources["lineage"],
-            },
-        ) as context:
+        with build_asset_context(orders, settings, instance=instance) as context:
             result = orders(context, OrdersConfig(count=25, seed=3, bad_fraction=0.2))
 
     metadata = result.metadata

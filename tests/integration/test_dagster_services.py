@@ -34,7 +34,8 @@ from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.stack.services.base import StackError
 from lineage_assets.stack.services.dagster import DAGSTER_SERVICES, LOCATION
 from lineage_assets.stack.supervisor import Supervisor
-from tests.conftest import pipeline_of_its_own, wait_for
+from lineage_assets.testing import pipeline_of_its_own
+from tests.conftest import wait_for
 from tests.integration.test_deployments import orders_topic_ready
 from tests.ui.dagster_dev import DAY, ORDERS, RUN_TIMEOUT_S, comparable, events_of_runs
 

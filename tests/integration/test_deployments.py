@@ -33,7 +33,8 @@ from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.spark_conf import committed_table
 from lineage_assets.streaming.deployments import LocalDeployments
 from lineage_assets.streaming.folder import read_json
-from tests.conftest import pipeline_of_its_own, wait_for
+from lineage_assets.testing import pipeline_of_its_own
+from tests.conftest import wait_for
 from tests.openlineage_schemas import validate_event
 from tests.suite import SHARED_PIPELINE
 

@@ -19,7 +19,8 @@ from lineage_assets.definitions import build_definitions
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.streaming.deployments import DeploymentError, LocalDeployments
 from lineage_assets.streaming.exclusive import exclusive_run, running
-from tests.conftest import pipeline_of_its_own, wait_for
+from lineage_assets.testing import pipeline_of_its_own
+from tests.conftest import wait_for
 from tests.integration.test_dead_letters import high_watermark
 from tests.integration.test_deployments import orders_topic_ready
 from tests.suite import SHARED_PIPELINE

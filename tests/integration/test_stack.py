@@ -17,7 +17,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from lineage_assets.connections import s3_client
 from lineage_assets.stack.services.base import StackError
 from lineage_assets.stack.supervisor import Supervisor
-from tests.conftest import another_process_serving, isolated_settings
+from lineage_assets.testing import isolated_settings
+from tests.conftest import another_process_serving
 
 
 def _processes_using(state_dir: Path) -> list[int]:

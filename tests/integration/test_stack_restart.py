@@ -20,7 +20,8 @@ from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.spark_conf import spark_conf
 from lineage_assets.stack.supervisor import Supervisor
 from lineage_assets.streaming.deployments import LocalDeployments
-from tests.conftest import isolated_settings, wait_for
+from lineage_assets.testing import isolated_settings
+from tests.conftest import wait_for
 from tests.integration.test_deployments import orders_topic_ready, rows_and_orders
 
 SERVERS = ["postgres", "kafka", "s3", "iceberg-rest", "registry"]

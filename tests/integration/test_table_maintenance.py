@@ -26,8 +26,9 @@ from lineage_assets.lineage.provenance import marquez_runs, provenance, runs_of
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.stack.services.storage import S3
 from lineage_assets.streaming.deployments import LocalDeployments
+from lineage_assets.testing import pipeline_of_its_own
 from spark.support.tables import METADATA_PROPERTIES, files_under
-from tests.conftest import pipeline_of_its_own, wait_for
+from tests.conftest import wait_for
 from tests.e2e.conftest import DELIVERY_TIMEOUT_S
 from tests.integration.test_deployments import (
     assert_metrics_match_the_snapshot,

@@ -20,7 +20,7 @@ from lineage_assets.definitions import build_definitions
 from lineage_assets.instance import prepare_dagster_home
 from lineage_assets.resources.lineage import UNRECORDED_EVENTS
 from lineage_assets.resources.settings import SettingsResource
-from tests.conftest import pipeline_of_its_own
+from lineage_assets.testing import pipeline_of_its_own
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from lineage_assets.kafka_properties import parse_properties, read_kafka_propert
 from lineage_assets.settings import PROFILE_SECRETS, Settings
 from lineage_assets.stack import security
 from lineage_assets.stack.supervisor import Supervisor
-from tests.conftest import isolated_settings
+from lineage_assets.testing import isolated_settings
 
 # Clear of every other stack of the suite (10400 is the restart test's), its proxied servers 1000 higher too.
 SECURED_PORT_OFFSET = 10800

@@ -31,8 +31,8 @@ from lineage_assets.lineage.check import check
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.provenance import provenance, reached, runs_of
 from lineage_assets.resources.settings import SettingsResource
+from lineage_assets.testing import pipeline_of_its_own
 from spark import transforms
-from tests.conftest import pipeline_of_its_own
 from tests.provenance_checks import completed, offsets_behind, recomputed_day, written_day
 from tests.ui.dagster_dev import dagster_dev, rematerialize_reached, stop_sensor
 
