@@ -1,6 +1,10 @@
 """The Dagster instance of `make dev` and the demo: its folder (``DAGSTER_HOME``), its ``dagster.yaml``
 and the environment of the Dagster processes using it, in one place.
 
+Dagster's own CLI (`dagster dev`, `dagster asset materialize`) opens this instance from the project
+root too: preparing it names it as DAGSTER_HOME in the checkout's ``.env``, which Dagster's CLI loads
+from its working directory (``DOTENV``).
+
 Its storage (runs, event logs, schedules and sensors' ticks) is in the local stack's PostgreSQL, as
 Dagster's own deployment guides keep it: a database for each instance folder (the project's, a
 test's, a benchmark's), so that each keeps its own runs. Opening it brings
@@ -22,12 +26,15 @@ from typing import TYPE_CHECKING
 import yaml
 
 from lineage_assets.datasets import DATASETS
-from lineage_assets.settings import ENV_PREFIX, Settings
+from lineage_assets.settings import ENV_PREFIX, PROJECT_ROOT, Settings
 
 if TYPE_CHECKING:
     import dagster as dg
 
 POSTGRES_PASSWORD = ENV_PREFIX + "POSTGRES_PASSWORD"
+# Read by Dagster's CLI from its working directory before it opens an instance (git-ignored: it holds
+# this checkout's absolute path).
+DOTENV = PROJECT_ROOT / ".env"
 
 
 def dagster_home(settings: Settings) -> Path:
@@ -99,7 +106,22 @@ def prepare_dagster_home(settings: Settings, home: Path | None = None) -> Path:
         known = instance.event_log_storage.get_concurrency_keys()
         for pool in sorted({dataset.job.name for dataset in DATASETS.values()} - known):
             instance.event_log_storage.initialize_concurrency_limit_to_default(pool)
+    # Only the checkout's own instance: a test's or a benchmark's would take the developer's place.
+    if home.resolve() == dagster_home(Settings()).resolve():
+        name_in_dotenv(home)
     return home
+
+
+def name_in_dotenv(home: Path, dotenv: Path = DOTENV) -> None:
+    """``home`` as the DAGSTER_HOME of ``dotenv`` (its other lines kept), unless the environment sets
+    one: a test's or benchmark's ``dagster`` from the project root keeps the instance it names."""
+    line = f'DAGSTER_HOME="${{DAGSTER_HOME:-{home.resolve()}}}"'
+    kept = (
+        [old for old in dotenv.read_text().splitlines() if not old.startswith("DAGSTER_HOME=")]
+        if dotenv.exists()
+        else []
+    )
+    dotenv.write_text("\n".join([*kept, line]) + "\n")
 
 
 def open_instance(settings: Settings, home: Path) -> dg.DagsterInstance:
