@@ -10,7 +10,7 @@ import json
 from lineage_assets.connections import registry_client_conf, spark_kafka_conf
 from lineage_assets.datasets import Dataset, iceberg_table_name, orders_reader_schema_json
 from lineage_assets.lineage.emitter import emitter_for
-from lineage_assets.lineage.events import PRODUCER
+from lineage_assets.lineage.facets import PRODUCER
 from lineage_assets.settings import Settings
 from lineage_assets.source_schemas import registered_versions, value_subject
 from spark import transforms

@@ -3,7 +3,8 @@
 From what the loaded Dagster definitions say of each asset (``AssetDesign``, read by
 ``assets/design.py``, which knows Dagster) and from the dataset catalog (identities, producing jobs,
 declared column lineage): one ``DatasetEvent`` per asset's dataset and one ``JobEvent`` per producing
-job and per asset check's job, built with the same facets as the run events (``lineage/events.py``).
+job and per asset check's job, built with the same facets as the run events (``lineage/events.py``,
+``lineage/run_datasets.py``).
 
 Publishing is idempotent: each event's content without its time is hashed, and the hashes of what
 was last published are kept in the lineage folder (``design.json``); only an event whose hash
@@ -37,6 +38,8 @@ from openlineage.client.facet_v2 import (
 from lineage_assets.datasets import CHECKS, DATASETS, Column, Dataset
 from lineage_assets.lineage import events
 from lineage_assets.lineage.emitter import LineageEmitter
+from lineage_assets.lineage.facets import PRODUCER
+from lineage_assets.lineage.run_datasets import column_lineage_facet, dataset_facets
 from lineage_assets.lineage.transport import event_line
 from lineage_assets.private_files import replace_private
 from lineage_assets.settings import Settings
@@ -81,7 +84,7 @@ def _schema(columns: tuple[Column, ...]) -> schema_dataset.SchemaDatasetFacet:
 def _declared_lineage(dataset: Dataset, settings: Settings) -> dict[str, DatasetFacet]:
     if not dataset.expected_lineage:
         return {}
-    return {"columnLineage": events.column_lineage_facet(dataset.expected_lineage, settings)}
+    return {"columnLineage": column_lineage_facet(dataset.expected_lineage, settings)}
 
 
 def dataset_event(asset: AssetDesign, settings: Settings, at: dt.datetime) -> DatasetEvent:
@@ -91,7 +94,7 @@ def dataset_event(asset: AssetDesign, settings: Settings, at: dt.datetime) -> Da
     dataset = _catalog(asset.key)
     identity = dataset.identity(settings)
     facets: dict[str, DatasetFacet] = {
-        **events.dataset_facets(dataset, settings),
+        **dataset_facets(dataset, settings),
         "schema": _schema(asset.columns),
         **_declared_lineage(dataset, settings),
         "documentation": documentation_dataset.DocumentationDatasetFacet(
@@ -114,7 +117,7 @@ def dataset_event(asset: AssetDesign, settings: Settings, at: dt.datetime) -> Da
     return DatasetEvent(
         eventTime=at.isoformat(),
         dataset=StaticDataset(namespace=identity.namespace, name=identity.name, facets=facets),
-        producer=events.PRODUCER,
+        producer=PRODUCER,
     )
 
 
@@ -134,7 +137,7 @@ def job_event(asset: AssetDesign, settings: Settings, at: dt.datetime) -> JobEve
         job=events.job(dataset, settings),
         inputs=[_input(key, settings) for key in asset.upstream],
         outputs=[OutputDataset(namespace=identity.namespace, name=identity.name, facets=facets)],
-        producer=events.PRODUCER,
+        producer=PRODUCER,
     )
 
 
@@ -145,7 +148,7 @@ def check_job_event(name: str, settings: Settings, at: dt.datetime) -> JobEvent:
         job=events.check_job(check, settings),
         inputs=[_input(check.dataset, settings)],
         outputs=[],
-        producer=events.PRODUCER,
+        producer=PRODUCER,
     )
 
 
@@ -168,7 +171,7 @@ def retired_dataset_event(namespace: str, name: str, at: dt.datetime) -> Dataset
     return DatasetEvent(
         eventTime=at.isoformat(),
         dataset=StaticDataset(namespace=namespace, name=name, facets=facets),
-        producer=events.PRODUCER,
+        producer=PRODUCER,
     )
 
 
@@ -186,7 +189,7 @@ def retired_job_event(namespace: str, name: str, at: dt.datetime) -> JobEvent:
         job=Job(namespace=namespace, name=name, facets=facets),
         inputs=[],
         outputs=[],
-        producer=events.PRODUCER,
+        producer=PRODUCER,
     )
 
 

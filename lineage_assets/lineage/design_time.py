@@ -22,18 +22,16 @@ from typing import Any
 from pyspark.sql import DataFrame, Observation, SparkSession
 
 from lineage_assets import job_specs
+from lineage_assets.column_lineage import DESIGNED_LINEAGE, Derivations, designed_lineage
 from lineage_assets.datasets import (
     ARCHIVE,
     CHECKS,
     DATASETS,
-    DESIGNED_LINEAGE,
     LAKEHOUSE_ORDERS,
     LINEAGE_CHECK,
     ORDERS_READER_SCHEMA,
     SUPPLIER_STATS,
     SUPPLIER_STATS_LIVE,
-    Derivations,
-    designed_lineage,
     orders_reader_schema_json,
 )
 from lineage_assets.lineage.observed import ObservationError, derivation_gaps, derivations_of

@@ -1,9 +1,11 @@
 """The project's own OpenLineage facets, as openlineage-python defines its own: attrs classes of
 its facet types, each with the JSON schema this package ships (``schemas/``), whose ``$id`` carries
-``VERSION``. ``events`` puts them on the runs' datasets and runs."""
+``VERSION``. ``run_datasets`` and ``events`` put them on the runs' datasets and runs; ``PRODUCER`` is
+the producer every event and facet names."""
 
 from __future__ import annotations
 
+import importlib.metadata
 from typing import TypedDict, TypeVar
 
 import attr
@@ -13,12 +15,17 @@ from openlineage.client.facet_v2 import (
     OutputDatasetFacet,
     RunFacet,
     dataset_version_dataset,
+    set_producer,
 )
 
 from lineage_assets.lineage.run_facts import OffsetMap, OffsetRange
 
 # The version in the $id of the project's own facet schemas (lineage/schemas/*.json), not the package's.
 VERSION = "0.1.0"
+
+# What every event and facet names as its producer: set before any facet is built, as each takes it then.
+PRODUCER = f"urn:lineage_assets:{importlib.metadata.version('lineage_assets')}"
+set_producer(PRODUCER)
 
 
 @attr.define

@@ -15,16 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lineage_assets.datasets import (
-    DATASETS,
-    ColumnSource,
-    Dataset,
-    Derivations,
-    Identity,
-    Kind,
-    Transformation,
-    foreign_identity,
-)
+from lineage_assets.column_lineage import ColumnSource, Derivations, Transformation
+from lineage_assets.datasets import DATASETS, Dataset, Identity, Kind, foreign_identity
 from lineage_assets.settings import Settings
 
 ColumnLineage = dict[str, tuple[ColumnSource, ...]]  # output column -> its inputs, each with one transformation

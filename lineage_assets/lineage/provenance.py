@@ -4,237 +4,28 @@ hold those records.
 
 Each run's events say which version of each input it read (a table's snapshot, a topic's offset
 ranges) and what it wrote (a snapshot, offset ranges, files, the days it wrote rows into); see
-``lineage/events.py``. A version of an Iceberg table holds what every run whose snapshot is among
-its ancestors wrote (each run records the snapshot its first commit built on), so the writers of a
-snapshot that matter for one day are those of its ancestors that wrote rows of that day. A
-compaction (the lakehouse upkeep) commits snapshots no run reports; a run that read or built on one
-also records whose rows it holds, so the chain passes over it.
+``lineage/events.py``, and ``lineage/run_records.py`` for the runs as they tell it. A version of an
+Iceberg table holds what every run whose snapshot is among its ancestors wrote (each run records the
+snapshot its first commit built on), so the writers of a snapshot that matter for one day are those
+of its ancestors that wrote rows of that day. A compaction (the lakehouse upkeep) commits snapshots
+no run reports; a run that read or built on one also records whose rows it holds, so the chain
+passes over it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Any
 
 from lineage_assets.datasets import DATASETS, Dataset
-from lineage_assets.lineage.graph import Node, job_key
-from lineage_assets.lineage.marquez import RUN_STATE_EVENTS, MarquezApi
-from lineage_assets.lineage.run_facts import OffsetRange, snapshot_version
+from lineage_assets.lineage.graph import Node
+from lineage_assets.lineage.run_facts import OffsetRange
+from lineage_assets.lineage.run_records import DatasetAccess, RunRecord
 from lineage_assets.settings import Settings
 
 
 class ProvenanceError(ValueError):
     """No run wrote the version asked for; the message says which versions there are."""
-
-
-@dataclass(frozen=True)
-class Version:
-    """What a run read or wrote of one dataset."""
-
-    node: Node
-    version: str | None = None  # a table's snapshot, a subject's schema version
-    data_version: str | None = None  # a compaction's snapshot read: the snapshot whose rows it holds
-    offsets: tuple[OffsetRange, ...] = ()  # a topic's records
-    partitions: tuple[str, ...] = ()  # the days it wrote rows into
-    files: tuple[str, ...] = ()  # the files it added
-    # A table's snapshot written: the one its first commit built on (None: it began the table), when
-    # the run recorded it (``parent_recorded``; older events did not).
-    parent: str | None = None
-    parent_recorded: bool = False
-    parent_data: str | None = None  # whose rows the parent holds, when a compaction made it
-    versions: tuple[str, ...] = ()  # every version its events named, oldest first (a streaming run's commits)
-
-    @property
-    def rows_of(self) -> str | None:
-        """The version whose rows this one holds: itself, unless a compaction made it."""
-        return self.data_version or self.version
-
-    @property
-    def written(self) -> tuple[str, ...]:
-        """Every version a run's events say it wrote, oldest first (its last event may name none)."""
-        return self.versions or (() if self.version is None else (self.version,))
-
-    def as_dict(self, names: dict[Node, str]) -> dict[str, object]:
-        found: dict[str, object] = {"dataset": names.get(self.node, f"{self.node[0]}:{self.node[1]}")}
-        if self.version is not None:
-            found["version"] = self.version
-        if self.data_version is not None:
-            found["data_version"] = self.data_version
-        if self.offsets:
-            found["offsets"] = [r.as_dict() for r in self.offsets]
-        if self.partitions:
-            found["partitions"] = list(self.partitions)
-        if self.files:
-            found["files"] = list(self.files)
-        return found
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """One run as its last event with inputs and outputs tells it."""
-
-    run_id: str
-    job: str  # "namespace/name"
-    state: str
-    time: str  # when its last event was sent
-    order: int  # its last event's place in the log
-    reads: tuple[Version, ...]
-    writes: tuple[Version, ...]
-
-    def wrote(self, node: Node) -> Version | None:
-        return next((w for w in self.writes if w.node == node), None)
-
-    def read(self, node: Node) -> Version | None:
-        return next((r for r in self.reads if r.node == node), None)
-
-
-def _ranges(facet: dict[str, Any] | None) -> tuple[OffsetRange, ...]:
-    return tuple(OffsetRange.from_dict(p) for p in (facet or {}).get("partitions") or [])
-
-
-def _version(dataset: dict[str, Any], output: bool) -> Version:
-    """What a run read of an input (its input facets) or wrote of an output (its output facets, and
-    the version its dataset facets name)."""
-    run_facets = (dataset.get("outputFacets") if output else dataset.get("inputFacets")) or {}
-    snapshot = run_facets.get("icebergSnapshot")
-    if output:  # the version a run wrote is its output dataset's own, which Marquez keeps per run
-        version = ((dataset.get("facets") or {}).get("version") or {}).get("datasetVersion")
-    else:  # a read's version is in its input facets only (Marquez keeps no dataset facet of a read per run)
-        version = snapshot_version((snapshot or {}).get("snapshotId"))
-    made = (snapshot if output else None) or {}  # a written snapshot and its parent
-    return Version(
-        node=(dataset["namespace"], dataset["name"]),
-        version=version,
-        data_version=None if output else snapshot_version((snapshot or {}).get("dataSnapshotId")),
-        offsets=_ranges(run_facets.get("kafkaOffsets")),
-        partitions=tuple((run_facets.get("partitionsWritten") or {}).get("partitions") or ()),
-        files=tuple(f["path"] for f in (run_facets.get("filesWritten") or {}).get("files") or ()),
-        parent=snapshot_version(made.get("parentSnapshotId")),
-        parent_recorded=bool(made),
-        parent_data=snapshot_version(made.get("parentDataSnapshotId")),
-    )
-
-
-@dataclass
-class RunIndex:
-    """Every run that read or wrote a dataset, as its last such event tells it (a streaming
-    deployment's latest RUNNING event tells what it had read and written so far), with the files and
-    versions all its events named (each names the files added since the one before); folded one
-    event at a time, in the log's order, so the log's summary keeps it up to date."""
-
-    latest: dict[str, RunRecord] = field(default_factory=dict)
-    # run -> output -> every file its events named, and every version (a streaming run's commits)
-    files: dict[str, dict[Node, dict[str, None]]] = field(default_factory=dict)
-    versions: dict[str, dict[Node, dict[str, None]]] = field(default_factory=dict)
-
-    def add(self, order: int, event: dict[str, Any]) -> None:
-        """A run event, the ``order``-th of the log's run events."""
-        if not (event.get("inputs") or event.get("outputs")):
-            return
-        run_id = event["run"]["runId"]
-        for output in event.get("outputs") or []:
-            node = (output["namespace"], output["name"])
-            named = ((output.get("outputFacets") or {}).get("filesWritten") or {}).get("files") or ()
-            self.files.setdefault(run_id, {}).setdefault(node, {}).update((f["path"], None) for f in named)
-            if version := ((output.get("facets") or {}).get("version") or {}).get("datasetVersion"):
-                self.versions.setdefault(run_id, {}).setdefault(node, {})[version] = None
-        self.latest[run_id] = RunRecord(
-            run_id=run_id,
-            job=job_key(event["job"]["namespace"], event["job"]["name"]),
-            state=event.get("eventType", "OTHER"),
-            time=event["eventTime"],
-            order=order,
-            reads=tuple(_version(d, output=False) for d in event.get("inputs") or []),
-            writes=tuple(_version(d, output=True) for d in event.get("outputs") or []),
-        )
-
-    def records(self) -> list[RunRecord]:
-        """The runs in the order of their last event with inputs or outputs."""
-        records = [
-            dataclasses.replace(
-                record,
-                writes=tuple(
-                    dataclasses.replace(
-                        written,
-                        files=tuple(self.files[run_id].get(written.node, ())),
-                        versions=tuple(self.versions.get(run_id, {}).get(written.node, ())),
-                    )
-                    for written in record.writes
-                ),
-            )
-            for run_id, record in self.latest.items()
-        ]
-        return sorted(records, key=lambda record: record.order)
-
-
-def runs_of(run_events: list[dict[str, Any]]) -> list[RunRecord]:
-    """``RunIndex.records`` of ``run_events``."""
-    index = RunIndex()
-    for order, event in enumerate(run_events):
-        index.add(order, event)
-    return index.records()
-
-
-def marquez_runs(api: MarquezApi, settings: Settings) -> list[RunRecord]:
-    """Every run of the project's jobs as Marquez keeps it: the input and output facets it keeps with
-    each run, and the version each output's dataset facets name (from its datasets' versions), in
-    the order the runs ended (or last changed, while they run)."""
-    written: dict[str, dict[Node, dict[str, Any]]] = {}  # run id -> output -> the dataset facets of its version
-    for dataset in DATASETS.values():
-        node = dataset.identity(settings).node
-        for version in api.dataset_versions(*node):
-            if run := version.get("createdByRun"):  # newest first: a run's last version of it
-                written.setdefault(run["id"], {}).setdefault(node, version.get("facets") or {})
-    found = []
-    for job in api.jobs(settings.lineage_namespace):
-        for run in api.runs(job["namespace"], job["name"]):
-            ins, outs = run.get("inputDatasetVersions") or [], run.get("outputDatasetVersions") or []
-            if not ins and not outs:
-                continue
-            found.append(
-                (
-                    run.get("endedAt") or run.get("updatedAt") or run["createdAt"],
-                    run["id"],
-                    job_key(job["namespace"], job["name"]),
-                    RUN_STATE_EVENTS.get(run["state"], run["state"]),
-                    [_marquez_version(node, facets, {}, output=False) for node, facets in _by_dataset(ins).items()],
-                    [
-                        _marquez_version(node, facets, written.get(run["id"], {}), output=True)
-                        for node, facets in _by_dataset(outs).items()
-                    ],
-                )
-            )
-    found.sort(key=lambda item: item[0])
-    return [
-        RunRecord(run_id, job, state, time, order, tuple(reads), tuple(writes))
-        for order, (time, run_id, job, state, reads, writes) in enumerate(found)
-    ]
-
-
-def _by_dataset(entries: list[dict[str, Any]]) -> dict[Node, dict[str, Any]]:
-    """A run's input or output dataset versions as Marquez lists them, one per dataset with the
-    facets of all (a run that reports a change from its START has a version for each event)."""
-    merged: dict[Node, dict[str, Any]] = {}
-    for entry in entries:
-        ident = entry["datasetVersionId"]
-        merged.setdefault((ident["namespace"], ident["name"]), {}).update(entry.get("facets") or {})
-    return merged
-
-
-def _marquez_version(
-    node: Node, run_facets: dict[str, Any], written: dict[Node, dict[str, Any]], output: bool
-) -> Version:
-    return _version(
-        {
-            "namespace": node[0],
-            "name": node[1],
-            "facets": written.get(node, {}),
-            ("outputFacets" if output else "inputFacets"): run_facets,
-        },
-        output,
-    )
 
 
 @dataclass
@@ -243,9 +34,9 @@ class Step:
     made what it read."""
 
     run: RunRecord
-    wrote: Version
-    read: list[tuple[Version, list[Step]]] = field(default_factory=list)
-    archived: list[tuple[RunRecord, Version]] = field(default_factory=list)  # where its topic records are kept
+    wrote: DatasetAccess
+    read: list[tuple[DatasetAccess, list[Step]]] = field(default_factory=list)
+    archived: list[tuple[RunRecord, DatasetAccess]] = field(default_factory=list)  # where its topic records are kept
 
 
 @dataclass(frozen=True)
@@ -284,18 +75,18 @@ class Provenance:
         if wrote.offsets:
             made = _ranges_text(wrote.offsets)
         else:
-            made = f"snapshot {wrote.version}" if wrote.version else "its output"
+            made = f"snapshot {wrote.version.version}" if wrote.version else "its output"
         lines.append(
             f"{indent}{made} written by {step.run.job} run {step.run.run_id} ({step.run.state} {step.run.time})"
         )
-        for version, runs in step.read:
-            name = self.names.get(version.node, f"{version.node[0]}:{version.node[1]}")
-            if version.offsets:
-                lines.append(f"{indent}  read {name}: {_ranges_text(version.offsets)}")
+        for read, runs in step.read:
+            name = self.names.get(read.node, f"{read.node[0]}:{read.node[1]}")
+            if read.offsets:
+                lines.append(f"{indent}  read {name}: {_ranges_text(read.offsets)}")
             else:
-                at = f" at snapshot {version.version}" if version.version else ""
-                if version.data_version:
-                    at += f" (a compaction: the rows of snapshot {version.data_version})"
+                at = f" at snapshot {read.version.version}" if read.version else ""
+                if read.version and read.version.data:
+                    at += f" (a compaction: the rows of snapshot {read.version.data})"
                 lines.append(f"{indent}  read {name}{at}")
             for made_by in runs:
                 self._lines(made_by, lines, indent + "    ")
@@ -332,11 +123,11 @@ def provenance(
         if (wrote := run.wrote(node)) is not None
         and run.state in ("COMPLETE", "RUNNING")
         and (partition is None or partition in wrote.partitions)
-        and (version is None or wrote.version == version)
+        and (version is None or (wrote.version is not None and wrote.version.version == version))
         and (at is None or dt.datetime.fromisoformat(run.time) <= at)
     ]
     if not candidates:
-        written = sorted({w.version for run in runs if (w := run.wrote(node)) and w.version})
+        written = sorted({w.version.version for run in runs if (w := run.wrote(node)) and w.version})
         days = sorted({day for run in runs if (w := run.wrote(node)) for day in w.partitions})
         raise ProvenanceError(
             f"no run wrote {dataset.key}"
@@ -350,7 +141,7 @@ def provenance(
     return Provenance(dataset.key, partition, [_step(runs, latest, wrote, partition)], names)
 
 
-def _step(runs: list[RunRecord], run: RunRecord, wrote: Version, partition: str | None) -> Step:
+def _step(runs: list[RunRecord], run: RunRecord, wrote: DatasetAccess, partition: str | None) -> Step:
     step = Step(run=run, wrote=wrote)
     for read in run.reads:
         step.read.append((read, _writers(runs, run, read, partition)))
@@ -379,10 +170,12 @@ def _ancestry(runs: list[RunRecord], node: Node, version: str | None) -> set[str
         wrote = run.wrote(node)
         if wrote is None or not wrote.written:
             continue
+        recorded = wrote.version if wrote.parent_recorded else None  # with the snapshot it built on
+        parent = recorded.parent if recorded else None
         # A streaming run's commits follow each other, the first on the snapshot the run began with.
-        base = (wrote.parent_data or wrote.parent) if wrote.parent_recorded else previous
+        base = recorded.parent_rows_of if recorded else previous
         for made in wrote.written:
-            if made not in parents and made not in (base, wrote.parent):
+            if made not in parents and made not in (base, parent):
                 parents[made] = base
             base = made
         previous = wrote.written[-1]
@@ -394,15 +187,15 @@ def _ancestry(runs: list[RunRecord], node: Node, version: str | None) -> set[str
     return held
 
 
-def _made_any(wrote: Version, held: set[str]) -> bool:
+def _made_any(wrote: DatasetAccess, held: set[str]) -> bool:
     """Whether a run's write made one of the versions ``held`` (a catch-up run with nothing to read
     names the table's current snapshot, its own parent, and made none)."""
-    if wrote.parent_recorded and wrote.written == (wrote.parent,):
+    if wrote.parent_recorded and wrote.version is not None and wrote.written == (wrote.version.parent,):
         return False
     return any(version in held for version in wrote.written)
 
 
-def _writers(runs: list[RunRecord], reader: RunRecord, read: Version, partition: str | None) -> list[Step]:
+def _writers(runs: list[RunRecord], reader: RunRecord, read: DatasetAccess, partition: str | None) -> list[Step]:
     """The runs that made what ``reader`` read: of a topic, those that wrote records in the ranges it
     read; of a table, the writers of the snapshot it read and of its ancestors (those that wrote rows
     of ``partition``, when one is asked for)."""
@@ -413,7 +206,7 @@ def _writers(runs: list[RunRecord], reader: RunRecord, read: Version, partition:
         return [_step(runs, run, wrote, None) for run, wrote in writers if _overlaps(wrote.offsets, read.offsets)]
     if read.version is None:
         return []
-    held = _ancestry(runs, read.node, read.rows_of)
+    held = _ancestry(runs, read.node, read.version.rows_of)
     return [
         _step(runs, run, wrote, partition)
         for run, wrote in writers
@@ -427,7 +220,7 @@ class Reached:
     versions they wrote and the Dagster partitions those are."""
 
     run: RunRecord
-    downstream: list[tuple[RunRecord, Version]]  # each reached run, with what it wrote
+    downstream: list[tuple[RunRecord, DatasetAccess]]  # each reached run, with what it wrote
     names: dict[Node, str]
 
     def partitions(self) -> dict[str, list[str]]:
@@ -453,7 +246,7 @@ class Reached:
         lines = [f"{self.run.job} run {self.run.run_id} reached:"]
         for run, wrote in self.downstream:
             name = self.names.get(wrote.node, f"{wrote.node[0]}:{wrote.node[1]}")
-            what = f" version {wrote.version}" if wrote.version else ""
+            what = f" version {wrote.version.version}" if wrote.version else ""
             days = f" partitions {', '.join(wrote.partitions)}" if wrote.partitions else ""
             lines.append(f"  {name}{what}{days}: {run.job} run {run.run_id} ({run.state})")
         if not self.downstream:
@@ -461,7 +254,7 @@ class Reached:
         return "\n".join(lines)
 
 
-def _reads_what_was_written(runs: list[RunRecord], writer: RunRecord, wrote: Version, reader: RunRecord) -> bool:
+def _reads_what_was_written(runs: list[RunRecord], writer: RunRecord, wrote: DatasetAccess, reader: RunRecord) -> bool:
     """Whether ``reader`` read records ``writer`` wrote: topic offsets that overlap, or a snapshot of
     the table descended from the writer's (of a day the writer wrote rows of)."""
     read = reader.read(wrote.node)
@@ -469,7 +262,7 @@ def _reads_what_was_written(runs: list[RunRecord], writer: RunRecord, wrote: Ver
         return False
     if wrote.offsets or read.offsets:
         return _overlaps(wrote.offsets, read.offsets)
-    if read.version is None or not _made_any(wrote, _ancestry(runs, wrote.node, read.rows_of)):
+    if read.version is None or not _made_any(wrote, _ancestry(runs, wrote.node, read.version.rows_of)):
         return False
     days = {day for written in reader.writes for day in written.partitions}
     return not wrote.partitions or not days or bool(days & set(wrote.partitions))
@@ -481,7 +274,7 @@ def reached(runs: list[RunRecord], run_id: str, settings: Settings) -> Reached:
     start = next((run for run in runs if run.run_id == run_id), None)
     if start is None:
         raise ProvenanceError(f"no run {run_id!r} read or wrote a dataset in the lineage")
-    found: dict[str, tuple[RunRecord, Version]] = {}
+    found: dict[str, tuple[RunRecord, DatasetAccess]] = {}
     frontier = [start]
     while frontier:
         writer = frontier.pop()

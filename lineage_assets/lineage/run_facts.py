@@ -10,7 +10,8 @@ from typing import Any
 
 from openlineage.client.uuid import generate_static_uuid
 
-from lineage_assets.datasets import ORDERS, Check, ColumnSource, Dataset
+from lineage_assets.column_lineage import ColumnSource
+from lineage_assets.datasets import ORDERS, Check, Dataset
 from lineage_assets.lineage.observed import Observation
 from lineage_assets.settings import Settings
 from lineage_assets.source_schemas import value_subject
@@ -67,6 +68,16 @@ class DatasetVersion:
     parent: str | None = None
     data: str | None = None
     parent_data: str | None = None
+
+    @property
+    def rows_of(self) -> str:
+        """The version whose rows this one holds: itself, unless a compaction made it."""
+        return self.data or self.version
+
+    @property
+    def parent_rows_of(self) -> str | None:
+        """The version whose rows its parent holds: the parent, unless a compaction made it."""
+        return self.parent_data or self.parent
 
 
 def snapshot_version(snapshot_id: int | None) -> str | None:

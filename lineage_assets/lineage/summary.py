@@ -21,10 +21,11 @@ from typing import Any, TypeVar
 import attrs
 
 from lineage_assets.lineage import graph as graph_module
-from lineage_assets.lineage import provenance as provenance_module
+from lineage_assets.lineage import run_facts as run_facts_module
+from lineage_assets.lineage import run_records as run_records_module
 from lineage_assets.lineage.event_log import EventLog, Segment, Unreadable, is_run_event, lineage_event
 from lineage_assets.lineage.graph import LineageGraph
-from lineage_assets.lineage.provenance import RunIndex
+from lineage_assets.lineage.run_records import RunIndex
 from lineage_assets.private_files import replace_private
 
 SUMMARY_FILE, RUNS_FILE = "summary.pickle", "runs.pickle"
@@ -34,7 +35,7 @@ F = TypeVar("F", bound="Fold")
 def _code_version() -> str:
     """The sources of the modules whose structures it holds: a summary pickled by other code is not read."""
     sources = hashlib.sha256()
-    for source in (graph_module.__file__, provenance_module.__file__, __file__):
+    for source in (graph_module.__file__, run_records_module.__file__, run_facts_module.__file__, __file__):
         sources.update(Path(source).read_bytes())
     return sources.hexdigest()
 

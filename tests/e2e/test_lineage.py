@@ -20,7 +20,7 @@ from lineage_assets.datasets import (
 from lineage_assets.definitions import build_definitions
 from lineage_assets.lineage.check import check, check_log, log_design, log_notes
 from lineage_assets.lineage.emitter import emitter_for
-from lineage_assets.lineage.events import PRODUCER
+from lineage_assets.lineage.facets import PRODUCER
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.resources.settings import SettingsResource
 from tests.e2e.test_pipeline import GENERATED, VALID, expected_hourly_stats

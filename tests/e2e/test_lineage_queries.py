@@ -12,7 +12,7 @@ import pytest
 
 from lineage_assets.datasets import LAKEHOUSE_ORDERS, SUPPLIER_STATS
 from lineage_assets.lineage.emitter import emitter_for
-from lineage_assets.lineage.events import PRODUCER
+from lineage_assets.lineage.facets import PRODUCER
 from lineage_assets.lineage.queries import ask
 from tests.suite import SHARED_PIPELINE
 

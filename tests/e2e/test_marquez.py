@@ -21,8 +21,9 @@ from lineage_assets.instance import dagster_environment, prepare_dagster_home
 from lineage_assets.lineage.check import check_marquez, check_marquez_with_design, retire
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.event_log import file_lock
-from lineage_assets.lineage.events import PRODUCER, column_lineage_facet
+from lineage_assets.lineage.facets import PRODUCER
 from lineage_assets.lineage.marquez import MarquezApi, dataset_node, lineage_nodes
+from lineage_assets.lineage.run_datasets import column_lineage_facet
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.stack.supervisor import Supervisor
 from lineage_assets.testing import pipeline_of_its_own

@@ -18,8 +18,9 @@ from lineage_assets.datasets import (
     iceberg_table_name,
 )
 from lineage_assets.lineage.emitter import emitter_for
-from lineage_assets.lineage.events import PRODUCER
-from lineage_assets.lineage.provenance import marquez_runs, provenance, reached, runs_of
+from lineage_assets.lineage.facets import PRODUCER
+from lineage_assets.lineage.provenance import provenance, reached
+from lineage_assets.lineage.run_records import marquez_runs, runs_of
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.settings import SettingsResource
 from tests.e2e.conftest import GENERATOR

@@ -16,7 +16,7 @@ from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORDERS, 
 from lineage_assets.definitions import build_definitions, publish_definitions
 from lineage_assets.lineage.check import check_marquez, check_marquez_with_design, log_design
 from lineage_assets.lineage.emitter import emitter_for
-from lineage_assets.lineage.events import PRODUCER
+from lineage_assets.lineage.facets import PRODUCER
 from lineage_assets.lineage.marquez import MarquezApi, dataset_node, lineage_nodes, lineage_page
 from lineage_assets.resources.settings import SettingsResource
 from tests.e2e.test_marquez_ui import nodes, settled

@@ -22,7 +22,8 @@ from lineage_assets.generator import GeneratorConfig, generate_orders, produce_o
 from lineage_assets.job_specs import table_columns
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.marquez import MarquezApi
-from lineage_assets.lineage.provenance import marquez_runs, provenance, runs_of
+from lineage_assets.lineage.provenance import provenance
+from lineage_assets.lineage.run_records import marquez_runs, runs_of
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.stack.services.storage import S3
 from lineage_assets.streaming.deployments import LocalDeployments

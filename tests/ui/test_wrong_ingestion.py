@@ -20,7 +20,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from lineage_assets import datasets
+from lineage_assets import column_lineage, datasets
 from lineage_assets.assets.common import asset_key
 from lineage_assets.datasets import LAKEHOUSE_ORDERS, SUPPLIER_STATS, iceberg_table_name
 from lineage_assets.definitions import build_definitions
@@ -29,7 +29,8 @@ from lineage_assets.job_specs import checkpoint
 from lineage_assets.lineage import design_time
 from lineage_assets.lineage.check import check
 from lineage_assets.lineage.emitter import emitter_for
-from lineage_assets.lineage.provenance import provenance, reached, runs_of
+from lineage_assets.lineage.provenance import provenance, reached
+from lineage_assets.lineage.run_records import runs_of
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.testing import pipeline_of_its_own
 from spark import transforms
@@ -69,8 +70,8 @@ def accept_the_doubling(spark, settings, folder: Path, patch: pytest.MonkeyPatch
     lineage, so no lineage check stops it and the daily totals are computed from it. What it reached is
     then found through provenance."""
     copy = folder / "designed_lineage.json"
-    copy.write_text(datasets.DESIGNED_LINEAGE.read_text())
-    for module in (datasets, design_time):
+    copy.write_text(column_lineage.DESIGNED_LINEAGE.read_text())
+    for module in (column_lineage, design_time):
         patch.setattr(module, "DESIGNED_LINEAGE", copy)
     with pytest.MonkeyPatch.context() as doubled:
         doubled.setattr(transforms, "iceberg_orders", transforms.iceberg_orders)  # restored after the exec
@@ -147,7 +148,7 @@ def test_a_wrong_ingestion_reaches_exactly_its_days_and_only_those_are_rebuilt_a
             accept_the_doubling(spark, own, tmp_path, patch)
             patch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(bad_deploy), os.environ.get("PYTHONPATH")])))
             ingest(environment, instance, BAD, [SECOND_DAY, THIRD_DAY])
-        datasets.designed_lineage.cache_clear()  # the design as checked in again, which the fix keeps to
+        column_lineage.designed_lineage.cache_clear()  # the design as checked in again, which the fix keeps to
         *_, bad = ingestions(own)
         assert written_days(bad) == [SECOND_DAY, THIRD_DAY]
         bad_run = bad["run"]["runId"]

@@ -11,7 +11,7 @@ import sys
 import pytest
 from pyspark.sql import functions as F
 
-from lineage_assets import datasets
+from lineage_assets import column_lineage
 from lineage_assets.datasets import SUPPLIER_STATS
 from lineage_assets.lineage import design_time
 from lineage_assets.settings import PROJECT_ROOT, Settings
@@ -25,12 +25,12 @@ DESIGNED_TOTAL = "cast(sum(lakehouse/orders.price) as decimal(10,2))"
 def designed_copy(tmp_path, monkeypatch):
     """The designed lineage in a copy of its own, which `accept` may write."""
     copy = tmp_path / "designed_lineage.json"
-    copy.write_text(datasets.DESIGNED_LINEAGE.read_text())
-    for module in (datasets, design_time):
+    copy.write_text(column_lineage.DESIGNED_LINEAGE.read_text())
+    for module in (column_lineage, design_time):
         monkeypatch.setattr(module, "DESIGNED_LINEAGE", copy)
-    datasets.designed_lineage.cache_clear()
+    column_lineage.designed_lineage.cache_clear()
     yield copy
-    datasets.designed_lineage.cache_clear()
+    column_lineage.designed_lineage.cache_clear()
 
 
 def test_a_changed_derivation_is_one_reviewed_change_that_accept_writes(spark, designed_copy, monkeypatch):

@@ -10,7 +10,8 @@ from bench.lineage_history import write_history
 from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS, SUPPLIER_STATS, SUPPLIER_STATS_LIVE
 from lineage_assets.lineage.check import check
 from lineage_assets.lineage.emitter import LineageEmitter
-from lineage_assets.lineage.provenance import provenance, reached, runs_of
+from lineage_assets.lineage.provenance import provenance, reached
+from lineage_assets.lineage.run_records import runs_of
 from lineage_assets.settings import Settings
 from tests.openlineage_schemas import validate_event
 

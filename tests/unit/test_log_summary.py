@@ -14,8 +14,8 @@ from lineage_assets.lineage.design import PublishedDesign
 from lineage_assets.lineage.emitter import LineageEmitter
 from lineage_assets.lineage.event_log import is_run_event
 from lineage_assets.lineage.graph import LineageGraph
-from lineage_assets.lineage.provenance import runs_of
 from lineage_assets.lineage.queries import QUERIES, ask, resolve
+from lineage_assets.lineage.run_records import runs_of
 from lineage_assets.lineage.summary import SUMMARY_FILE, summary
 from lineage_assets.lineage.summary import runs as summary_runs
 from lineage_assets.settings import Settings

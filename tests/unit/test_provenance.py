@@ -12,7 +12,7 @@ from openlineage.client.event_v2 import RunState
 
 from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS
 from lineage_assets.lineage import events, run_facts
-from lineage_assets.lineage.provenance import ProvenanceError, provenance, reached, runs_of
+from lineage_assets.lineage.provenance import ProvenanceError, provenance, reached
 from lineage_assets.lineage.run_facts import (
     NO_FACTS,
     DagsterRun,
@@ -23,6 +23,7 @@ from lineage_assets.lineage.run_facts import (
     WrittenFile,
     table_read,
 )
+from lineage_assets.lineage.run_records import runs_of
 from lineage_assets.lineage.transport import event_line
 from lineage_assets.settings import Settings
 from tests.openlineage_schemas import validate_event
