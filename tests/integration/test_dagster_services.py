@@ -24,7 +24,8 @@ from lineage_assets.assets.in_progress import UNDER_WAY
 from lineage_assets.code_reload import reload_code
 from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS, SUPPLIER_STATS
 from lineage_assets.datasets import ORDERS as ORDERS_TOPIC
-from lineage_assets.demo import InProcess, ThroughServices, run_pipeline
+from lineage_assets.demo import run_pipeline
+from lineage_assets.demo_runs import InProcess, ThroughServices
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.instance import dagster_home, open_instance
 from lineage_assets.lineage.emitter import emitter_for

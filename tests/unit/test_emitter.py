@@ -386,7 +386,7 @@ def test_any_openlineage_client_can_name_the_durable_transport(tmp_path):
 
 
 def test_while_the_backend_hangs_the_status_says_a_send_waits_and_dates_the_older_error(tmp_path, capsys):
-    from lineage_assets.lineage_command import _delivery_status
+    from lineage_assets.lineage_delivery_verbs import _delivery_status
 
     backend_folder = tmp_path / "backend"
     backend_folder.mkdir()
@@ -422,7 +422,7 @@ def test_while_the_backend_hangs_the_status_says_a_send_waits_and_dates_the_olde
 def test_after_the_backend_is_back_the_status_dates_the_last_error_before_the_last_delivery(
     tmp_path, capsys, monkeypatch
 ):
-    from lineage_assets.lineage_command import _delivery_status
+    from lineage_assets.lineage_delivery_verbs import _delivery_status
 
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     settings = Settings(state_dir=tmp_path / "state")

@@ -9,7 +9,7 @@ from lineage_assets.assets.common import asset_key
 from lineage_assets.cli import main
 from lineage_assets.datasets import ORDERS
 from lineage_assets.lineage.emitter import LineageEmitter
-from lineage_assets.lineage_command import _delivery_status
+from lineage_assets.lineage_delivery_verbs import _delivery_status
 from lineage_assets.settings import Settings
 
 
