@@ -1,9 +1,9 @@
 """The Dagster instance of `make dev` and the demo: its folder (``DAGSTER_HOME``), its ``dagster.yaml``
 and the environment of the Dagster processes using it, in one place.
 
-Dagster's own CLI (`dagster dev`, `dagster asset materialize`) opens this instance from the project
-root too: preparing it names it as DAGSTER_HOME in the checkout's ``.env``, which Dagster's CLI loads
-from its working directory (``DOTENV``).
+Dagster's own CLI (`dg list defs`, `dg launch`, `dagster dev`, `dagster asset materialize`) opens this
+instance from the project root too: preparing it names it as DAGSTER_HOME in the checkout's ``.env``,
+which Dagster's CLI loads from its working directory (``DOTENV``).
 
 Its storage (runs, event logs, schedules and sensors' ticks) is in the local stack's PostgreSQL, as
 Dagster's own deployment guides keep it: a database for each instance folder (the project's, a
