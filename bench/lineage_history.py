@@ -67,6 +67,7 @@ from lineage_assets.lineage.run_facts import (
 from lineage_assets.lineage.summary import runs as runs_of_log
 from lineage_assets.lineage.summary import summary as summary_of
 from lineage_assets.settings import PROJECT_ROOT, Settings
+from lineage_assets.settings_environment import as_environment, settings_from_env
 
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 ORDERS_PER_HOUR = 3600
@@ -353,7 +354,7 @@ def _limited() -> None:
 
 def time_commands(settings: Settings, folder: Path) -> dict:
     """Each lineage command on the history, from the command line: seconds, or what stopped it."""
-    environment = {**os.environ, **settings.as_environment()}
+    environment = {**os.environ, **as_environment(settings)}
     timed = {}
     for name, (arguments, target) in COMMANDS.items():
         command = [str(PROJECT_ROOT / ".venv" / "bin" / "lineage-assets"), "lineage"]
@@ -385,7 +386,7 @@ def emission_ms(emitter: LineageEmitter, event: dict, count: int = 2000) -> dict
 def run(quick: bool) -> dict:
     days = 7 if quick else 365
     with tempfile.TemporaryDirectory() as folder:
-        settings = dataclasses.replace(Settings.from_env(), state_dir=Path(folder))
+        settings = dataclasses.replace(settings_from_env(), state_dir=Path(folder))
         emitter = LineageEmitter(settings.lineage_dir, None, settings.lineage_segment_mb * 2**20)
         started = time.monotonic()
         counts = write_history(emitter, settings, days, drift_day=days // 2)

@@ -40,6 +40,7 @@ from lineage_assets.lineage.event_log import EventLog, lineage_event
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import PROJECT_ROOT, Settings
+from lineage_assets.settings_environment import as_environment
 from lineage_assets.stack.services.marquez import MARQUEZ, marquez_command
 from lineage_assets.stack.services.storage import empty_database
 from lineage_assets.stack.supervisor import Supervisor
@@ -81,7 +82,7 @@ def deliver_by_sender(settings: Settings, lines: list[bytes]) -> float:
     started = time.monotonic()
     subprocess.run(
         [str(LINEAGE_ASSETS), "lineage", "flush", "--timeout", str(DELIVERY_TIMEOUT_S)],
-        env={**os.environ, **settings.as_environment()},
+        env={**os.environ, **as_environment(settings)},
         check=True,
         capture_output=True,
         timeout=DELIVERY_TIMEOUT_S + 60,
@@ -103,7 +104,7 @@ def ask(api: MarquezApi, settings: Settings, calls: int) -> dict:
     ``lineage check --source marquez`` there, each timed over ``calls`` calls (the check a quarter as many)."""
     node = SUPPLIER_STATS.identity(settings).node
     check = [str(LINEAGE_ASSETS), "lineage", "check", "--source", "marquez"]
-    check_environment = {**os.environ, **settings.as_environment()}
+    check_environment = {**os.environ, **as_environment(settings)}
     return {
         "lineage around supplier_stats": timed(lambda: api.lineage(*node), calls),
         "job list": timed(lambda: api.jobs(settings.lineage_namespace), calls),

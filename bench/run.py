@@ -37,6 +37,7 @@ from bench.spark_profile import driver_options
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 from lineage_assets.settings import Settings
+from lineage_assets.settings_environment import settings_from_env
 from lineage_assets.stack.supervisor import Supervisor
 
 RESULTS = Path(__file__).parent / "results"
@@ -67,7 +68,7 @@ BENCHMARKS = {
 
 
 def bench_settings() -> Settings:
-    return Settings.from_env().beside("bench", BENCH_PORT_OFFSET)
+    return settings_from_env().beside("bench", BENCH_PORT_OFFSET)
 
 
 def machine() -> dict:

@@ -22,6 +22,7 @@ from playwright.sync_api import sync_playwright
 
 from lineage_assets.datasets import CHECKS, DATASETS, SUPPLIER_STATS
 from lineage_assets.settings import PROJECT_ROOT, Settings
+from lineage_assets.settings_environment import as_environment, settings_from_env
 
 DOCS = Path(__file__).resolve().parent
 PORT_OFFSET = 3000  # clear of the default ports, the tests' (10000 away) and the benchmarks' (10600); below 32768
@@ -30,7 +31,7 @@ DEMO_SEED = 7
 
 def lineage_assets(settings: Settings, *arguments: str) -> None:
     command = [str(Path(sys.executable).with_name("lineage-assets")), *arguments]
-    subprocess.run(command, cwd=PROJECT_ROOT, env={**os.environ, **settings.as_environment()}, check=True)
+    subprocess.run(command, cwd=PROJECT_ROOT, env={**os.environ, **as_environment(settings)}, check=True)
 
 
 def marquez_lineage(settings: Settings, png: Path) -> None:
@@ -54,7 +55,7 @@ def marquez_lineage(settings: Settings, png: Path) -> None:
 
 
 def main() -> int:
-    settings = Settings.from_env().beside("docs", PORT_OFFSET)
+    settings = settings_from_env().beside("docs", PORT_OFFSET)
     lineage_assets(settings, "stack", "down")
     shutil.rmtree(settings.state_dir, ignore_errors=True)
     try:

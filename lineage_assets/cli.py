@@ -14,6 +14,8 @@ from lineage_assets.backfills import BackfillError
 from lineage_assets.lineage.marquez import MarquezError
 from lineage_assets.lineage_command import add_lineage_command
 from lineage_assets.settings import PROJECT_ROOT, SECRETS_FILE_VARIABLE, Settings
+from lineage_assets.settings_environment import in_effect, settings_from_env
+from lineage_assets.settings_validation import validated
 from lineage_assets.source_schemas import SCHEMA_INCOMPATIBLE
 from lineage_assets.stack.services.base import StackError
 from lineage_assets.stack_commands import add_stack_commands
@@ -22,7 +24,7 @@ from lineage_assets.streaming.exclusive import AlreadyRunning
 
 def _settings(args: argparse.Namespace, settings: Settings) -> int:
     print(f"  {'variable':<40} {'default':<28} {'in effect':<28} meaning")
-    for variable, default, value, meaning in settings.in_effect():
+    for variable, default, value, meaning in in_effect(settings):
         print(f"{'*' if value != default else ' '} {variable:<40} {default:<28} {value:<28} {meaning}")
     print(f"* differs from the default (set in the environment, or a secret in {SECRETS_FILE_VARIABLE})")
     return 0
@@ -157,7 +159,7 @@ EXIT_BROKEN_PIPE = 141
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        result: int = args.handler(args, Settings.from_env().validated())
+        result: int = args.handler(args, validated(settings_from_env()))
         sys.stdout.flush()  # here, where a reader gone is caught, not at the interpreter's exit
         return result
     except (StackError, MarquezError, BackfillError, AlreadyRunning, ValueError) as error:

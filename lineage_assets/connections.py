@@ -38,6 +38,7 @@ from lineage_assets.kafka_properties import (
 )
 from lineage_assets.private_files import write_private
 from lineage_assets.settings import ENV_PREFIX, Settings, SettingsError
+from lineage_assets.settings_environment import secret_in_effect
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -323,7 +324,7 @@ def catalog_access_token(settings: Settings, timeout: float = 10.0) -> str:
     proxy's probe, in Python: the jobs' client is Iceberg's own, in the JVM. TokenRefused on 400/401."""
     import requests
 
-    client_id, _, secret = settings.secret("catalog_credential").partition(":")
+    client_id, _, secret = secret_in_effect(settings, "catalog_credential").partition(":")
     form = {"grant_type": "client_credentials", "client_id": client_id, "client_secret": secret}
     # Iceberg's client asks for its scope `catalog` unless one is set.
     form["scope"] = settings.catalog_oauth2_scope or "catalog"
@@ -340,5 +341,5 @@ def catalog_access_token(settings: Settings, timeout: float = 10.0) -> str:
 
 def marquez_headers(settings: Settings) -> dict[str, str]:
     """What the project's own calls to Marquez's API send: its API key as a bearer token."""
-    key = settings.secret("marquez_api_key")
+    key = secret_in_effect(settings, "marquez_api_key")
     return {"Authorization": f"Bearer {key}"} if key else {}

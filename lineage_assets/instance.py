@@ -27,6 +27,7 @@ import yaml
 
 from lineage_assets.datasets import DATASETS
 from lineage_assets.settings import ENV_PREFIX, PROJECT_ROOT, Settings
+from lineage_assets.settings_environment import as_environment
 
 if TYPE_CHECKING:
     import dagster as dg
@@ -138,7 +139,7 @@ def dagster_environment(settings: Settings, home: Path) -> dict[str, str]:
     """The environment of Dagster processes on the instance in ``home`` (``dagster dev``, its daemon
     and code servers): the settings, and for a run launcher in containers the Docker engine and the
     file the containers read their secrets from."""
-    environment = {**os.environ, **settings.as_environment(), "DAGSTER_HOME": str(home)}
+    environment = {**os.environ, **as_environment(settings), "DAGSTER_HOME": str(home)}
     if settings.run_launcher == "docker":
         from lineage_assets.stack.services.engine import container_environment, engine_url
 

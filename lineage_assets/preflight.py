@@ -30,6 +30,8 @@ from lineage_assets.connections import (
     s3_client,
 )
 from lineage_assets.settings import ENV_PREFIX, Settings, SettingsError
+from lineage_assets.settings_environment import secret_in_effect
+from lineage_assets.settings_validation import problems_of
 from lineage_assets.stack.probes import port_open
 
 CA_SETTING = ENV_PREFIX + "CA_FILE"
@@ -148,7 +150,7 @@ def _catalog_refusal(settings: Settings, timeout: float) -> str | None:
     catalog = f"the Iceberg REST catalog at {settings.iceberg_catalog_url}"
     headers = {"Authorization": f"Bearer {settings.catalog_token}"} if settings.catalog_token else {}
     setting = f"{ENV_PREFIX}CATALOG_TOKEN"
-    if settings.secret("catalog_credential") and not settings.catalog_token:
+    if secret_in_effect(settings, "catalog_credential") and not settings.catalog_token:
         setting = f"{ENV_PREFIX}CATALOG_CREDENTIAL"
         endpoint = f"the OAuth2 token endpoint at {catalog_token_endpoint(settings)}"
         try:
@@ -231,5 +233,5 @@ def refused(settings: Settings, timeout: float = 5.0) -> list[str]:
 def require_services(settings: Settings) -> None:
     """SettingsError unless the settings are well-formed, every data service answers and each accepts
     the settings' credentials."""
-    if problems := settings.problems() or unreachable(settings) or refused(settings):
+    if problems := problems_of(settings) or unreachable(settings) or refused(settings):
         raise SettingsError("\n".join(problems))

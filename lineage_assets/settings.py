@@ -1,6 +1,7 @@
 """The one settings object: addresses, ports, names and folders, each overridable from the environment.
 
-Every field reads ``LINEAGE_ASSETS_<FIELD NAME IN CAPITALS>`` (for example ``LINEAGE_ASSETS_KAFKA_PORT``).
+Every field reads ``LINEAGE_ASSETS_<FIELD NAME IN CAPITALS>`` (for example ``LINEAGE_ASSETS_KAFKA_PORT``):
+``settings_environment`` reads and writes those variables, ``settings_validation`` checks their values.
 Everything else (the local stack, Spark configuration, Dagster resources, dataset identity, the
 OpenLineage transport) derives from an instance of :class:`Settings`, never from its own constants.
 The defaults describe the embedded local stack on 127.0.0.1; pointing the project at real services
@@ -10,20 +11,15 @@ means overriding the address fields (``kafka_bootstrap``, ``s3_endpoint``, ...).
 from __future__ import annotations
 
 import dataclasses
-import os
-import re
-import urllib.parse
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lineage_assets.kafka_properties import KafkaPropertiesError, read_kafka_properties
+from lineage_assets.kafka_properties import read_kafka_properties
 
 ENV_PREFIX = "LINEAGE_ASSETS_"
 SECRETS_FILE_VARIABLE = ENV_PREFIX + "SECRETS_FILE"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-HIDDEN = "(hidden)"  # a secret setting's value where settings are listed
 MARQUEZ_RELEASE_URL = "https://github.com/MarquezProject/marquez/archive/refs/tags/0.51.1.tar.gz"
 
 
@@ -44,37 +40,6 @@ PROFILE_CATALOG_SCOPE = "openid"
 
 class SettingsError(ValueError):
     """Settings that cannot work: one line per problem, each naming its variable and value."""
-
-
-def _read_secrets(path: Path) -> dict[str, str]:
-    """The variables of a ``secrets_file``: secret settings only, one ``NAME=value`` a line."""
-    try:
-        text = path.read_text()
-    except OSError as error:
-        raise SettingsError(f"{SECRETS_FILE_VARIABLE}={str(path)!r}: cannot be read ({error.strerror})") from None
-    secret = {ENV_PREFIX + f.name.upper() for f in dataclasses.fields(Settings) if f.metadata["secret"]}
-    found = {}
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        name, equals, value = line.partition("=")
-        if not equals or name not in secret:
-            # The line is named by its number (and its setting, if it names one), never shown: it may be a secret.
-            known = {ENV_PREFIX + f.name.upper() for f in dataclasses.fields(Settings)}
-            what = f"{name} is not a secret setting" if name in known else "it is not NAME=value"
-            raise SettingsError(
-                f"{SECRETS_FILE_VARIABLE}={str(path)!r}: line {number}: {what} "
-                f"(the file holds {', '.join(sorted(secret))})"
-            )
-        found[name] = value
-    return found
-
-
-def _parse_bool(raw: str) -> bool:
-    words = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": False, "no": False, "off": False}
-    if raw.strip().lower() not in words:
-        raise ValueError(raw)
-    return words[raw.strip().lower()]
 
 
 def _setting(default: Any, help: str, secret: bool = False) -> Any:
@@ -285,107 +250,6 @@ class Settings:
         "that the first successful job writes (starts jobs ~6 s faster)",
     )
 
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        """Settings with every ``LINEAGE_ASSETS_*`` variable applied; a malformed value names itself."""
-        variables: Mapping[str, str] = os.environ if environ is None else environ
-        if secrets_file := variables.get(SECRETS_FILE_VARIABLE):
-            variables = {**_read_secrets(Path(secrets_file)), **variables}
-        values: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):
-            name = ENV_PREFIX + f.name.upper()
-            if name not in variables:
-                continue
-            raw = variables[name]
-            kind: type = type(f.default)  # every field has a default (``_setting``): its type parses the value
-            try:
-                values[f.name] = _parse_bool(raw) if kind is bool else kind(raw)
-            except ValueError:
-                raise SettingsError(f"{name}={raw!r} is not a valid {kind.__name__} ({f.metadata['help']})") from None
-        return cls(**values)
-
-    def problems(self) -> list[str]:
-        """What is wrong with these settings, found without the network: ranges, URL schemes, forms."""
-        found = []
-
-        def bad(name: str, why: str) -> None:
-            found.append(f"{ENV_PREFIX}{name.upper()}={getattr(self, name)!r}: {why}")
-
-        for f in dataclasses.fields(self):
-            if f.name.endswith("_port") and not 0 < getattr(self, f.name) < 65536:
-                bad(f.name, "a TCP port is 1 to 65535")
-        for name in ("s3_endpoint", "registry_url", "catalog_url", "marquez_url"):
-            url = urllib.parse.urlsplit(getattr(self, name))
-            if url.geturl() and (url.scheme not in ("http", "https") or not url.hostname):
-                bad(name, "an http:// or https:// URL with a host")
-        for server in filter(None, self.kafka_bootstrap.split(",")):
-            host, _, port = server.strip().rpartition(":")
-            if not host or not port.isdigit() or not 0 < int(port) < 65536:
-                bad("kafka_bootstrap", f"{server.strip()!r} is not HOST:PORT (servers separated by commas)")
-        if not re.fullmatch(
-            r"local(\[(\d+|\*)(,\d+)?\])?|spark://[^/:,]+:\d+(,[^/:,]+:\d+)*|yarn|k8s://\S+", self.spark_master
-        ):
-            bad("spark_master", "a Spark master URL: local, local[N], local[*], spark://HOST:PORT, yarn or k8s://URL")
-        for name in ("spark_driver_memory", "spark_worker_memory", "spark_executor_memory"):
-            if not re.fullmatch(r"(?i)\d+[kmgt]?b?", getattr(self, name)):
-                bad(name, "a JVM memory size such as 512m or 2g")
-        if self.kafka_brokers not in (1, 3):
-            bad("kafka_brokers", "the local Kafka has 1 or 3 brokers")
-        for name in ("orders_partitions", "spark_worker_cores", "spark_cores_per_job", "lineage_segment_mb"):
-            if getattr(self, name) < 1:
-                bad(name, "at least 1")
-        for name in (
-            "kafka_replication_factor",
-            "max_records_per_batch",
-            "lineage_retention_days",
-            "marquez_retention_days",
-            "snapshot_retention_hours",
-        ):
-            if getattr(self, name) < 0:
-                bad(name, "0 or more")
-        if self.snapshots_kept < 2:
-            bad("snapshots_kept", "2 or more: a restarted stream looks its last batch's snapshot up among them")
-        if self.orphan_file_age_hours < 24:
-            bad("orphan_file_age_hours", "24 or more: younger files may belong to a write still in flight")
-        # The form only: Dagster's cron parser checks each field's values when the definitions load.
-        if not re.fullmatch(r"[0-9A-Za-z*/,?-]+( [0-9A-Za-z*/,?-]+){4}", self.upkeep_schedule.strip()):
-            bad("upkeep_schedule", "a cron schedule of five fields, such as '23 * * * *'")
-        if self.security not in SECURITY_PROFILES:
-            bad("security", " or ".join(SECURITY_PROFILES))
-        if self.ca_file and not Path(self.ca_file).is_file():
-            bad("ca_file", "no such file")
-        if self.kafka_client_properties:
-            try:
-                read_kafka_properties(Path(self.kafka_client_properties))
-            except KafkaPropertiesError as error:
-                found.append(str(error))
-        if self.catalog_credential and ":" not in self.catalog_credential:
-            found.append(f"{ENV_PREFIX}CATALOG_CREDENTIAL: not CLIENT_ID:SECRET")  # the value is a secret
-        if self.catalog_oauth2_server_uri and not self.catalog_oauth2_server_uri.startswith(("http://", "https://")):
-            bad("catalog_oauth2_server_uri", "an http:// or https:// URL")
-        if self.deployment_backend not in ("local", "docker"):
-            bad("deployment_backend", "local or docker")
-        if self.dagster not in ("dev", "services"):
-            bad("dagster", "dev or services")
-        if self.run_launcher not in ("process", "docker"):
-            bad("run_launcher", "process or docker")
-        for name in ("orders_topic", "supplier_stats_topic", "dead_letter_topic"):
-            if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", getattr(self, name)):
-                bad(name, "a Kafka topic name: letters, digits, '.', '_' and '-'")
-        for name in ("archive_bucket", "warehouse_bucket"):
-            if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", getattr(self, name)):
-                bad(name, "an S3 bucket name: 3 to 63 lower-case letters, digits, '.' and '-'")
-        for name in ("catalog_name", "iceberg_namespace"):
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", getattr(self, name)):
-                bad(name, "a Spark identifier: letters, digits and '_'")
-        return found
-
-    def validated(self) -> Settings:
-        """These settings, or SettingsError listing every problem (see ``problems``)."""
-        if problems := self.problems():
-            raise SettingsError("\n".join(problems))
-        return self
-
     def beside(self, name: str, port_offset: int) -> Settings:
         """A local stack of its own next to this one (the tests', the benchmarks', the pictures'): its
         state in ``state_dir/name`` and every port shifted by ``port_offset``."""
@@ -393,47 +257,6 @@ class Settings:
             f.name: getattr(self, f.name) + port_offset for f in dataclasses.fields(self) if f.name.endswith("_port")
         }
         return dataclasses.replace(self, state_dir=self.state_dir / name, **ports)
-
-    def as_environment(self, secrets: bool = True) -> dict[str, str]:
-        """These settings as ``LINEAGE_ASSETS_*`` variables (``from_env`` of them gives them back);
-        without ``secrets``, what may be written to a file or shown: neither the secrets nor where a
-        process finds them (its own ``SECRETS_FILE``, which such a record must not override)."""
-        return {
-            ENV_PREFIX + f.name.upper(): str(getattr(self, f.name))
-            for f in dataclasses.fields(self)
-            if secrets or not (f.metadata["secret"] or f.name == "secrets_file")
-        }
-
-    def secret_environment(self) -> dict[str, str]:
-        """The secret settings as variables: for a child process's environment, never its arguments."""
-        return {
-            ENV_PREFIX + f.name.upper(): str(getattr(self, f.name))
-            for f in dataclasses.fields(self)
-            if f.metadata["secret"]
-        }
-
-    def secrets_file_text(self) -> str:
-        """The secret settings as a ``secrets_file`` holds them."""
-        lines = []
-        for name, value in self.secret_environment().items():
-            if "\n" in value:
-                raise SettingsError(f"{name}: a secret setting is one line (a secrets file holds it as NAME=value)")
-            lines.append(f"{name}={value}\n")
-        return "".join(lines)
-
-    @classmethod
-    def documentation(cls) -> list[tuple[str, str, str]]:
-        """(variable, default, meaning) for each setting, for the README and `--help`."""
-        return [(ENV_PREFIX + f.name.upper(), str(f.default), f.metadata["help"]) for f in dataclasses.fields(cls)]
-
-    def in_effect(self) -> list[tuple[str, str, str, str]]:
-        """(variable, default, value in effect, meaning) for each setting; a secret's value is shown only
-        while it is its default (which the code shows anyway), else as ``HIDDEN``."""
-        rows = []
-        for (variable, default, meaning), f in zip(self.documentation(), dataclasses.fields(self), strict=True):
-            value = str(getattr(self, f.name))
-            rows.append((variable, default, HIDDEN if f.metadata["secret"] and value != default else value, meaning))
-        return rows
 
     # Derived addresses: an explicit override wins over the local stack's address.
     @property
@@ -490,14 +313,6 @@ class Settings:
     @property
     def _local_scheme(self) -> str:
         return "https" if self.tls else "http"
-
-    def secret(self, name: str) -> str:
-        """A secret setting's value in effect: its own, else (in the tls profile) the one the stack
-        generated for its services, from the profile's owner-only secrets file."""
-        value: str = getattr(self, name)
-        if value or not self.tls or not (profile := self.security_dir / PROFILE_SECRETS).is_file():
-            return value
-        return _read_secrets(profile).get(ENV_PREFIX + name.upper(), "")
 
     def as_stack(self) -> Settings:
         """These settings as the local stack configures and probes its own services: with the profile's

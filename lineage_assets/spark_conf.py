@@ -35,6 +35,7 @@ from lineage_assets.connections import jvm_trust_options
 from lineage_assets.lineage.spark_agent import agent_conf
 from lineage_assets.private_files import write_private
 from lineage_assets.settings import PROJECT_ROOT, Settings
+from lineage_assets.settings_environment import secret_in_effect
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -173,7 +174,7 @@ def s3_credentials_conf(settings: Settings) -> dict[str, str]:
 def catalog_auth_conf(settings: Settings, catalog: str) -> dict[str, str]:
     """The Iceberg REST client's own auth properties: a bearer ``token``, or OAuth2 client credentials
     (the tls profile's, for its token server)."""
-    credential = settings.secret("catalog_credential")
+    credential = secret_in_effect(settings, "catalog_credential")
     conf = {
         f"{catalog}.token": settings.catalog_token,
         f"{catalog}.credential": credential,

@@ -24,6 +24,7 @@ from lineage_assets.processes import pids_naming, terminate
 from lineage_assets.resources.binding import build_resources
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings
+from lineage_assets.settings_environment import settings_from_env
 from lineage_assets.stack.supervisor import Supervisor
 
 TEST_PORT_OFFSET = 10000
@@ -45,7 +46,7 @@ def isolated_settings(name: str, offset: int = TEST_PORT_OFFSET, **overrides) ->
     folder ``name`` under that one's, every port shifted by ``offset``, an S3 secret of the session's
     own and quick Spark JVMs; ``overrides`` replace any field."""
     defaults = {"s3_secret_key": SESSION_S3_SECRET, "spark_java_options": QUICK_SPARK}
-    return dataclasses.replace(Settings.from_env().beside(name, offset), **{**defaults, **overrides})
+    return dataclasses.replace(settings_from_env().beside(name, offset), **{**defaults, **overrides})
 
 
 def pipeline_of_its_own(settings: Settings, name: str) -> Settings:

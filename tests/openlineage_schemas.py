@@ -27,7 +27,8 @@ from pathlib import Path
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from lineage_assets.settings import ENV_PREFIX, Settings
+from lineage_assets.settings import ENV_PREFIX
+from lineage_assets.settings_environment import settings_from_env
 
 LOCK = Path(__file__).with_name("openlineage_schemas.lock.json")
 OFFLINE_SETTING = f"{ENV_PREFIX}OPENLINEAGE_SPEC"
@@ -74,7 +75,7 @@ def pinned_schemas() -> dict[str, dict]:
     pins = json.loads(LOCK.read_text())["schemas"]
     folder = os.environ.get(OFFLINE_SETTING)
     offline = _offline(Path(folder)) if folder else {}
-    cache_dir = Settings.from_env().cache_dir / "openlineage-spec"
+    cache_dir = settings_from_env().cache_dir / "openlineage-spec"
     schemas = {}
     for url, digest in pins.items():
         if folder:

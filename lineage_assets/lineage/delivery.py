@@ -25,6 +25,7 @@ from lineage_assets.connections import ca_bundle
 from lineage_assets.lineage.event_log import DeadLetter, EventLog, Line, file_lock, lineage_event
 from lineage_assets.private_files import replace_private
 from lineage_assets.settings import Settings
+from lineage_assets.settings_environment import secret_in_effect
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ class Backend:
 
 def marquez_backend(settings: Settings) -> Backend:
     """The settings' Marquez as a backend, with their API key and CA."""
-    return Backend.marquez(settings.marquez_api_url, settings.secret("marquez_api_key"), ca_bundle(settings))
+    return Backend.marquez(settings.marquez_api_url, secret_in_effect(settings, "marquez_api_key"), ca_bundle(settings))
 
 
 def configured_backend(settings: Settings) -> Backend:

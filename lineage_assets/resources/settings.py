@@ -8,6 +8,8 @@ import dagster as dg
 from pydantic import PrivateAttr
 
 from lineage_assets.settings import Settings
+from lineage_assets.settings_environment import as_environment, settings_from_env
+from lineage_assets.settings_validation import validated
 
 
 class SettingsResource(dg.ConfigurableResource):
@@ -24,11 +26,11 @@ class SettingsResource(dg.ConfigurableResource):
     @classmethod
     def of(cls, settings: Settings) -> SettingsResource:
         """The resource holding exactly ``settings`` (every field as an override)."""
-        return cls(overrides=settings.as_environment())
+        return cls(overrides=as_environment(settings))
 
     @property
     def settings(self) -> Settings:
         """The settings, checked (SettingsError names each bad one before a run does anything)."""
         if self._settings is None:
-            self._settings = Settings.from_env({**os.environ, **self.overrides}).validated()
+            self._settings = validated(settings_from_env({**os.environ, **self.overrides}))
         return self._settings

@@ -5,7 +5,7 @@ and a client certificate (Kafka's mutual TLS); its key is not kept, so nothing c
 The users and secrets are written in the forms their clients read (``lineage_assets/connections.py``):
 Kafka client properties with the registry's basic auth, and the catalog's OAuth2 client credentials
 (its client registered in the token server's realm) and Marquez's API key in ``secrets.env``
-(``Settings.secret``). Every file with a key or a secret is owner-only.
+(``secret_in_effect``). Every file with a key or a secret is owner-only.
 """
 
 from __future__ import annotations

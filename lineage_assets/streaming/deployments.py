@@ -27,6 +27,7 @@ from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS, SUPPLIER_STATS_LI
 from lineage_assets.job_specs import STREAMING_JOBS, JobSpec
 from lineage_assets.lineage.run_facts import JobError
 from lineage_assets.settings import Settings
+from lineage_assets.settings_environment import as_environment, secret_environment
 from lineage_assets.streaming.exclusive import running
 from lineage_assets.streaming.folder import JOB_LOG_LINES, DeploymentFolder
 
@@ -123,7 +124,7 @@ class Deployments(abc.ABC):
                 "--drain-file",
                 str(files.drain_file),
             ],
-            "environment": self.settings.as_environment(secrets=False),  # the runner's own environment has them
+            "environment": as_environment(self.settings, secrets=False),  # the runner's own environment has them
             "running_interval": self.running_interval,
         }
         spec["config_hash"] = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
@@ -247,7 +248,7 @@ class LocalDeployments(Deployments):
         with DeploymentFolder(folder).runner_log.open("ab") as log:
             process = subprocess.Popen(
                 [sys.executable, "-m", "lineage_assets.streaming.runner", str(folder)],
-                env={**os.environ, **self.settings.secret_environment()},
+                env={**os.environ, **secret_environment(self.settings)},
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

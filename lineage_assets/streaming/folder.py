@@ -41,6 +41,7 @@ from lineage_assets.lineage.run_facts import (
 from lineage_assets.lineage.summary import summary
 from lineage_assets.processes import command_line, names, pids_naming, terminate
 from lineage_assets.settings import Settings
+from lineage_assets.settings_environment import settings_from_env
 
 # A stopped Spark job commits nothing half-way (checkpoints and Iceberg commits are atomic); it gets
 # this long to exit on SIGTERM before it is killed.
@@ -297,7 +298,7 @@ class DeploymentFolder:
         if self.ended() is not None:
             return None
         spec, run_id = self.spec(), self.runner()["run_id"]
-        settings = Settings.from_env({**os.environ, **spec["environment"]})
+        settings = settings_from_env({**os.environ, **spec["environment"]})
         emitter = emitter_for(settings)
         # An ender killed between sending and recording left the event in the log: send it once only.
         if not any(state in TERMINAL for _, state in summary(emitter.log).graph.run_states.get(run_id, ())):

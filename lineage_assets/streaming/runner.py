@@ -28,7 +28,8 @@ from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.facets import StreamingProgressRunFacet
 from lineage_assets.lineage.run_facts import NO_FACTS, JobError, RunFacts
 from lineage_assets.processes import terminate
-from lineage_assets.settings import PROJECT_ROOT, Settings
+from lineage_assets.settings import PROJECT_ROOT
+from lineage_assets.settings_environment import settings_from_env
 from lineage_assets.spark_conf import spark_submit_command, spark_submit_env
 from lineage_assets.streaming.exclusive import exclusive_run
 from lineage_assets.streaming.folder import ORPHAN_STOP_S, DeploymentFolder
@@ -52,7 +53,7 @@ def job_error(log_text: str, exit_code: int) -> JobError:
 def main(folder: Path) -> int:
     deployment = DeploymentFolder(folder)
     spec = deployment.spec()
-    settings = Settings.from_env({**os.environ, **spec["environment"]})
+    settings = settings_from_env({**os.environ, **spec["environment"]})
     dataset = DATASETS[spec["dataset"]]
     emitter = emitter_for(settings)
     run_id = str(generate_new_uuid())

@@ -17,6 +17,7 @@ from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.private_files import replace_private
 from lineage_assets.settings import ENV_PREFIX, SECRETS_FILE_VARIABLE, Settings
+from lineage_assets.settings_environment import as_environment, secret_environment, secrets_file_text
 from lineage_assets.stack.containers import COMPOSE_FILE, STACK_IMAGE, build_stack_image, stack_services
 from lineage_assets.stack.services.engine import engine_url
 from lineage_assets.stack.supervisor import Supervisor
@@ -36,8 +37,8 @@ def compose(settings, *arguments: str) -> str:
     the secrets file it names."""
     command = ["docker-compose"] if shutil.which("docker-compose") else ["docker", "compose"]
     folders = {ENV_PREFIX + "STATE_DIR", ENV_PREFIX + "CACHE_DIR"}  # the image's own
-    variables = {name: value for name, value in settings.as_environment(secrets=False).items() if name not in folders}
-    secrets = replace_private(settings.state_dir / "compose-secrets.env", settings.secrets_file_text())
+    variables = {name: value for name, value in as_environment(settings, secrets=False).items() if name not in folders}
+    secrets = replace_private(settings.state_dir / "compose-secrets.env", secrets_file_text(settings))
     done = subprocess.run(
         [*command, "-p", PROJECT, "-f", str(COMPOSE_FILE), *arguments],
         env={
@@ -84,7 +85,7 @@ def compose_stack(engine, tmp_path_factory):
 def test_every_service_runs_from_the_stack_image_and_answers_where_the_settings_say(compose_stack, settings):
     own, containers = compose_stack
     assert set(containers) == set(STACK_SERVICES)
-    secrets = own.secret_environment()
+    secrets = secret_environment(own)
     assert secrets[ENV_PREFIX + "S3_SECRET_KEY"] != Settings().s3_secret_key  # the services run with this one
     for name, container in containers.items():
         assert container.image.tags == [STACK_IMAGE]
@@ -113,7 +114,7 @@ def test_the_pipeline_runs_on_the_compose_stack_and_both_lineage_checks_are_clea
     with ArgumentSampler(own.s3_secret_key.encode()) as arguments:
         done = subprocess.run(
             [sys.executable, "-m", "lineage_assets.cli", *DEMO],
-            env={**os.environ, **own.as_environment()},
+            env={**os.environ, **as_environment(own)},
             capture_output=True,
             text=True,
             timeout=900,

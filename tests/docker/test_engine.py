@@ -19,6 +19,7 @@ from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS, iceberg_table_nam
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import PROJECT_ROOT
+from lineage_assets.settings_environment import as_environment
 from lineage_assets.stack.services.engine import (
     BASE_IMAGE,
     container_environment,
@@ -44,8 +45,8 @@ from tests.openlineage_schemas import validate_event
 
 def test_a_container_of_the_project_image_reaches_the_stack_at_the_settings_host(engine, settings):
     reach = (
-        "import hashlib, json, sys, urllib.request; from lineage_assets.settings import Settings; "
-        "s = Settings.from_env(); "
+        "import hashlib, json, sys, urllib.request; from lineage_assets.settings_environment import settings_from_env; "
+        "s = settings_from_env(); "
         "print(json.load(urllib.request.urlopen(s.marquez_api_url + '/api/v1/namespaces'))['namespaces'] != None, "
         "sys.version_info[:2], s.kafka_port, hashlib.sha256(s.s3_secret_key.encode()).hexdigest())"
     )
@@ -150,7 +151,7 @@ def test_a_killed_container_ends_with_one_fail_at_the_next_tick_and_its_redeploy
         assert processes_of(folder) == [], "no process of the killed container outlives it"
         with dg.instance_for_test() as instance:
             restarting = SettingsResource(
-                overrides={**own.as_environment(), "LINEAGE_ASSETS_RESTART_DEAD_DEPLOYMENTS": "on"}
+                overrides={**as_environment(own), "LINEAGE_ASSETS_RESTART_DEAD_DEPLOYMENTS": "on"}
             )
             evaluate_supervisor(restarting, instance)  # one tick: FAIL for the dead run, then the redeploy
             (failed,) = [e for e in run_events(own, killed.run_id) if e["eventType"] == "FAIL"]

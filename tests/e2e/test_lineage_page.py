@@ -6,6 +6,7 @@ import pytest
 
 from lineage_assets.cli import main
 from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS
+from lineage_assets.settings_environment import as_environment
 from tests.suite import SHARED_PIPELINE
 
 pytestmark = pytest.mark.xdist_group(SHARED_PIPELINE)  # the test stack's own topics, tables and lineage
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.xdist_group(SHARED_PIPELINE)  # the test stack's own to
 def lineage_page(runs, settings, tmp_path_factory):
     folder = tmp_path_factory.mktemp("lineage-page")
     with pytest.MonkeyPatch.context() as environment:
-        for variable, value in settings.as_environment().items():
+        for variable, value in as_environment(settings).items():
             environment.setenv(variable, value)
         assert (
             main(["lineage", "show", "--out", str(folder / "lineage.html"), "--png", str(folder / "lineage.png")]) == 0

@@ -14,6 +14,7 @@ from lineage_assets.datasets import LAKEHOUSE_ORDERS, SUPPLIER_STATS
 from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.facets import PRODUCER
 from lineage_assets.lineage.queries import ask
+from lineage_assets.settings_environment import as_environment
 from tests.suite import SHARED_PIPELINE
 
 pytestmark = pytest.mark.xdist_group(SHARED_PIPELINE)  # the test stack's own topics, tables and lineage
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.xdist_group(SHARED_PIPELINE)  # the test stack's own to
 def lineage_command(settings, *arguments) -> subprocess.CompletedProcess:
     command = [os.path.join(os.path.dirname(sys.executable), "lineage-assets"), "lineage", *arguments]
     return subprocess.run(
-        command, env={**os.environ, **settings.as_environment()}, capture_output=True, text=True, timeout=300
+        command, env={**os.environ, **as_environment(settings)}, capture_output=True, text=True, timeout=300
     )
 
 

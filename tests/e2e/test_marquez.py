@@ -25,6 +25,7 @@ from lineage_assets.lineage.facets import PRODUCER
 from lineage_assets.lineage.marquez import MarquezApi, dataset_node, lineage_nodes
 from lineage_assets.lineage.run_datasets import column_lineage_facet
 from lineage_assets.resources.settings import SettingsResource
+from lineage_assets.settings_environment import as_environment
 from lineage_assets.stack.supervisor import Supervisor
 from lineage_assets.testing import pipeline_of_its_own
 from tests.conftest import wait_for
@@ -265,7 +266,7 @@ def test_a_materialization_while_marquez_is_down_arrives_once_in_order_when_it_i
         waiting = emitter.pending()
         up = subprocess.run(
             [sys.executable, "-m", "lineage_assets.cli", "stack", "up", "marquez"],
-            env={**os.environ, **own.as_environment()},
+            env={**os.environ, **as_environment(own)},
             capture_output=True,
             text=True,
             timeout=300,

@@ -16,6 +16,7 @@ from lineage_assets.definitions import build_definitions
 from lineage_assets.lineage.emitter import LineageEmitter
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.settings import SettingsResource
+from lineage_assets.settings_environment import as_environment
 from tests.integration.test_deployments import orders_topic_ready
 from tests.suite import SHARED_PIPELINE
 
@@ -56,7 +57,7 @@ def test_a_bad_setting_stops_the_demo_before_it_produces_anything(ready, setting
         [sys.executable, "-m", "lineage_assets.cli", "demo", "--orders", "5"],
         capture_output=True,
         text=True,
-        env={**os.environ, **settings.as_environment(), variable: value},
+        env={**os.environ, **as_environment(settings), variable: value},
         timeout=600,
     )
     assert result.returncode == 2
@@ -70,7 +71,7 @@ def test_a_bad_setting_stops_the_demo_before_it_produces_anything(ready, setting
 def refused_orders_run(settings, variable: str, value: str) -> tuple[str, list[dict]]:
     """A Dagster run of the orders asset with ``variable`` set to ``value``, which must fail: its
     step's error and the lineage events it recorded besides Dagster's own run."""
-    environment = SettingsResource(overrides={**settings.as_environment(), variable: value})
+    environment = SettingsResource(overrides={**as_environment(settings), variable: value})
     definitions = build_definitions(environment)
     events = recorded(settings)
     result = dg.materialize(

@@ -22,6 +22,7 @@ from dagster._core.workspace.load_target import PyProjectFileTarget, WorkspaceFi
 from lineage_assets.assets.orders import orders
 from lineage_assets.instance import name_in_dotenv, open_instance, prepare_dagster_home
 from lineage_assets.settings import PROJECT_ROOT, Settings
+from lineage_assets.settings_environment import as_environment
 from lineage_assets.testing import materialize, pipeline_of_its_own
 
 DG = str(Path(sys.executable).with_name("dg"))
@@ -36,7 +37,7 @@ def at_the_project_root(settings: Settings, home: Path, *command: str) -> subpro
     return subprocess.run(
         list(command),
         cwd=PROJECT_ROOT,
-        env={**os.environ, **settings.as_environment(), "DAGSTER_HOME": str(home)},
+        env={**os.environ, **as_environment(settings), "DAGSTER_HOME": str(home)},
         capture_output=True,
         text=True,
         timeout=600,

@@ -20,6 +20,7 @@ from lineage_assets.datasets import ORDERS_AVRO_SCHEMA, with_aliases
 from lineage_assets.dead_letters import GROUP, REPLAY_HEADER, ReplayError, replay, source_time_ms
 from lineage_assets.demo import DRIFTED_ORDERS_SCHEMA
 from lineage_assets.settings import Settings
+from lineage_assets.settings_environment import as_environment
 from lineage_assets.source_schemas import registered_versions, value_subject
 from tests.unit.conftest import confluent_avro
 
@@ -183,7 +184,7 @@ def test_a_version_the_pipeline_cannot_read_stops_the_replay(letters):
 def test_the_command_says_where_it_stopped_and_what_to_teach(letters, monkeypatch, capsys):
     # The catalog's reader schema reads version 1 only (no alias for vendor).
     letters.write("v2")
-    for variable, value in letters.settings.as_environment().items():
+    for variable, value in as_environment(letters.settings).items():
         monkeypatch.setenv(variable, value)
 
     assert cli.main(["dlq", "replay"]) == 1

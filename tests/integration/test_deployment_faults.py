@@ -20,6 +20,7 @@ from lineage_assets.datasets import iceberg_table_name
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.resources.settings import SettingsResource
+from lineage_assets.settings_environment import as_environment
 from lineage_assets.streaming.deployments import LocalDeployments
 from tests.conftest import wait_for
 from tests.integration.test_deployments import (  # noqa: F401  (module fixtures: the stack's topics, no deployment left)
@@ -43,7 +44,7 @@ def cli(settings, *arguments: str) -> subprocess.CompletedProcess:
         [sys.executable, "-m", "lineage_assets.cli", *arguments],
         capture_output=True,
         text=True,
-        env={**os.environ, **settings.as_environment()},
+        env={**os.environ, **as_environment(settings)},
         timeout=120,
         check=True,
     )

@@ -30,6 +30,7 @@ from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.settings import SettingsResource
+from lineage_assets.settings_environment import as_environment
 from lineage_assets.spark_conf import committed_table
 from lineage_assets.streaming.deployments import LocalDeployments
 from lineage_assets.streaming.folder import read_json
@@ -186,7 +187,7 @@ def test_continuous_ingestion_lifecycle(environment, settings, spark):
     # While it runs, `lineage check` names its run as under way (a note with its age), not as left RUNNING.
     checked = subprocess.run(
         [sys.executable, "-m", "lineage_assets.cli", "lineage", "check"],
-        env={**os.environ, **settings.as_environment()},
+        env={**os.environ, **as_environment(settings)},
         capture_output=True,
         text=True,
         timeout=300,
@@ -409,7 +410,7 @@ def test_a_killed_deployment_ends_with_one_fail_and_its_opt_in_restart_resumes_f
         wait_for(lambda: not deployments.status(NAME).running, 30, "the runner to be gone")
         # The opt-in restart: the tick that finds it dead ends its run with FAIL and redeploys it.
         restarting = SettingsResource(
-            overrides={**settings.as_environment(), "LINEAGE_ASSETS_RESTART_DEAD_DEPLOYMENTS": "on"}
+            overrides={**as_environment(settings), "LINEAGE_ASSETS_RESTART_DEAD_DEPLOYMENTS": "on"}
         )
         evaluate_supervisor(restarting, instance)
         failed = [e for e in run_events(settings, killed.run_id) if e["eventType"] == "FAIL"]

@@ -10,7 +10,7 @@ import dagster as dg
 from dagster_docker import DockerRunLauncher
 
 from lineage_assets.instance import dagster_database, dagster_environment, open_instance, prepare_dagster_home
-from lineage_assets.settings import Settings
+from lineage_assets.settings_environment import settings_from_env
 
 
 def test_the_process_profile_keeps_dagsters_default_run_launcher(stack, settings, tmp_path):
@@ -60,7 +60,7 @@ def test_the_container_profile_launches_runs_in_containers_of_the_image_with_the
     container = {name: environment[name] for name in launcher.env_vars}
     assert (
         "not-in-any-shown-file" not in str(container)
-        and Settings.from_env(container).s3_secret_key == "not-in-any-shown-file"
+        and settings_from_env(container).s3_secret_key == "not-in-any-shown-file"
     )
     assert environment["DOCKER_HOST"] == "unix:///elsewhere/docker.sock" and environment["DAGSTER_HOME"] == str(home)
 

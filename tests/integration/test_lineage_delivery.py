@@ -17,6 +17,7 @@ import pytest
 from lineage_assets.lineage.delivery import Backend
 from lineage_assets.lineage.emitter import LineageEmitter
 from lineage_assets.lineage.marquez import MarquezApi
+from lineage_assets.settings_environment import as_environment
 from tests.conftest import wait_for
 
 NAMESPACE = "delivery-probe"  # jobs of their own: the asset graph's check does not see them
@@ -45,7 +46,7 @@ def cli(settings, *arguments: str) -> subprocess.CompletedProcess:
         [sys.executable, "-m", "lineage_assets.cli", "lineage", *arguments],
         capture_output=True,
         text=True,
-        env={**os.environ, **settings.as_environment()},
+        env={**os.environ, **as_environment(settings)},
         timeout=300,
     )
 

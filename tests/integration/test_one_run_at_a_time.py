@@ -17,6 +17,7 @@ from lineage_assets.assets.common import asset_key
 from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS
 from lineage_assets.definitions import build_definitions
 from lineage_assets.lineage.emitter import emitter_for
+from lineage_assets.settings_environment import as_environment
 from lineage_assets.streaming.deployments import DeploymentError, LocalDeployments
 from lineage_assets.streaming.exclusive import exclusive_run, running
 from lineage_assets.testing import pipeline_of_its_own
@@ -77,7 +78,7 @@ def test_a_demo_while_a_streaming_job_runs_is_refused_in_one_line_before_it_prod
     with exclusive_run(own.state_dir, ARCHIVE.job.name, ARCHIVE.key, holder):
         done = subprocess.run(
             [sys.executable, "-m", "lineage_assets.cli", "demo", "--orders", "5"],
-            env={**os.environ, **own.as_environment()},
+            env={**os.environ, **as_environment(own)},
             capture_output=True,
             text=True,
             timeout=600,
@@ -113,7 +114,7 @@ def test_of_two_demos_started_at_the_same_instant_one_runs_and_the_other_is_refu
     demos = [
         subprocess.Popen(
             [sys.executable, "-c", DEMO_AT_THE_BARRIER, str(tmp_path / f"ready-{n}"), str(barrier)],
-            env={**os.environ, **own.as_environment()},
+            env={**os.environ, **as_environment(own)},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

@@ -20,6 +20,7 @@ from lineage_assets.definitions import build_definitions
 from lineage_assets.instance import prepare_dagster_home
 from lineage_assets.resources.lineage import UNRECORDED_EVENTS
 from lineage_assets.resources.settings import SettingsResource
+from lineage_assets.settings_environment import as_environment
 from lineage_assets.testing import pipeline_of_its_own
 
 
@@ -45,7 +46,7 @@ def lineage_command(settings, home, *arguments: str) -> subprocess.CompletedProc
         [sys.executable, "-m", "lineage_assets.cli", "lineage", *arguments],
         capture_output=True,
         text=True,
-        env={**os.environ, **settings.as_environment(), "DAGSTER_HOME": str(home)},
+        env={**os.environ, **as_environment(settings), "DAGSTER_HOME": str(home)},
         timeout=300,
     )
 

@@ -17,6 +17,7 @@ from lineage_assets.lineage.emitter import LineageEmitter
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings
+from lineage_assets.settings_environment import as_environment
 from lineage_assets.stack import security
 from lineage_assets.topics import end_offsets
 from tests.integration.test_bad_settings import refused_orders_run
@@ -128,7 +129,7 @@ def test_bad_credentials_stop_the_demo_before_any_work_naming_the_service_and_se
         [sys.executable, "-m", "lineage_assets.cli", "demo", "--orders", "5"],
         capture_output=True,
         text=True,
-        env={**os.environ, **ready.as_environment(), **variables(ready, tmp_path)},
+        env={**os.environ, **as_environment(ready), **variables(ready, tmp_path)},
         timeout=600,
     )
     assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]

@@ -21,6 +21,7 @@ from lineage_assets.connections import ca_bundle, kafka_conf
 from lineage_assets.lineage.delivery import Backend, emit_data
 from lineage_assets.lineage.emitter import LineageEmitter
 from lineage_assets.lineage.marquez import MarquezApi
+from lineage_assets.settings_environment import as_environment, secret_in_effect
 from lineage_assets.topics import end_offsets
 from tests.process_arguments import ArgumentSampler
 from tests.secured.conftest import profile_secrets
@@ -35,7 +36,7 @@ def demo(secured):
             [sys.executable, "-m", "lineage_assets.cli", "demo", "--orders", "200", "--seed", "4242"],
             capture_output=True,
             text=True,
-            env={**os.environ, **secured.as_environment()},
+            env={**os.environ, **as_environment(secured)},
             timeout=900,
         )
     return done, arguments, secrets
@@ -94,7 +95,7 @@ def test_openlineage_s_own_configuration_carries_the_api_key_and_the_ca(secured,
         "OPENLINEAGE__TRANSPORT__TYPE": "http",
         "OPENLINEAGE__TRANSPORT__URL": secured.marquez_api_url,
         "OPENLINEAGE__TRANSPORT__AUTH__TYPE": "api_key",
-        "OPENLINEAGE__TRANSPORT__AUTH__APIKEY": secured.secret("marquez_api_key"),
+        "OPENLINEAGE__TRANSPORT__AUTH__APIKEY": secret_in_effect(secured, "marquez_api_key"),
     }
     for name, value in standard.items():
         monkeypatch.setenv(name, value)

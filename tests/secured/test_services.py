@@ -36,6 +36,7 @@ from lineage_assets.connections import (
 from lineage_assets.kafka_properties import read_kafka_properties
 from lineage_assets.processes import command_line
 from lineage_assets.settings import Settings
+from lineage_assets.settings_environment import secret_in_effect
 from lineage_assets.stack import security
 from tests.conftest import wait_for
 from tests.secured.conftest import profile_secrets
@@ -162,7 +163,7 @@ def test_catalog_requires_a_token_its_token_server_grants_and_writes_over_https(
     catalog = settings.iceberg_catalog_url
     assert _status(f"{catalog}/v1/config", context) == 401
     assert _status(f"{catalog}/v1/config", context, {"Authorization": "Bearer not-a-token"}) == 401
-    client, _, secret = settings.secret("catalog_credential").partition(":")
+    client, _, secret = secret_in_effect(settings, "catalog_credential").partition(":")
     for wrong in (f"{client}:not-{secret}", f"not-{client}:{secret}"):
         with pytest.raises(TokenRefused, match="^401: "):
             catalog_access_token(dataclasses.replace(settings, catalog_credential=wrong))

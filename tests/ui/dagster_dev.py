@@ -23,6 +23,7 @@ from lineage_assets.generator import GeneratorConfig
 from lineage_assets.instance import dagster_environment, prepare_dagster_home
 from lineage_assets.lineage.graph import LineageGraph
 from lineage_assets.settings import PROJECT_ROOT, Settings
+from lineage_assets.settings_environment import as_environment
 from tests.conftest import wait_for
 
 RUN_TIMEOUT_S = 900
@@ -106,7 +107,7 @@ def rematerialize_reached(url: str, settings: Settings, run_id: str) -> tuple[st
     waited for: the backfill it launched and its line ("backfill ID: KEY DAYS (LINK)"). One backfill."""
     launched = subprocess.run(
         [str(PROJECT_ROOT / ".venv" / "bin" / "lineage-assets"), "lineage", "reached", run_id, "--rematerialize"],
-        env={**os.environ, **settings.as_environment(), "LINEAGE_ASSETS_DAGSTER_PORT": url.rsplit(":", 1)[1]},
+        env={**os.environ, **as_environment(settings), "LINEAGE_ASSETS_DAGSTER_PORT": url.rsplit(":", 1)[1]},
         capture_output=True,
         text=True,
         timeout=120,

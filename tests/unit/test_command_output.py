@@ -12,6 +12,7 @@ from lineage_assets.cli import EXIT_BROKEN_PIPE, main
 from lineage_assets.datasets import SUPPLIER_STATS
 from lineage_assets.demo import PipelineRun, summary
 from lineage_assets.settings import PROJECT_ROOT, Settings
+from lineage_assets.settings_environment import documentation
 from lineage_assets.stack_commands import _status_line
 from lineage_assets.streaming.deployments import DeploymentStatus
 
@@ -28,7 +29,7 @@ def test_the_settings_list_shows_each_value_in_effect_marks_those_changed_and_hi
     assert rows["LINEAGE_ASSETS_MARQUEZ_PORT"] == (" ", "15000", "15000")
     assert rows["LINEAGE_ASSETS_S3_SECRET_KEY"] == ("*", "local-secret-key", "(hidden)")
     assert "not-for-any-screen" not in shown
-    assert len(rows) == len(Settings.documentation())
+    assert len(rows) == len(documentation())
 
 
 def test_the_demos_closing_hints_name_the_uis_at_the_settings_addresses():

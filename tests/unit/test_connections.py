@@ -16,6 +16,8 @@ from lineage_assets.connections import (
 from lineage_assets.kafka_properties import KafkaPropertiesError, parse_properties, read_kafka_properties
 from lineage_assets.lineage.delivery import Backend, marquez_backend
 from lineage_assets.settings import PROFILE_SECRETS, Settings, SettingsError
+from lineage_assets.settings_environment import secret_in_effect
+from lineage_assets.settings_validation import validated
 from lineage_assets.spark_conf import spark_conf, spark_submit_command
 
 SCRAM_JAVA = """\
@@ -113,7 +115,7 @@ def test_a_file_others_may_read_is_refused_when_it_holds_a_secret_and_the_secret
 def test_a_file_the_clients_could_not_use_is_refused_by_the_settings_naming_the_key(tmp_path, text, named):
     path = private_file(tmp_path, text)
     with pytest.raises(SettingsError) as refused:
-        Settings(kafka_client_properties=str(path)).validated()
+        validated(Settings(kafka_client_properties=str(path)))
     assert named in str(refused.value) and "LINEAGE_ASSETS_KAFKA_CLIENT_PROPERTIES" in str(refused.value)
 
 
@@ -159,11 +161,11 @@ def test_the_catalog_s_credentials_reach_its_client_through_the_owner_only_file_
 def test_the_tls_profile_s_generated_secrets_are_read_only_when_the_settings_name_none(tmp_path):
     settings = Settings(state_dir=tmp_path, security="tls")
     assert settings.marquez_api_url.startswith("https://") and settings.s3_url.startswith("https://")
-    assert settings.secret("marquez_api_key") == ""  # the stack has not written its secrets yet
+    assert secret_in_effect(settings, "marquez_api_key") == ""  # the stack has not written its secrets yet
     settings.security_dir.mkdir()
     private_file(settings.security_dir, "LINEAGE_ASSETS_MARQUEZ_API_KEY=generated\n", PROFILE_SECRETS)
     (settings.security_dir / "ca.pem").write_text("-----BEGIN CERTIFICATE-----\nprofile CA\n")
-    assert settings.secret("marquez_api_key") == "generated"
+    assert secret_in_effect(settings, "marquez_api_key") == "generated"
     transport = marquez_backend(settings).client_config["transport"]
     assert (transport["url"], transport["auth"]) == (
         settings.marquez_api_url,
@@ -171,6 +173,9 @@ def test_the_tls_profile_s_generated_secrets_are_read_only_when_the_settings_nam
     )
     bundle = Path(transport["verify"])  # the system's CAs and the profile's, for requests
     assert bundle.read_text().endswith("profile CA\n") and bundle.stat().st_size > 10_000
-    assert Settings(state_dir=tmp_path, security="tls", marquez_api_key="own").secret("marquez_api_key") == "own"
-    assert Settings(state_dir=tmp_path).secret("marquez_api_key") == ""
+    assert (
+        secret_in_effect(Settings(state_dir=tmp_path, security="tls", marquez_api_key="own"), "marquez_api_key")
+        == "own"
+    )
+    assert secret_in_effect(Settings(state_dir=tmp_path), "marquez_api_key") == ""
     assert Backend.marquez("https://m").transport().kind == "http"

@@ -12,7 +12,8 @@ import pytest
 from lineage_assets.datasets import CHECKS, DATASETS
 from lineage_assets.definitions import build_definitions, defs
 from lineage_assets.resources.settings import SettingsResource
-from lineage_assets.settings import PROJECT_ROOT, Settings, SettingsError
+from lineage_assets.settings import PROJECT_ROOT, SettingsError
+from lineage_assets.settings_environment import settings_from_env
 
 
 def test_definitions_load_with_every_asset_check_sensor_and_job():
@@ -171,7 +172,7 @@ def test_the_definitions_and_every_resource_follow_one_environment():
 
 
 def test_the_upkeep_runs_on_the_settings_cron_and_a_cron_dagster_refuses_names_its_setting():
-    settings = Settings.from_env({})
+    settings = settings_from_env({})
     every_ten = build_definitions(SettingsResource.of(dataclasses.replace(settings, upkeep_schedule="*/10 * * * *")))
     assert every_ten.resolve_schedule_def("lakehouse_maintenance_schedule").cron_schedule == "*/10 * * * *"
     with pytest.raises(SettingsError, match=r"^LINEAGE_ASSETS_UPKEEP_SCHEDULE='61 \* \* \* \*': .*invalid cron"):

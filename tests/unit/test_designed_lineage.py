@@ -14,10 +14,11 @@ from pyspark.sql import functions as F
 from lineage_assets import column_lineage
 from lineage_assets.datasets import SUPPLIER_STATS
 from lineage_assets.lineage import design_time
-from lineage_assets.settings import PROJECT_ROOT, Settings
+from lineage_assets.settings import PROJECT_ROOT
+from lineage_assets.settings_environment import settings_from_env
 from spark import transforms
 
-SETTINGS = Settings.from_env({})
+SETTINGS = settings_from_env({})
 DESIGNED_TOTAL = "cast(sum(lakehouse/orders.price) as decimal(10,2))"
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from lineage_assets.settings import Settings
+from lineage_assets.settings_environment import settings_from_env
 from lineage_assets.streaming.deployments import DeploymentError, DockerDeployments, deployments_for
 
 
@@ -42,7 +43,7 @@ def test_a_containers_secrets_are_in_an_owner_only_file_not_its_environment(tmp_
     secrets = Path(environment["LINEAGE_ASSETS_SECRETS_FILE"])
     assert secrets.parent == tmp_path / "state" and stat.S_IMODE(secrets.stat().st_mode) == 0o600
     # What the runner in the container reads: the settings, its secrets from the file.
-    assert Settings.from_env(environment).s3_secret_key == "only-in-the-file"
+    assert settings_from_env(environment).s3_secret_key == "only-in-the-file"
 
 
 def test_bad_docker_configuration_is_named(tmp_path):

@@ -21,11 +21,11 @@ from lineage_assets.datasets import (
     orders_reader_schema_json,
 )
 from lineage_assets.lineage import design_time, observed
-from lineage_assets.settings import Settings
+from lineage_assets.settings_environment import settings_from_env
 from lineage_assets.source_schemas import WriterVersion
 from spark import ingest_orders, lineage, transforms
 
-SETTINGS = Settings.from_env({})
+SETTINGS = settings_from_env({})
 ORDERS_TABLE = "table:lakehouse.default.orders"
 MADE = "the job's plan makes"
 

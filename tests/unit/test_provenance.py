@@ -26,6 +26,7 @@ from lineage_assets.lineage.run_facts import (
 from lineage_assets.lineage.run_records import runs_of
 from lineage_assets.lineage.transport import event_line
 from lineage_assets.settings import Settings
+from lineage_assets.settings_environment import settings_from_env
 from tests.openlineage_schemas import validate_event
 
 SETTINGS = Settings()
@@ -292,7 +293,7 @@ def test_the_command_line_answers_from_the_log_and_names_a_version_no_run_wrote(
     from lineage_assets.lineage.emitter import LineageEmitter
 
     monkeypatch.setenv("LINEAGE_ASSETS_STATE_DIR", str(tmp_path))
-    log = LineageEmitter(Settings.from_env().lineage_dir, None)
+    log = LineageEmitter(settings_from_env().lineage_dir, None)
     for event in LOG:
         log.emit(json.dumps(event))
     assert main(["lineage", "provenance", "lakehouse/supplier_stats", "--partition", "2026-11-20", "--json"]) == 0

@@ -22,6 +22,7 @@ from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.resources.lineage import LineageResource
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings
+from lineage_assets.settings_environment import settings_from_env
 
 
 @dg.asset(key=["lakehouse", "supplier_stats"])
@@ -36,7 +37,7 @@ def unreported() -> int:
 
 
 def definitions() -> dg.Definitions:
-    settings = Settings.from_env()  # the test's state folder, in every step's process too
+    settings = settings_from_env()  # the test's state folder, in every step's process too
     return dg.Definitions(
         assets=[reported, unreported],
         jobs=[dg.define_asset_job("both"), dg.define_asset_job("unreported_only", selection=["unreported"])],
@@ -57,8 +58,8 @@ def unreported_only_job() -> dg.JobDefinition:
 def settings(tmp_path, monkeypatch) -> Iterator[Settings]:
     monkeypatch.setenv("LINEAGE_ASSETS_STATE_DIR", str(tmp_path))
     monkeypatch.setenv("LINEAGE_ASSETS_MARQUEZ_URL", "http://127.0.0.1:1")  # nothing listens there: the backend is down
-    yield Settings.from_env()
-    emitter_for(Settings.from_env()).stop_sender()
+    yield settings_from_env()
+    emitter_for(settings_from_env()).stop_sender()
 
 
 def test_a_launched_run_starts_and_ends_its_lineage_once_around_its_steps(settings):

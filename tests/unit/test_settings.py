@@ -7,9 +7,11 @@ import dataclasses
 
 import pytest
 
-from lineage_assets.settings import Settings, SettingsError
+from lineage_assets.settings import SettingsError
+from lineage_assets.settings_environment import as_environment, secrets_file_text, settings_from_env
+from lineage_assets.settings_validation import problems_of, validated
 
-DEFAULTS = Settings.from_env({})
+DEFAULTS = settings_from_env({})
 
 
 def test_the_defaults_and_a_remote_setup_are_good():
@@ -20,7 +22,7 @@ def test_the_defaults_and_a_remote_setup_are_good():
         spark_master="spark://spark.example:7077",
         spark_driver_memory="512M",
     )
-    assert DEFAULTS.validated() is DEFAULTS and remote.problems() == []
+    assert validated(DEFAULTS) is DEFAULTS and problems_of(remote) == []
 
 
 def test_each_problem_is_one_line_naming_the_variable_and_its_value():
@@ -37,7 +39,7 @@ def test_each_problem_is_one_line_naming_the_variable_and_its_value():
         snapshots_kept=1,
         upkeep_schedule="every hour",
     )
-    assert bad.problems() == [
+    assert problems_of(bad) == [
         "LINEAGE_ASSETS_CATALOG_URL='ftp://catalog.example': an http:// or https:// URL with a host",
         "LINEAGE_ASSETS_KAFKA_BOOTSTRAP='kafka.example': 'kafka.example' is not HOST:PORT (servers "
         "separated by commas)",
@@ -52,26 +54,26 @@ def test_each_problem_is_one_line_naming_the_variable_and_its_value():
         "digits, '.' and '-'",
     ]
     with pytest.raises(SettingsError) as raised:
-        bad.validated()
-    assert str(raised.value).splitlines() == bad.problems()
+        validated(bad)
+    assert str(raised.value).splitlines() == problems_of(bad)
 
 
 def test_a_value_of_the_wrong_type_names_its_variable():
     with pytest.raises(SettingsError, match="LINEAGE_ASSETS_KAFKA_PORT='nine' is not a valid int"):
-        Settings.from_env({"LINEAGE_ASSETS_KAFKA_PORT": "nine"})
+        settings_from_env({"LINEAGE_ASSETS_KAFKA_PORT": "nine"})
 
 
 def test_secrets_come_from_the_secrets_file_for_those_the_environment_lacks(tmp_path):
     chosen = dataclasses.replace(DEFAULTS, s3_secret_key="from-the-file", postgres_password="p=w", kafka_port=29092)
     secrets = tmp_path / "secrets.env"
-    secrets.write_text(chosen.secrets_file_text())
-    shown = chosen.as_environment(secrets=False)
+    secrets.write_text(secrets_file_text(chosen))
+    shown = as_environment(chosen, secrets=False)
     assert "from-the-file" not in str(shown) and "LINEAGE_ASSETS_SECRETS_FILE" not in shown
-    read = Settings.from_env({**shown, "LINEAGE_ASSETS_SECRETS_FILE": str(secrets)})
+    read = settings_from_env({**shown, "LINEAGE_ASSETS_SECRETS_FILE": str(secrets)})
     assert dataclasses.replace(read, secrets_file="") == chosen
     # A variable in the environment wins over the file.
     assert (
-        Settings.from_env(
+        settings_from_env(
             {"LINEAGE_ASSETS_SECRETS_FILE": str(secrets), "LINEAGE_ASSETS_S3_SECRET_KEY": "from-the-environment"}
         ).s3_secret_key
         == "from-the-environment"
@@ -84,12 +86,12 @@ def test_a_bad_secrets_file_is_named_without_showing_its_lines(tmp_path):
     with pytest.raises(
         SettingsError, match=r"SECRETS_FILE='.*secrets.env': line 2: LINEAGE_ASSETS_KAFKA_PORT is not a"
     ):
-        Settings.from_env({"LINEAGE_ASSETS_SECRETS_FILE": str(secrets)})
+        settings_from_env({"LINEAGE_ASSETS_SECRETS_FILE": str(secrets)})
     secrets.write_text("a-bare-secret\n")
     with pytest.raises(SettingsError, match="line 1: it is not NAME=value") as raised:
-        Settings.from_env({"LINEAGE_ASSETS_SECRETS_FILE": str(secrets)})
+        settings_from_env({"LINEAGE_ASSETS_SECRETS_FILE": str(secrets)})
     assert "a-bare-secret" not in str(raised.value)
     with pytest.raises(SettingsError, match=r"SECRETS_FILE='.*missing.env': cannot be read \(No such file"):
-        Settings.from_env({"LINEAGE_ASSETS_SECRETS_FILE": str(tmp_path / "missing.env")})
+        settings_from_env({"LINEAGE_ASSETS_SECRETS_FILE": str(tmp_path / "missing.env")})
     with pytest.raises(SettingsError, match="LINEAGE_ASSETS_S3_SECRET_KEY: a secret setting is one line"):
-        dataclasses.replace(DEFAULTS, s3_secret_key="two\nlines").secrets_file_text()
+        secrets_file_text(dataclasses.replace(DEFAULTS, s3_secret_key="two\nlines"))

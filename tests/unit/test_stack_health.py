@@ -18,6 +18,7 @@ import pytest
 
 from lineage_assets.processes import state
 from lineage_assets.settings import Settings
+from lineage_assets.settings_environment import settings_from_env
 from lineage_assets.stack.probes import http_ok
 from lineage_assets.stack.services.base import Service, StackError
 from lineage_assets.stack.supervisor import Supervisor
@@ -37,7 +38,7 @@ http.server.HTTPServer(("127.0.0.1", port), http.server.SimpleHTTPRequestHandler
 @pytest.fixture
 def settings(tmp_path) -> Settings:
     """Settings with the test's own state folder (its supervisor's records and logs), not the test stack's."""
-    return dataclasses.replace(Settings.from_env(), state_dir=tmp_path / "state")
+    return dataclasses.replace(settings_from_env(), state_dir=tmp_path / "state")
 
 
 def free_port() -> int:

@@ -7,14 +7,14 @@ import dataclasses
 
 import pytest
 
-from lineage_assets.settings import Settings
+from lineage_assets.settings_environment import settings_from_env
 from lineage_assets.stack.services.base import StackError
 from lineage_assets.stack.supervisor import Supervisor, ephemeral_ports
 
 
 def test_services_replaced_by_settings_are_not_started_and_say_which_setting(tmp_path):
     settings = dataclasses.replace(
-        Settings.from_env(),
+        settings_from_env(),
         state_dir=tmp_path,
         kafka_bootstrap="kafka.example:9092",
         s3_endpoint="https://s3.example",
@@ -44,7 +44,7 @@ def test_services_replaced_by_settings_are_not_started_and_say_which_setting(tmp
 def test_postgres_runs_while_the_catalog_or_marquez_is_local(tmp_path):
     from lineage_assets.stack.services.storage import POSTGRES
 
-    settings = dataclasses.replace(Settings.from_env(), state_dir=tmp_path, catalog_url="https://catalog.example")
+    settings = dataclasses.replace(settings_from_env(), state_dir=tmp_path, catalog_url="https://catalog.example")
     assert POSTGRES.replaced(settings) == []
     assert POSTGRES.replaced(dataclasses.replace(settings, marquez_url="https://marquez.example")) == [
         "catalog_url",
@@ -53,7 +53,7 @@ def test_postgres_runs_while_the_catalog_or_marquez_is_local(tmp_path):
 
 
 def test_the_spark_cluster_runs_only_when_the_jobs_are_pointed_at_it(tmp_path):
-    local = dataclasses.replace(Settings.from_env(), state_dir=tmp_path)
+    local = dataclasses.replace(settings_from_env(), state_dir=tmp_path)
     cluster = dataclasses.replace(local, spark_master=local.local_spark_cluster_url)
     spark_services = {"spark-master", "spark-worker-1", "spark-worker-2"}
     assert not spark_services & {service.name for service in Supervisor(local).selected(None)}
@@ -71,7 +71,7 @@ def test_a_server_port_among_the_ephemeral_ones_is_refused_naming_its_setting(tm
     ephemeral = ephemeral_ports()
     if ephemeral is None:
         pytest.skip("this machine does not tell its ephemeral port range")
-    settings = dataclasses.replace(Settings.from_env(), state_dir=tmp_path, s3_port=ephemeral.start + 1000)
+    settings = dataclasses.replace(settings_from_env(), state_dir=tmp_path, s3_port=ephemeral.start + 1000)
     with pytest.raises(
         StackError,
         match=rf"s3: port {ephemeral.start + 1000} \(LINEAGE_ASSETS_S3_PORT\) lies in "

@@ -6,7 +6,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from lineage_assets.settings import Settings
+from lineage_assets.settings_environment import settings_from_env
 from lineage_assets.stack.services.base import Service
 from lineage_assets.stack.supervisor import Supervisor
 
@@ -43,7 +43,7 @@ def _service(name: str, folder: Path, waits_for: tuple[str, ...] = (), requires:
 
 
 def test_peers_stop_together_and_dependants_first(tmp_path):
-    settings = dataclasses.replace(Settings.from_env(), state_dir=tmp_path / "state")
+    settings = dataclasses.replace(settings_from_env(), state_dir=tmp_path / "state")
     notes = tmp_path / "notes"
     notes.mkdir()
     services = (

@@ -27,6 +27,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 from lineage_assets.connections import security_files
 from lineage_assets.private_files import replace_private
 from lineage_assets.settings import PROJECT_ROOT, SECRETS_FILE_VARIABLE, Settings
+from lineage_assets.settings_environment import as_environment, secrets_file_text
 from lineage_assets.spark_conf import class_archive_dir
 from lineage_assets.stack.services.base import Service, StackError, tool
 
@@ -118,8 +119,8 @@ def container_environment(settings: Settings) -> dict[str, str]:
     """The environment of the project's containers: the settings without their secrets, which they read
     from an owner-only file in the state folder (written here): `docker inspect` shows a container's
     environment to whoever may use the engine."""
-    secrets = replace_private(settings.state_dir / CONTAINER_SECRETS, settings.secrets_file_text())
-    return {**settings.as_environment(secrets=False), SECRETS_FILE_VARIABLE: str(secrets)}
+    secrets = replace_private(settings.state_dir / CONTAINER_SECRETS, secrets_file_text(settings))
+    return {**as_environment(settings, secrets=False), SECRETS_FILE_VARIABLE: str(secrets)}
 
 
 def _runs_own_engine(settings: Settings) -> bool:

@@ -16,6 +16,7 @@ import subprocess
 
 from lineage_assets.connections import https_context
 from lineage_assets.settings import TOKEN_SERVER_REALM, Settings
+from lineage_assets.settings_environment import secret_in_effect
 from lineage_assets.stack import security
 from lineage_assets.stack.probes import http_ok
 from lineage_assets.stack.services.base import Service, StackError, java
@@ -46,7 +47,7 @@ def _java_environment() -> dict[str, str]:
 def _environment(settings: Settings) -> dict[str, str]:
     """The server's environment: its JVM, and the client's secret for the realm's import (a process's
     environment is its owner's alone; its arguments are anyone's)."""
-    return {**_java_environment(), SECRET_VARIABLE: settings.secret("catalog_credential").partition(":")[2]}
+    return {**_java_environment(), SECRET_VARIABLE: secret_in_effect(settings, "catalog_credential").partition(":")[2]}
 
 
 def _prepare(settings: Settings) -> None:
@@ -76,7 +77,7 @@ def _prepare(settings: Settings) -> None:
         if built.returncode != 0:
             raise StackError(f"token-server: `kc.sh build` failed:\n{built.stdout[-2000:]}{built.stderr[-2000:]}")
         stamp.write_text(distribution)
-    client = settings.secret("catalog_credential").partition(":")[0]
+    client = secret_in_effect(settings, "catalog_credential").partition(":")[0]
     realm = {
         "realm": TOKEN_SERVER_REALM,
         "enabled": True,
