@@ -7,6 +7,7 @@ import dagster as dg
 from lineage_assets.definitions import defs
 
 ORDERS_TABLE = dg.AssetKey(["lakehouse", "orders"])
+SUPPLIER_STATS = dg.AssetKey(["lakehouse", "supplier_stats"])
 
 
 def evaluate(instance, cursor=None):
@@ -62,3 +63,20 @@ def test_days_held_back_by_a_schema_drift_are_requested_once_the_replays_are_bac
         instance.report_runless_asset_event(dg.AssetMaterialization(ORDERS_TABLE, metadata=back.metadata))
         requests, _ = evaluate(instance, result.cursor)
         assert [r.partition_key for r in requests] == ["2026-11-21"]
+
+
+def test_a_day_built_since_the_orders_landed_is_not_requested_again():
+    """The first `make dev` after `make demo`: its daemon's sensor meets the demo's ingestion, whose days
+    the demo's pass has built since; only a day it left unbuilt is requested."""
+    with dg.instance_for_test() as instance:
+        days = dg.MetadataValue.json(["2026-11-20", "2026-11-21"])
+        instance.report_runless_asset_event(dg.AssetMaterialization(ORDERS_TABLE, metadata={"days": days}))
+        instance.report_runless_asset_event(dg.AssetMaterialization(SUPPLIER_STATS, partition="2026-11-20"))
+        sensor = defs.resolve_sensor_def("supplier_stats_on_new_orders")
+        result = sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs))
+        assert [r.partition_key for r in result.run_requests] == ["2026-11-21"]
+
+        instance.report_runless_asset_event(dg.AssetMaterialization(SUPPLIER_STATS, partition="2026-11-21"))
+        result = sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs))
+        assert result.run_requests == []
+        assert result.skip_message == "supplier_stats built since these orders landed, for 2026-11-20, 2026-11-21"

@@ -21,7 +21,8 @@ from lineage_assets.settings import PROJECT_ROOT, Settings
 from lineage_assets.stack.probes import http_ok, port_open
 from lineage_assets.stack.services.base import Service
 
-LOCATION = "lineage_assets"  # the code location's name in the UI, as `dagster dev` names the module's
+# The name `dagster dev` gives the module's location: a sensor or schedule switched on in one stays on in the other.
+LOCATION = "lineage_assets.definitions"
 DAEMON_HEARTBEAT_S = 60
 
 
