@@ -176,6 +176,8 @@ def catalog_auth_conf(settings: Settings, catalog: str) -> dict[str, str]:
     (the tls profile's, for its token server)."""
     credential = secret_in_effect(settings, "catalog_credential")
     conf = {
+        # Named, not inferred: Iceberg's client warns at each start that it guessed oauth2 from the keys.
+        f"{catalog}.rest.auth.type": "oauth2" if settings.catalog_token or credential else "",
         f"{catalog}.token": settings.catalog_token,
         f"{catalog}.credential": credential,
         f"{catalog}.oauth2-server-uri": settings.catalog_token_endpoint,

@@ -6,9 +6,13 @@ in owner-only files and on no process's command line."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
+import os
 import ssl
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -36,8 +40,9 @@ from lineage_assets.connections import (
 from lineage_assets.kafka_properties import read_kafka_properties
 from lineage_assets.processes import command_line
 from lineage_assets.settings import Settings
-from lineage_assets.settings_environment import secret_in_effect
+from lineage_assets.settings_environment import as_environment, secret_in_effect
 from lineage_assets.stack import security
+from lineage_assets.stack.services.token_server import TOKEN_LIFETIME_S
 from tests.conftest import wait_for
 from tests.secured.conftest import profile_secrets
 
@@ -185,6 +190,48 @@ def test_catalog_requires_a_token_its_token_server_grants_and_writes_over_https(
     assert _status(f"{catalog}/v1/namespaces/secured/tables", context, token, table) == 200
     listed = s3_client(settings).list_objects_v2(Bucket=settings.warehouse_bucket, Prefix="secured/probe/metadata/")
     assert [item["Key"] for item in listed.get("Contents", []) if item["Key"].endswith(".metadata.json")]
+
+
+# A Spark job of its own (a session's catalog is configured once per process), writing on either side
+# of a wait longer than its first token lives.
+WRITE_TWICE = """
+import sys, time
+from lineage_assets.settings_environment import settings_from_env
+from lineage_assets.spark_conf import in_process_session
+
+settings = settings_from_env()
+spark = in_process_session(settings)
+table = f"{settings.catalog_name}.secured.{sys.argv[1]}"
+spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {settings.catalog_name}.secured")
+spark.sql(f"CREATE TABLE {table} (id bigint) USING iceberg")
+spark.sql(f"INSERT INTO {table} VALUES (1)")
+time.sleep(float(sys.argv[2]))
+spark.sql(f"INSERT INTO {table} VALUES (2)")
+print("rows", spark.table(table).count())
+"""
+
+
+def test_a_spark_job_writes_on_past_its_first_catalog_tokens_lifetime(secured):
+    """The token server's tokens live a minute and the catalog refuses one past it, as any does after its
+    lifetime; a job writing for longer (a streaming job writes for days) asks for a new one with its
+    credential. Iceberg's client would ask by token exchange, which Keycloak refuses unless a client
+    enables it ("Standard token exchange is not enabled"): its jobs then fail once their token expires."""
+    token = catalog_access_token(secured)
+    claims = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))
+    assert claims["exp"] - claims["iat"] == TOKEN_LIFETIME_S
+    table = f"outlives_{uuid.uuid4().hex[:8]}"
+    job = subprocess.run(
+        [sys.executable, "-c", WRITE_TWICE, table, str(TOKEN_LIFETIME_S + 15)],
+        env={**os.environ, **as_environment(secured)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert job.returncode == 0, job.stderr[-3000:]
+    assert job.stdout.split()[-2:] == ["rows", "2"]
+    # By now the catalog refuses a token granted before the job started: its second write had another.
+    config = f"{secured.iceberg_catalog_url}/v1/config"
+    assert _status(config, https_context(secured), {"Authorization": f"Bearer {token}"}) == 401
 
 
 def test_marquez_requires_its_api_key(secured):

@@ -38,6 +38,9 @@ def _kc(settings: Settings) -> str:
 
 
 SECRET_VARIABLE = "CATALOG_CLIENT_SECRET"  # the realm file's placeholder, filled from the environment
+# Its tokens live a minute (Keycloak's default is five), so that a job running longer, as a streaming
+# job does on any token server, must have its token refreshed here too.
+TOKEN_LIFETIME_S = 60
 
 
 def _java_environment() -> dict[str, str]:
@@ -81,6 +84,7 @@ def _prepare(settings: Settings) -> None:
     realm = {
         "realm": TOKEN_SERVER_REALM,
         "enabled": True,
+        "accessTokenLifespan": TOKEN_LIFETIME_S,
         "clients": [
             {
                 "clientId": client,
