@@ -24,6 +24,7 @@ from typing import IO, TYPE_CHECKING, Any
 import yaml
 
 from lineage_assets.settings import ENV_PREFIX, PROJECT_ROOT, SECRETS_FILE_VARIABLE, Settings
+from lineage_assets.spark_conf import spark_jars
 from lineage_assets.stack.services import SERVICES
 from lineage_assets.stack.services.base import Service, StackError
 from lineage_assets.stack.services.dagster import DAGSTER_SERVICES
@@ -138,13 +139,16 @@ def _outermost(folders: set[str]) -> list[str]:
 
 
 def _stack_context(settings: Settings) -> IO[bytes]:
-    """The stack image's build context: its Dockerfile and the servers' builds under ``cache/``."""
+    """The stack image's build context: its Dockerfile and the servers' and jobs' builds under ``cache/``."""
     context = tempfile.TemporaryFile()
     with tarfile.open(fileobj=context, mode="w") as tar:
         tar.add(DOCKERFILE, arcname="Dockerfile")
         for service in stack_services():
             if service.jars:
                 tar.add(service.jar_folder(settings), arcname=f"cache/jars/{service.jars}")
+        # The Spark jobs' connectors: the runs Dagster's code server (profile `dagster`) launches run in its container.
+        for jar in spark_jars(settings):
+            tar.add(jar, arcname=f"cache/jars/spark/{jar.name}")
         web = marquez_web_dir(settings)
         if not (web / "dist" / "index.html").exists():
             raise StackError(f"marquez-web: no built UI in {web}: run `make setup`")

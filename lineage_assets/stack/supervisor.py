@@ -243,16 +243,13 @@ class Supervisor:
         )
 
     # --- one service in the foreground: a container's main process (infra/compose.yaml) ---------
-    def _ready_path(self, service: Service) -> Path:
-        return service.data_dir(self.settings) / "ready"
-
     def serve(self, name: str) -> int:
         """Run one service in the foreground, prepared and started as ``up`` starts it, its output on
         this process's; once it answers, its after-start work (databases, buckets) is done and
         ``ready`` says so. A SIGTERM or SIGINT stops it as ``down`` would. Its exit code."""
         (service,) = self.selected([name])
         private_folder(self.settings.state_dir)
-        ready = self._ready_path(service)
+        ready = service.served_marker(self.settings)
         ready.unlink(missing_ok=True)
         process = self._launch(service, self._prepared_command(service))
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -270,7 +267,7 @@ class Supervisor:
     def ready(self, name: str) -> bool:
         """Whether a served service answers and its after-start work is done (the compose health check)."""
         (service,) = self.selected([name])
-        return self._ready_path(service).exists() and service.healthy(self.settings)
+        return service.served_marker(self.settings).exists() and service.healthy(self.settings)
 
     def _await_healthy(
         self, service: Service, process: subprocess.Popen[bytes] | None, since: float, log_end: int

@@ -61,6 +61,11 @@ class Service:
     def data_dir(self, settings: Settings) -> Path:
         return settings.state_dir / self.name
 
+    def served_marker(self, settings: Settings) -> Path:
+        """The file a service run in the foreground (``stack serve``, a container's command) writes once it
+        is healthy: in a state folder it shares, its process may be out of sight (another container's)."""
+        return self.data_dir(settings) / "ready"
+
     def log_file(self, settings: Settings) -> Path:
         return settings.logs_dir / f"{self.name}.log"
 

@@ -65,11 +65,14 @@ def _daemon_healthy(settings: Settings) -> bool:
     """A daemon runs on the stack's workspace and each of its daemons has beaten within two of their
     30 s heartbeats, as the instance records them (what `dagster-daemon liveness-check` asks, without
     a process per probe). The process is looked for too: a daemon killed a moment ago leaves fresh
-    heartbeats, and it has no port to tell it is gone."""
-    if not any(
+    heartbeats, and it has no port to tell it is gone. One in a container of its own (compose's), out
+    of this process's sight, has marked itself served in the state folder they share instead; without
+    that, a demo in the webserver's container started a second daemon on the instance."""
+    here = any(
         any(argument.endswith("dagster-daemon") for argument in command_line(pid) or ())
         for pid in pids_naming(services_workspace(settings))
-    ):
+    )
+    if not (here or DAGSTER_DAEMON.served_marker(settings).exists()):
         return False
     try:
         with open_instance(settings, dagster_home(settings)) as instance:
