@@ -38,11 +38,15 @@ from openlineage.client.event_v2 import RunState
 from lineage_assets.datasets import (
     ARCHIVE,
     CHECKS,
+    DATASETS,
     LAKEHOUSE_ORDERS,
+    LAKEHOUSE_SUPPLIERS,
     ORDERS,
     ORDERS_AVRO_SCHEMA,
     SUPPLIER_STATS,
     SUPPLIER_STATS_LIVE,
+    SUPPLIERS,
+    SUPPLIERS_AVRO_SCHEMA,
     Dataset,
 )
 from lineage_assets.lineage import events
@@ -63,6 +67,7 @@ from lineage_assets.lineage.run_facts import (
     orders_read,
     snapshot_written,
     table_read,
+    topic_read,
 )
 from lineage_assets.lineage.summary import runs as runs_of_log
 from lineage_assets.lineage.summary import summary as summary_of
@@ -75,6 +80,7 @@ RUNNING_INTERVAL_S = 300
 RESTART_EVERY_DAYS = 7
 FAIL_ONE_IN, ABORT_ONE_IN = 200, 500
 DEPLOYED = (ARCHIVE, SUPPLIER_STATS_LIVE, LAKEHOUSE_ORDERS)
+COMPUTED = tuple(d for d in DATASETS.values() if d.computed_by is not None)  # after supplier_stats, each hour
 # The commands timed on the history, and their targets (seconds), from the issue's scale targets.
 COMMANDS = {
     "check": (["check"], 5.0),
@@ -108,9 +114,9 @@ class Topic:
         return {self.name: {str(p): end for p, end in self.ends.items()}}
 
 
-def writer_version(version: int, records: int, readable: bool) -> dict:
+def writer_version(version: int, records: int, readable: bool, schema: dict = ORDERS_AVRO_SCHEMA) -> dict:
     """A ``schemaVersions`` entry as a job reports it."""
-    fields = [[f["name"], str(f["type"])] for f in ORDERS_AVRO_SCHEMA["fields"]]
+    fields = [[f["name"], str(f["type"])] for f in schema["fields"]]
     problems = [] if readable else ["field supplier is missing (removed or renamed)"]
     return {
         "version": version,
@@ -154,8 +160,10 @@ class History:
         self.running_interval_s = running_interval_s
         self.orders = Topic(settings.orders_topic, settings.orders_partitions)
         self.windows = Topic(settings.supplier_stats_topic, 1)
+        self.suppliers = Topic(settings.suppliers_topic, 1)
         self.snapshot = 0  # of lakehouse/orders
         self.stats_snapshot = 0
+        self.dimension_snapshot = 0  # of lakehouse/suppliers
         self.table_rows = 0
         self.schema_version = 1
         self.counts: Counter[str] = Counter()
@@ -181,6 +189,7 @@ class History:
             offsets=produced,
         )
         self.asset_run(run, ORDERS, orders, at + dt.timedelta(seconds=5), at + dt.timedelta(seconds=20))
+        self.dimension_run(run, at)
         day = at.date().isoformat()
         failing = hour_number % FAIL_ONE_IN == FAIL_ONE_IN - 1
         aborted = hour_number % ABORT_ONE_IN == ABORT_ONE_IN - 1
@@ -204,6 +213,20 @@ class History:
                 partitions=(day,),
             )
             self.asset_run(run, SUPPLIER_STATS, stats, at + dt.timedelta(seconds=25), stats_end)
+            for computed in COMPUTED:
+                snapshots = {SUPPLIER_STATS.key: 9_000_000 + self.stats_snapshot, LAKEHOUSE_ORDERS.key: self.snapshot}
+                snapshots[LAKEHOUSE_SUPPLIERS.key] = 7_000_000 + self.dimension_snapshot
+                table = RunFacts(
+                    OutputStatistics(rows=8, bytes=3000, files=1),
+                    "OVERWRITE",
+                    version=snapshot_written(
+                        8_000_000 + self.stats_snapshot, 0, 8_000_000 + previous if previous else None
+                    ),
+                    reads=tuple(table_read(DATASETS[key], snapshots[key] or None, 0) for key in computed.inputs),
+                    observation=as_designed(computed),
+                    partitions=(day,),
+                )
+                self.asset_run(run, computed, table, stats_end, stats_end + dt.timedelta(seconds=20))
             ended = RunState.COMPLETE
         for check in CHECKS.values():
             checked_at = stats_end + dt.timedelta(seconds=5)
@@ -220,6 +243,32 @@ class History:
             events.dagster_run_event(ended, run, self.settings, event_time=stats_end + dt.timedelta(seconds=10)),
             "dagster run",
         )
+
+    def dimension_run(self, run: DagsterRun, at: dt.datetime) -> None:
+        """A change of a supplier produced, and merged into the dimension's table."""
+        version = DatasetVersion(f"{SUPPLIERS.key}-value:1")
+        read_from = self.suppliers.offsets()
+        changed = RunFacts(OutputStatistics(rows=1), version=version, offsets=self.suppliers.write(1))
+        self.asset_run(run, SUPPLIERS, changed, at + dt.timedelta(seconds=5), at + dt.timedelta(seconds=10))
+        previous, self.dimension_snapshot = self.dimension_snapshot, self.dimension_snapshot + 1
+        merged = RunFacts(
+            OutputStatistics(rows=1),
+            version=snapshot_written(
+                7_000_000 + self.dimension_snapshot, 0, 7_000_000 + previous if previous else None
+            ),
+            reads=(
+                topic_read(
+                    SUPPLIERS,
+                    self.suppliers.name,
+                    [writer_version(1, 1, True, SUPPLIERS_AVRO_SCHEMA)],
+                    (),
+                    read_from,
+                    self.suppliers.offsets(),
+                ),
+            ),
+            observation=as_designed(LAKEHOUSE_SUPPLIERS),
+        )
+        self.asset_run(run, LAKEHOUSE_SUPPLIERS, merged, at + dt.timedelta(seconds=10), at + dt.timedelta(seconds=20))
 
     def asset_run(self, run, dataset, facts, start, end, state=RunState.COMPLETE, error=None) -> None:
         self.emit(events.asset_event(RunState.START, dataset, run, self.settings, event_time=start), "asset")

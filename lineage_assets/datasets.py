@@ -98,6 +98,56 @@ class ProducingJob:
         return f"{self.name.replace('-', '_')}_spark"
 
 
+TABLE_JOB = "spark/table_job.py"  # the job of every dataset a ``DailyTable`` declares
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """A check that one day of a written column adds up to that day of an input's column (the input
+    partitioned by the same day column): a join that repeats a row would count it twice."""
+
+    column: str
+    input: str  # a key of DATASETS, one of the dataset's inputs
+    input_column: str
+
+    @property
+    def check_name(self) -> str:
+        return f"{self.column}_reconciles_with_{self.input.rsplit('/', 1)[-1]}"
+
+    @property
+    def description(self) -> str:
+        return f"The day's sum of {self.column} equals that of {self.input}.{self.input_column} in the snapshot read."
+
+
+@dataclass(frozen=True)
+class DailyTable:
+    """How a table is computed one day at a time by ``spark/table_job.py``: ``transform``
+    (``module:function``) is called with each input's rows, in the dataset's ``inputs`` order, and
+    the day, and its rows replace the day's (``partition_column``). Inputs in ``as_of_day`` are read
+    as they stood when the day ended (a dimension's history: the upkeep keeps their snapshots); the
+    others at their current snapshot. ``reconciles`` and ``required`` (columns every row fills) are
+    checked in each run."""
+
+    transform: str
+    partition_column: str = "bid_date"
+    as_of_day: tuple[str, ...] = ()
+    reconciles: tuple[Reconciliation, ...] = ()
+    required: tuple[str, ...] = ()
+
+    @property
+    def required_check(self) -> str:
+        return f"{'_and_'.join(self.required)}_present"
+
+    @property
+    def required_description(self) -> str:
+        return f"Every row of the day has a value for {', '.join(self.required)}."
+
+    @property
+    def check_names(self) -> tuple[str, ...]:
+        """The checks each run evaluates beside the lineage check."""
+        return (*(r.check_name for r in self.reconciles), *((self.required_check,) if self.required else ()))
+
+
 @dataclass(frozen=True)
 class Dataset:
     """``inputs``: the datasets it is computed from (the asset graph's edges); how each column is
@@ -112,6 +162,12 @@ class Dataset:
     identity: Callable[[Settings], Identity]
     inputs: tuple[str, ...] = ()
     record_key: str | None = None  # a topic's field that is also each record's key
+    computed_by: DailyTable | None = None  # a table computed by a transform, one day at a time
+
+    @property
+    def table(self) -> str:
+        """An Iceberg dataset's table in the project's namespace: the last part of its key."""
+        return self.key.rsplit("/", 1)[-1]
 
     @property
     def asset_key_path(self) -> list[str]:
@@ -350,8 +406,103 @@ SUPPLIER_STATS = Dataset(
     inputs=("lakehouse/orders",),
 )
 
+# --- the supplier dimension ----------------------------------------------------------------------
+
+SUPPLIER_FIELDS = (
+    Column("supplier", "string", "supplier name; also the record key"),
+    Column("region", "string", "sales region"),
+    Column("tier", "string", "commercial tier: gold, silver or bronze"),
+    Column("updated_at", "timestamp-millis", "when this state of the supplier took effect (UTC)"),
+)
+
+# The value schema registered under `suppliers-value`, and what the pipeline reads it as. Fields other
+# than the key are nullable, as the orders', so that a record that lacks one is dead-lettered, not refused.
+SUPPLIERS_AVRO_SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "Supplier",
+    "namespace": "lineage_assets.suppliers",
+    "fields": [
+        {"name": "supplier", "type": "string"},
+        {"name": "region", "type": ["null", "string"], "default": None},
+        {"name": "tier", "type": ["null", "string"], "default": None},
+        {"name": "updated_at", "type": ["null", {"type": "long", "logicalType": "timestamp-millis"}], "default": None},
+    ],
+}
+
+
+def suppliers_avro_schema_json() -> str:
+    return json.dumps(SUPPLIERS_AVRO_SCHEMA)
+
+
+SUPPLIERS = Dataset(
+    key="suppliers",
+    kind=Kind.KAFKA,
+    job=ProducingJob("suppliers-source", streaming=False, source="lineage_assets/generator.py", engine="python"),
+    title="suppliers topic",
+    description="Compacted Kafka topic `suppliers`: the supplier dimension, one Avro record per change of a "
+    "supplier (schema `suppliers-value`), key supplier; compaction keeps each supplier's latest.",
+    columns=SUPPLIER_FIELDS,
+    identity=kafka_identity(lambda s: s.suppliers_topic),
+    record_key="supplier",
+)
+
+LAKEHOUSE_SUPPLIERS = Dataset(
+    key="lakehouse/suppliers",
+    kind=Kind.ICEBERG,
+    job=ProducingJob("suppliers-ingestion", streaming=True, source="spark/ingest_suppliers.py"),
+    title="Iceberg suppliers table",
+    description="Iceberg table `default.suppliers` (format v2): each supplier's current state, merged by "
+    "key from `suppliers` (a record older than the row's state changes nothing). Invalid records go to "
+    "the dimension's dead-letter topic.",
+    columns=(
+        Column("supplier", "string", "supplier name"),
+        Column("region", "string", "sales region"),
+        Column("tier", "string", "commercial tier"),
+        Column("updated_at", "timestamp_ntz", "when this state took effect, UTC wall clock without zone"),
+    ),
+    identity=iceberg_identity("suppliers"),
+    inputs=("suppliers",),
+)
+
+SUPPLIER_REVENUE = Dataset(
+    key="lakehouse/supplier_revenue",
+    kind=Kind.ICEBERG,
+    job=ProducingJob("daily-supplier-revenue", streaming=False, source=TABLE_JOB),
+    title="Iceberg supplier_revenue table",
+    description="Iceberg table `default.supplier_revenue` (format v2), partitioned by bid_date: per supplier "
+    "and day, its revenue from `supplier_stats` with its region and tier as `suppliers` held them at the "
+    "day's end, and its rank by revenue within its region; a run overwrites exactly its day.",
+    columns=(
+        Column("bid_date", "date", "UTC date"),
+        Column("supplier", "string", "supplier name"),
+        Column("region", "string", "the supplier's region as of the day (null: not in the dimension)"),
+        Column("tier", "string", "the supplier's tier as of the day"),
+        Column("revenue", "decimal(12,2)", "sum of the day's total_price"),
+        Column("orders", "bigint", "orders of the day"),
+        Column("region_rank", "int", "rank by revenue within the region, 1 = highest"),
+    ),
+    identity=iceberg_identity("supplier_revenue"),
+    inputs=("lakehouse/supplier_stats", "lakehouse/suppliers"),
+    computed_by=DailyTable(
+        "spark.transforms:supplier_revenue",
+        as_of_day=("lakehouse/suppliers",),
+        reconciles=(Reconciliation("revenue", "lakehouse/supplier_stats", "total_price"),),
+        required=("region", "tier"),
+    ),
+)
+
 DATASETS: dict[str, Dataset] = {
-    d.key: d for d in (ORDERS, ARCHIVE, SUPPLIER_STATS_LIVE, LAKEHOUSE_ORDERS, SUPPLIER_STATS)
+    d.key: d
+    for d in (
+        ORDERS,
+        ARCHIVE,
+        SUPPLIER_STATS_LIVE,
+        LAKEHOUSE_ORDERS,
+        SUPPLIER_STATS,
+        SUPPLIERS,
+        LAKEHOUSE_SUPPLIERS,
+        SUPPLIER_REVENUE,
+    )
 }
 
 

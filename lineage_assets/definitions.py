@@ -14,29 +14,31 @@ from collections.abc import Iterable
 
 import dagster as dg
 
-from lineage_assets.assets.archive import archive_reconciles_with_topic, orders_archive
+from lineage_assets import assets as asset_modules
 from lineage_assets.assets.common import environment_metadata
 from lineage_assets.assets.deployments import streaming_deployments, streaming_deployments_supervisor
 from lineage_assets.assets.design import asset_designs, publish_design, publish_lineage_design
-from lineage_assets.assets.lakehouse import (
-    lakehouse_orders,
-    orders_reconcile_with_topic,
-    orders_values_in_range,
-    rebuild_supplier_stats,
-    supplier_stats,
-    supplier_stats_on_new_orders,
-)
+from lineage_assets.assets.lakehouse import rebuild_supplier_stats, supplier_stats_on_new_orders
 from lineage_assets.assets.lakehouse_upkeep import lakehouse_maintenance, upkeep_schedule
-from lineage_assets.assets.live_stats import supplier_stats_live
-from lineage_assets.assets.orders import orders
 from lineage_assets.assets.run_lineage import dead_dagster_run_lineage, run_lineage_executor
 from lineage_assets.lineage.design import Published
 from lineage_assets.resources.binding import build_resources
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings
 
-ASSETS = [orders, orders_archive, supplier_stats_live, lakehouse_orders, supplier_stats]
-ASSET_CHECKS = [archive_reconciles_with_topic, orders_reconcile_with_topic, orders_values_in_range]
+
+# Every asset and separately evaluated check defined in the modules of lineage_assets/assets/: a new
+# module's are in the definitions without a line here.
+def _assets_defined(loaded: Iterable[object]) -> list[dg.AssetsDefinition]:
+    """The asset definitions loaded from the modules; anything else there is a mistake, not skipped."""
+    others = [each for each in loaded if not isinstance(each, dg.AssetsDefinition)]
+    if others:
+        raise TypeError(f"lineage_assets/assets/ defines assets as no @asset does: {others!r}")
+    return [each for each in loaded if isinstance(each, dg.AssetsDefinition)]
+
+
+ASSETS = _assets_defined(dg.load_assets_from_package_module(asset_modules))
+ASSET_CHECKS = dg.load_asset_checks_from_package_module(asset_modules)
 
 
 def materializable(assets: Iterable[object] | None) -> list[dg.AssetsDefinition | dg.AssetSpec | dg.SourceAsset]:

@@ -22,12 +22,16 @@ from lineage_assets.assets.design import published_line
 from lineage_assets.assets.in_progress import lineage_runs_in_progress
 from lineage_assets.assets.lakehouse import days_behind, rebuild_supplier_stats
 from lineage_assets.assets.lakehouse_upkeep import UNFINISHED_RUN_STATUSES
+from lineage_assets.assets.orders import OrdersConfig
 from lineage_assets.datasets import (
+    DATASETS,
     LAKEHOUSE_ORDERS,
     LINEAGE_CHECK,
     ORDERS,
     ORDERS_AVRO_SCHEMA,
     SUPPLIER_STATS,
+    SUPPLIERS,
+    Dataset,
 )
 from lineage_assets.dead_letters import TEACH_THEN_REPLAY
 from lineage_assets.definitions import build_definitions, publish_definitions
@@ -77,11 +81,31 @@ class PipelineRun:
         default_factory=list
     )  # days supplier_stats waits on (schema_incompatible dead letters)
     outstanding: int = 0  # those dead letters, not replayed yet
+    # day -> each daily table computed from supplier_stats: its rows, and which state of each input it read
+    tables: dict[str, dict[str, tuple[list[dict], dict[str, str]]]] = field(default_factory=dict)
     run_ids: list[str] = field(default_factory=list)  # the Dagster runs, in order
     built_by: dict[str, str] = field(default_factory=dict)  # day -> the run that built it (this pass's or a sensor's)
 
+    def read_day(self, day: str, built: RunEvents) -> None:
+        """A day's figures from the run that built it."""
+        self.supplier_totals[day] = supplier_totals(built.metadata(SUPPLIER_STATS))
+        for dataset in COMPUTED:
+            if metadata := built.metadata(dataset):  # none: held back by its upstream's failed blocking check
+                self.tables.setdefault(day, {})[dataset.key] = (metadata["rows"], metadata["read_as_of"])
+
 
 CHECK_OUTCOMES = {True: "passed", False: "FAILED", None: "skipped"}
+COMPUTED = tuple(d for d in DATASETS.values() if d.computed_by is not None)  # daily tables of a transform
+DAILY = (SUPPLIER_STATS, *COMPUTED)  # what a day's rebuild computes, in order
+
+
+def table_lines(dataset: Dataset, rows: list[dict]) -> list[str]:
+    """A daily table's rows of one day as aligned columns (without the day's own column)."""
+    day_column = dataset.computed_by.partition_column if dataset.computed_by else None
+    columns = [c.name for c in dataset.columns if c.name != day_column]
+    cells = [columns] + [["-" if row[c] is None else str(row[c]) for c in columns] for row in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    return ["  " + "  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in cells]
 
 
 DEMO_LATE_FRACTION, DEMO_BAD_FRACTION = 0.03, 0.04
@@ -104,11 +128,16 @@ def run_pipeline(
         run = PipelineRun()
 
         if orders_config is not None:
-            log(f"orders: producing {orders_config.get('count', 'the default number of')} orders")
-            result = runs.run([asset_key(ORDERS)], run_config={"ops": {ORDERS.node_name: {"config": orders_config}}})
+            log(f"orders: producing {orders_config.get('count', 'the default number of')} orders, and the suppliers")
+            config = {
+                ORDERS.node_name: {"config": orders_config},
+                SUPPLIERS.node_name: {"config": suppliers_config(orders_config)},
+            }
+            result = runs.run([asset_key(ORDERS), asset_key(SUPPLIERS)], run_config={"ops": config})
             run.run_ids.append(result.run_id)
             result.raise_failures()
-            run.rows[ORDERS.key] = result.metadata(ORDERS)["rows_out"]
+            for source in (ORDERS, SUPPLIERS):
+                run.rows[source.key] = result.metadata(source)["rows_out"]
 
         log("streaming jobs (catch-up): " + ", ".join(d.key for d in STREAMING))
         streaming = [asset_key(d) for d in STREAMING]
@@ -130,22 +159,36 @@ def run_pipeline(
             return run
 
         for day in run.days:
-            log(f"supplier_stats: day {day}")
-            result = runs.run([asset_key(SUPPLIER_STATS)], partition_key=day)
+            log(f"{', '.join(d.key for d in DAILY)}: day {day}")
+            daily = [asset_key(d) for d in DAILY]
+            result = runs.run(daily, partition_key=day)
             run.run_ids.append(result.run_id)
             result.raise_failures()
-            run.checks.update(result.checks(definitions, [asset_key(SUPPLIER_STATS)]))
+            run.checks.update(result.checks(definitions, daily))
             run.built_by[day] = result.run_id
-            stats = result.metadata(SUPPLIER_STATS)
-            run.supplier_totals[day] = supplier_totals(stats)
-            run.rows.setdefault(SUPPLIER_STATS.key, 0)
-            run.rows[SUPPLIER_STATS.key] += stats["rows_out"]
+            for dataset in DAILY:
+                # Nothing from an asset held back by its upstream's failed blocking check.
+                run.rows[dataset.key] = run.rows.get(dataset.key, 0) + result.metadata(dataset).get("rows_out", 0)
+            run.read_day(day, result)
         for day in ingestion.get("days", []):
             if day not in run.supplier_totals and (built := last_build(instance, day)) is not None:
                 run.built_by[day] = built.run_id
-                run.supplier_totals[day] = supplier_totals(built.metadata(SUPPLIER_STATS))
+                run.read_day(day, built)
                 run.checks.update(built.checks(definitions))
         return run
+
+
+def suppliers_config(orders_config: dict) -> dict:
+    """The supplier dimension's changes over the span of the orders ``orders_config`` generates (a
+    record without a region among them when some orders are bad)."""
+    count = orders_config.get("count", OrdersConfig().count)
+    span = count * orders_config.get("interval_seconds", OrdersConfig().interval_seconds)
+    return {
+        "seed": orders_config.get("seed", OrdersConfig().seed),
+        **({"start": orders_config["start"]} if orders_config.get("start") else {}),
+        "span_seconds": span,
+        "bad": 1 if orders_config.get("bad_fraction") else 0,
+    }
 
 
 def supplier_totals(stats: dict) -> dict[str, tuple[Decimal, int]]:
@@ -201,6 +244,10 @@ def summary(run: PipelineRun, settings: Settings) -> str:
         lines += [
             f"  {supplier:<8} {total:>12}  {count:>6} orders" for supplier, (total, count) in sorted(totals.items())
         ]
+        for key, (rows, read_as_of) in run.tables.get(day, {}).items():
+            states = ", ".join(f"{read} {state}" for read, state in read_as_of.items())
+            lines.append(f"{key} for {day} (read: {states}):")
+            lines += table_lines(DATASETS[key], rows)
     if run.checks:
         lines.append("Asset checks: " + ", ".join(f"{name} {CHECK_OUTCOMES[ok]}" for name, ok in run.checks.items()))
     lines += [

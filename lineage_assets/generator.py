@@ -11,17 +11,18 @@ bid_time lies within the 5 seconds before that, as in the reference. Late record
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import random
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from lineage_assets.connections import kafka_conf, registry_client_conf
-from lineage_assets.datasets import orders_avro_schema_json
+from lineage_assets.datasets import orders_avro_schema_json, suppliers_avro_schema_json
 from lineage_assets.settings import Settings
 
 SUPPLIERS = ("Alice", "Bob", "Carol", "Alex", "Joe", "James", "Jane", "Jack")
@@ -42,6 +43,8 @@ ITEMS = (
     "Sunglasses",
     "Bluetooth Speaker",
 )
+REGIONS = ("EMEA", "AMER", "APAC")
+TIERS = ("gold", "silver", "bronze")
 BAD_KINDS = ("not-avro", "missing-field", "price-out-of-range", "price-not-a-number")
 log = logging.getLogger(__name__)
 
@@ -115,6 +118,67 @@ def generate_orders(config: GeneratorConfig) -> Iterator[GeneratedOrder]:
 
 
 @dataclass(frozen=True)
+class SupplierChange:
+    """One record of the supplier dimension: a supplier's state from ``updated_at`` on (its Kafka
+    timestamp too); ``record`` None for the region a bad record leaves out."""
+
+    supplier: str
+    updated_at: dt.datetime
+    region: str | None
+    tier: str
+
+    def record(self) -> dict:
+        return {"supplier": self.supplier, "region": self.region, "tier": self.tier, "updated_at": self.updated_at}
+
+
+@dataclass(frozen=True)
+class SuppliersConfig:
+    """The dimension over the span of a run of orders: every supplier's state just before ``start``,
+    then ``changes`` changes of a region or tier at times within ``span_seconds`` after it; ``bad``
+    records that leave the region out."""
+
+    seed: int = 7
+    start: dt.datetime | None = None  # default: now less span_seconds
+    span_seconds: float = 100.0
+    changes: int = 3
+    bad: int = 0
+
+    def __post_init__(self):
+        for name in ("changes", "bad"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}={getattr(self, name)}: cannot be negative")
+        if self.span_seconds < 0:
+            raise ValueError(f"span_seconds={self.span_seconds}: cannot be negative")
+        if self.start is not None and self.start.tzinfo is None:
+            raise ValueError(f"start={self.start.isoformat()}: give a timezone-aware time (UTC)")
+
+
+def generate_suppliers(config: SuppliersConfig) -> list[SupplierChange]:
+    """The dimension's records in time order, deterministic under the seed."""
+    rng = random.Random(config.seed)
+    start = config.start or (dt.datetime.now(dt.UTC) - dt.timedelta(seconds=config.span_seconds))
+    start = start.replace(microsecond=0)  # timestamp-millis, as the record carries it
+    state = {supplier: (rng.choice(REGIONS), rng.choice(TIERS)) for supplier in SUPPLIERS}
+    records = [SupplierChange(s, start - dt.timedelta(seconds=1), *state[s]) for s in SUPPLIERS]
+    times = sorted(rng.uniform(0.0, config.span_seconds) for _ in range(config.changes + config.bad))
+    bad_at = set(rng.sample(range(len(times)), config.bad))
+    for i, offset in enumerate(times):
+        at = start + dt.timedelta(milliseconds=int(offset * 1000))
+        supplier = rng.choice(SUPPLIERS)
+        region, tier = state[supplier]
+        if i in bad_at:
+            records.append(SupplierChange(supplier, at, None, tier))
+            continue
+        if rng.random() < 0.5:
+            region = rng.choice([r for r in REGIONS if r != region])
+        else:
+            tier = rng.choice([t for t in TIERS if t != tier])
+        state[supplier] = (region, tier)
+        records.append(SupplierChange(supplier, at, region, tier))
+    return records
+
+
+@dataclass(frozen=True)
 class ProduceReport:
     produced: int
     by_kind: dict[str, int]
@@ -138,14 +202,44 @@ def produce_orders(
     ``progress`` gets a line at most every ``progress_every_s`` seconds while sending. The values
     are written with ``value_schema`` (default: the catalog's), registered if it is new, as any
     producer's serializer does."""
+    records = [(o.key, o.sent_at, o.raw_value or o.record()) for o in orders]
+    report = produce_records(
+        records,
+        settings,
+        topic or settings.orders_topic,
+        value_schema or orders_avro_schema_json(),
+        progress,
+        progress_every_s,
+    )
+    return dataclasses.replace(report, by_kind=dict(Counter(order.kind for order in orders)))
+
+
+def produce_suppliers(changes: list[SupplierChange], settings: Settings, progress: Callable[[str], None] = log.info):
+    """Send the dimension's records to the settings' suppliers topic, keyed by supplier."""
+    records = [(c.supplier, c.updated_at, c.record()) for c in changes]
+    report = produce_records(records, settings, settings.suppliers_topic, suppliers_avro_schema_json(), progress)
+    bad = sum(1 for c in changes if c.region is None)
+    return dataclasses.replace(report, by_kind={"valid": len(changes) - bad, **({"missing-field": bad} if bad else {})})
+
+
+def produce_records(
+    records: Sequence[tuple[str, dt.datetime, dict | bytes]],
+    settings: Settings,
+    topic: str,
+    value_schema: str,
+    progress: Callable[[str], None] = log.info,
+    progress_every_s: float = 5.0,
+) -> ProduceReport:
+    """Send (key, time, value) records to ``topic``: a dict value Avro-serialized with ``value_schema``
+    (registered if it is new, as any producer's serializer does), bytes as they are; returns once
+    every record is acknowledged (idempotent producer, acks=all)."""
     from confluent_kafka import Producer
     from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.schema_registry.avro import AvroSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
-    topic = topic or settings.orders_topic
     registry = SchemaRegistryClient(registry_client_conf(settings))
-    serializer = AvroSerializer(registry, value_schema or orders_avro_schema_json())
+    serializer = AvroSerializer(registry, value_schema)
     producer = Producer({**kafka_conf(settings), "enable.idempotence": True, "linger.ms": 20})
     failures: list[str] = []
     offsets: dict[int, tuple[int, int]] = {}
@@ -159,26 +253,25 @@ def produce_orders(
 
     context = SerializationContext(topic, MessageField.VALUE)
     last_progress = time.monotonic()
-    for i, order in enumerate(orders, start=1):
-        value = order.raw_value if order.order is None else serializer(order.order, context)
+    for i, (key, sent_at, value) in enumerate(records, start=1):
         producer.produce(
             topic,
-            key=order.key.encode(),
-            value=value,
+            key=key.encode(),
+            value=value if isinstance(value, bytes) else serializer(value, context),
             on_delivery=delivered,
-            timestamp=int(order.sent_at.timestamp() * 1000),
+            timestamp=int(sent_at.timestamp() * 1000),
         )
         producer.poll(0)
         if time.monotonic() - last_progress >= progress_every_s:
             last_progress = time.monotonic()
-            progress(f"produced {i} of {len(orders)} orders")
+            progress(f"produced {i} of {len(records)} records to {topic}")
     remaining = producer.flush(60)
     if remaining or failures:
-        raise RuntimeError(f"{remaining} orders not acknowledged, {len(failures)} failed: {failures[:3]}")
+        raise RuntimeError(f"{remaining} records not acknowledged, {len(failures)} failed: {failures[:3]}")
     return ProduceReport(
-        produced=len(orders),
-        by_kind=dict(Counter(order.kind for order in orders)),
-        first_sent_at=orders[0].sent_at.isoformat() if orders else None,
-        last_sent_at=orders[-1].sent_at.isoformat() if orders else None,
+        produced=len(records),
+        by_kind={},
+        first_sent_at=records[0][1].isoformat() if records else None,
+        last_sent_at=records[-1][1].isoformat() if records else None,
         offsets=dict(sorted(offsets.items())),
     )

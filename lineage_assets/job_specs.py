@@ -19,15 +19,19 @@ from typing import Generic, TypeVar
 from lineage_assets.connections import kafka_arguments
 from lineage_assets.datasets import (
     ARCHIVE,
+    DATASETS,
     LAKEHOUSE_ORDERS,
+    LAKEHOUSE_SUPPLIERS,
     SUPPLIER_STATS,
     SUPPLIER_STATS_LIVE,
     Dataset,
+    Kind,
     iceberg_table_name,
     orders_reader_schema_json,
+    suppliers_avro_schema_json,
 )
 from lineage_assets.settings import Settings
-from lineage_assets.source_schemas import value_subject
+from lineage_assets.source_schemas import dead_letter_topic_of, value_subject
 
 # Jobs print their progress on lines with this prefix; a caller forwards them to its log.
 PROGRESS_PREFIX = "progress: "
@@ -125,6 +129,40 @@ class SupplierStatsReport(Report):
 
 
 @dataclass(frozen=True, kw_only=True)
+class SuppliersIngestionReport(StreamReport):
+    rows_written: int  # supplier states given to the merge (each supplier's latest of a batch)
+    dead_letters: int
+    dead_letter_reasons: dict[str, int]
+    table_created: bool
+    snapshot_id: int | None
+    parent_snapshot_id: int | None  # the table's snapshot when the run began, which its first commit built on
+    schema_id: int | None
+    table_rows: int
+    quality: dict | None  # the whole table after the run, from its manifests
+
+
+@dataclass(frozen=True, kw_only=True)
+class TableJobReport(Report):
+    """What ``spark/table_job.py`` computed for one day of a ``DailyTable``."""
+
+    day: str
+    # Per input, in the dataset's order: the snapshot read, its schema id, whose rows it holds (after a
+    # compaction), which state it is (``as_of``), and its records.
+    reads: list[dict]
+    rows_in: int  # records in the snapshots read
+    rows_written: int
+    table_created: bool
+    snapshot_id: int | None = None
+    parent_snapshot_id: int | None = None
+    schema_id: int | None = None
+    files_written: int = 0
+    bytes_written: int = 0
+    quality: dict | None = None
+    rows: list[dict] = field(default_factory=list)  # the day's rows written (the first 500)
+    sums: dict[str, dict] = field(default_factory=dict)  # per reconciled column, the day's written and read sums
+
+
+@dataclass(frozen=True, kw_only=True)
 class LakehouseUpkeepReport(Report):
     # Per table compacted that exists: table, closed_before, current_snapshot_id and the
     # rewrite_data_files procedure's counts (rewritten_data_files_count, added_data_files_count, ...).
@@ -172,8 +210,8 @@ def table_columns(dataset: Dataset) -> str:
     return ", ".join(f"{column.name} {column.type}" for column in dataset.columns)
 
 
-def _orders_source(settings: Settings, dataset: Dataset) -> tuple[str, ...]:
-    """Read the orders topic as the catalog's reader schema; the job judges each registered writer
+def _topic_source(settings: Settings, dataset: Dataset, topic: str, reader_schema: str) -> tuple[str, ...]:
+    """Read ``topic`` as ``reader_schema`` (the catalog's); the job judges each registered writer
     version of the topic's subject against it."""
     if settings.max_records_per_batch < 0:
         raise ValueError(
@@ -185,17 +223,21 @@ def _orders_source(settings: Settings, dataset: Dataset) -> tuple[str, ...]:
         settings.kafka_servers,
         *kafka_arguments(settings),
         "--topic",
-        settings.orders_topic,
+        topic,
         "--value-schema",
-        orders_reader_schema_json(),
+        reader_schema,
         "--registry-url",
         settings.schema_registry_url,
         "--subject",
-        value_subject(settings.orders_topic),
+        value_subject(topic),
         "--checkpoint",
         checkpoint(settings, dataset),
         *(("--max-records-per-batch", str(settings.max_records_per_batch)) if settings.max_records_per_batch else ()),
     )
+
+
+def _orders_source(settings: Settings, dataset: Dataset) -> tuple[str, ...]:
+    return _topic_source(settings, dataset, settings.orders_topic, orders_reader_schema_json())
 
 
 def archive_job(settings: Settings) -> JobSpec[ArchiveReport]:
@@ -245,12 +287,69 @@ def supplier_stats_job(settings: Settings, day: dt.date | str) -> JobSpec[Suppli
     )
 
 
+def suppliers_ingestion_job(settings: Settings) -> JobSpec[SuppliersIngestionReport]:
+    return JobSpec(
+        LAKEHOUSE_SUPPLIERS,
+        (
+            *_topic_source(settings, LAKEHOUSE_SUPPLIERS, settings.suppliers_topic, suppliers_avro_schema_json()),
+            "--table",
+            iceberg_table_name(settings, "suppliers"),
+            "--columns",
+            table_columns(LAKEHOUSE_SUPPLIERS),
+            "--dead-letter-topic",
+            dead_letter_topic_of(settings.suppliers_topic),
+            "--job-name",
+            LAKEHOUSE_SUPPLIERS.job.name,
+        ),
+        SuppliersIngestionReport,
+    )
+
+
+def table_job(settings: Settings, dataset: Dataset, day: dt.date | str) -> JobSpec[TableJobReport]:
+    """One day of a ``DailyTable``: its transform over its inputs' tables, into its own."""
+    computed = dataset.computed_by
+    if computed is None:
+        raise ValueError(f"{dataset.key} is not computed by a transform of the catalog (no DailyTable)")
+    inputs = [DATASETS[key] for key in dataset.inputs]
+    return JobSpec(
+        dataset,
+        (
+            *("--transform", computed.transform),
+            *(
+                argument
+                for read in inputs
+                for argument in (
+                    "--input-as-of-day" if read.key in computed.as_of_day else "--input",
+                    iceberg_table_name(settings, read.table),
+                )
+            ),
+            *("--target", iceberg_table_name(settings, dataset.table)),
+            *("--columns", table_columns(dataset)),
+            *("--partition-column", computed.partition_column),
+            *("--day", str(day)),
+            *(
+                argument
+                for r in computed.reconciles
+                for argument in ("--reconcile", f"{r.column}={dataset.inputs.index(r.input)}:{r.input_column}")
+            ),
+        ),
+        TableJobReport,
+    )
+
+
+def expired_tables() -> list[Dataset]:
+    """The tables whose old snapshots the upkeep expires: every Iceberg dataset but those a
+    ``DailyTable`` reads as of a day, whose snapshots are their history."""
+    kept = {key for d in DATASETS.values() if d.computed_by for key in d.computed_by.as_of_day}
+    return [d for d in DATASETS.values() if d.kind == Kind.ICEBERG and d.key not in kept]
+
+
 LAKEHOUSE_UPKEEP_SCRIPT = "spark/lakehouse_upkeep.py"
 
 
 def lakehouse_upkeep_arguments(settings: Settings, now: dt.datetime) -> tuple[str, ...]:
     """``spark/lakehouse_upkeep.py``'s arguments: `orders`' days before ``now``'s UTC day compacted
-    (the ingestion writes small files; `supplier_stats` rewrites a day whole); both lakehouse tables'
+    (the ingestion writes small files; `supplier_stats` rewrites a day whole); the ``expired_tables``'
     snapshots older than the settings' retention before ``now`` expired, all but the newest
     ``snapshots_kept``, and their unreferenced files older than the settings' orphan age deleted."""
     now = now.astimezone(dt.UTC)
@@ -261,8 +360,11 @@ def lakehouse_upkeep_arguments(settings: Settings, now: dt.datetime) -> tuple[st
     return (
         *("--compact", iceberg_table_name(settings, "orders")),
         *("--closed-before", now.date().isoformat()),
-        *("--table", iceberg_table_name(settings, "orders")),
-        *("--table", iceberg_table_name(settings, "supplier_stats")),
+        *(
+            argument
+            for table in expired_tables()
+            for argument in ("--table", iceberg_table_name(settings, table.table))
+        ),
         *("--older-than", before_now(settings.snapshot_retention_hours)),
         *("--retain-last", str(settings.snapshots_kept)),
         *("--orphans-older-than", before_now(settings.orphan_file_age_hours)),

@@ -150,6 +150,7 @@ class Settings:
     )
     supplier_stats_topic: str = _setting("supplier-stats", "per-supplier window statistics topic")
     dead_letter_topic: str = _setting("orders-dlq", "records that could not be decoded or cast")
+    suppliers_topic: str = _setting("suppliers", "the supplier dimension's compacted topic, keyed by supplier")
     archive_bucket: str = _setting("archive", "bucket of the raw archive")
     archive_prefix: str = _setting("orders", "key prefix of the raw archive inside its bucket")
     warehouse_bucket: str = _setting("warehouse", "bucket of the Iceberg warehouse")

@@ -77,7 +77,7 @@ def problems_of(settings: Settings) -> list[str]:
         bad("dagster", "dev or services")
     if settings.run_launcher not in ("process", "docker"):
         bad("run_launcher", "process or docker")
-    for name in ("orders_topic", "supplier_stats_topic", "dead_letter_topic"):
+    for name in ("orders_topic", "supplier_stats_topic", "dead_letter_topic", "suppliers_topic"):
         if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", getattr(settings, name)):
             bad(name, "a Kafka topic name: letters, digits, '.', '_' and '-'")
     for name in ("archive_bucket", "warehouse_bucket"):

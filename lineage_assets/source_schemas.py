@@ -29,6 +29,12 @@ def value_subject(topic: str) -> str:
     return f"{topic}-value"
 
 
+def dead_letter_topic_of(topic: str) -> str:
+    """Where a job reading ``topic`` sends the records it cannot read, for a topic whose dead-letter
+    topic is no setting of its own (the orders topic's is ``dead_letter_topic``)."""
+    return f"{topic}-dlq"
+
+
 @dataclass(frozen=True)
 class WriterVersion:
     """One registered version of a subject, and what the pipeline's reader makes of it."""

@@ -60,6 +60,7 @@ def pipeline_of_its_own(settings: Settings, name: str) -> Settings:
         orders_topic=f"{name}-orders",
         supplier_stats_topic=f"{name}-supplier-stats",
         dead_letter_topic=f"{name}-orders-dlq",
+        suppliers_topic=f"{name}-suppliers",
         archive_prefix=f"{name}-orders",
         iceberg_namespace=snake,
         lineage_namespace=f"lineage_assets_{snake}",

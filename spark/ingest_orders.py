@@ -117,7 +117,7 @@ class BatchPlan:
 
     def rows(self, batch: DataFrame, observation: Observation) -> DataFrame:
         """The batch's rows of the table, its outcomes counted as they are written."""
-        return transforms.iceberg_orders(transforms.valid_orders(self.observed(self.decode(batch), observation)))
+        return transforms.iceberg_orders(transforms.valid_records(self.observed(self.decode(batch), observation)))
 
     def decode(self, batch: DataFrame) -> DataFrame:
         return self.decoder(batch.withColumn("replayed", self.replayed), keep=("replayed",))

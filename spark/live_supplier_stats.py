@@ -33,7 +33,7 @@ def parser() -> argparse.ArgumentParser:
 def written(decoded: DataFrame, args: argparse.Namespace) -> DataFrame:
     """The records the job writes to its topic from the source's ``decoded`` ones (``transforms.decode_orders``)."""
     stats = transforms.windowed_supplier_stats(
-        transforms.valid_orders(decoded), args.window_seconds, args.watermark_seconds
+        transforms.valid_records(decoded), args.window_seconds, args.watermark_seconds
     )
     return transforms.supplier_stats_records(stats)
 

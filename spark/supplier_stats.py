@@ -78,11 +78,6 @@ def main() -> None:
     observed = column_lineage(stats, day)
     stats.writeTo(args.target).overwrite(F.col("bid_date") == F.lit(day))
     print(f"{PROGRESS_PREFIX}replaced {day} in {args.target} after {time.monotonic() - started:.0f} s", flush=True)
-    # The head of main, which this session's own commit made: its catalog holds it without a refresh.
-    snapshot = spark.sql(
-        f"SELECT s.snapshot_id, s.parent_id, s.summary FROM {args.target}.refs r "
-        f"JOIN {args.target}.snapshots s ON s.snapshot_id = r.snapshot_id WHERE r.name = 'main'"
-    ).collect()[0]
     totals = stats.orderBy("supplier", "bid_hour").collect()
     reports.write_report(
         args.report,
@@ -94,12 +89,7 @@ def main() -> None:
         rows_in=sum(r.total_count for r in totals),  # every order of the day is in exactly one total
         rows_written=len(totals),
         table_created=created,
-        snapshot_id=snapshot.snapshot_id,
-        parent_snapshot_id=snapshot.parent_id,
-        schema_id=tables.table_schema_id(spark, args.target),
-        files_written=int(snapshot.summary.get("added-data-files", 0)),
-        bytes_written=int(snapshot.summary.get("added-files-size", 0)),
-        quality=tables.table_quality(spark, args.target, snapshot.snapshot_id),  # the whole table, from its manifests
+        **tables.committed(spark, args.target),
         totals=[
             {
                 "supplier": r.supplier,

@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 
@@ -49,12 +49,18 @@ def decode_orders(
     return OrderDecoder(reader_schema, versions)(raw, keep)
 
 
-class OrderDecoder:
-    """``decode_orders`` for one reader schema and set of writer versions, applicable to any number of
-    frames. Its columns are built once: building them takes hundreds of calls into the JVM, 0.15 to
-    0.2 s, which a micro-batch of a continuous deployment would otherwise pay each time."""
+class RecordDecoder:
+    """Confluent-framed Avro values of one reader schema, for one set of writer versions (``versions``,
+    by schema id): ``writer_id`` (the frame's id), ``registered`` (the decoded ``record`` struct, its
+    ``schema_version`` and ``schema_incompatibility``, which read ``schema_id`` made first) and
+    ``reason``, why a record is not valid (null when it is: framed, of a readable version, with a
+    value for each of ``required``). Its columns are built once: building them takes hundreds of calls
+    into the JVM, 0.15 to 0.2 s, which a micro-batch of a continuous deployment would otherwise pay
+    each time."""
 
-    def __init__(self, reader_schema: str, versions: Mapping[int, WriterVersion]):
+    def __init__(
+        self, reader_schema: str, versions: Mapping[int, WriterVersion], record: str, required: tuple[str, ...]
+    ):
         self.versions = dict(versions)  # what it was built for: a batch plan compares them with the registry's
         framed = F.length("value") >= 5
         magic_ok = framed & (F.substring("value", 1, 1) == F.lit(b"\x00"))
@@ -91,7 +97,6 @@ class OrderDecoder:
             for schema_id, version in sorted(versions.items())
             if version.readable
         ]
-        self.order = F.coalesce(*decoders)
         version_of = F.lit(None).cast("int")
         for schema_id, version in versions.items():
             version_of = F.when(is_version[schema_id], F.lit(version.version)).otherwise(version_of)
@@ -102,18 +107,16 @@ class OrderDecoder:
         # What the registry's versions decide is made in columns of their own, named in lineage by what
         # they are: their expressions change with the versions registered, not with this code.
         self.registered = (
-            self.order.alias("order"),  # a decoded record: named by the bytes it decodes (spark/lineage.py)
+            F.coalesce(*decoders).alias(record),  # a decoded record: named by the bytes it decodes (spark/lineage.py)
             lineage.derived_as(version_of, "schema_version", "registered_version(schema_id)"),
             lineage.derived_as(incompatible, "schema_incompatibility", "incompatibility_of_version(schema_id)"),
         )
-        # Parsed once, into a column of its own that the reason reads: inlined in both, each parsed it.
-        self.price = F.expr(f"try_cast(order.price AS {PRICE_TYPE})")
-        price = F.col("price")
-        # PERMISSIVE decoding turns a malformed body into a struct of nulls; order_id is the one field
-        # the schema makes non-nullable, so its absence means the body was not Avro of this schema.
-        malformed = F.col("order").isNull() | F.col("order.order_id").isNull()
-        missing = [F.when(F.col(f"order.{name}").isNull(), F.lit(name)) for name in REQUIRED_FIELDS]
-        reason = (
+        # PERMISSIVE decoding turns a malformed body into a struct of nulls; the reader schema's first
+        # field is not nullable, so its absence means the body was not Avro of this schema.
+        key_field = reader["fields"][0]["name"]
+        malformed = F.col(record).isNull() | F.col(f"{record}.{key_field}").isNull()
+        missing = [F.when(F.col(f"{record}.{name}").isNull(), F.lit(name)) for name in required]
+        self.reason = (
             F.when(~framed | ~magic_ok, F.lit("not Confluent-framed Avro (missing magic byte 0)"))
             .when(F.col("schema_incompatibility").isNotNull(), F.col("schema_incompatibility"))
             .when(
@@ -123,17 +126,42 @@ class OrderDecoder:
             .when(malformed, F.lit("value is not valid Avro for the registered schema"))
             # The names are joined only for a record that lacks one, not for every record.
             .when(
-                functools.reduce(Column.__or__, [F.col(f"order.{name}").isNull() for name in REQUIRED_FIELDS]),
+                functools.reduce(Column.__or__, [F.col(f"{record}.{name}").isNull() for name in required]),
                 F.concat(F.lit("missing field: "), F.concat_ws(",", *missing)),
             )
-            .when(price.isNull(), F.concat(F.lit("price '"), F.col("order.price"), F.lit(f"' is not a {PRICE_TYPE}")))
         )
-        self.columns = (
+
+    def registered_columns(self, raw: DataFrame) -> DataFrame:
+        """``raw`` records with ``schema_id`` and the ``registered`` columns."""
+        return raw.select("*", lineage.derived_as(self.writer_id, "schema_id", "schema_id_in_frame(value)")).select(
+            "*", *self.registered
+        )
+
+    @staticmethod
+    def framing_columns() -> tuple[Column | str, ...]:
+        """The Kafka columns, ``key`` as text, ``value`` unchanged, ``schema_id`` and ``schema_version``."""
+        return (
             *KAFKA_COLUMNS,
             F.col("key").cast("string").alias("key"),
             "value",
             F.col("schema_id").cast("int").alias("schema_id"),
             "schema_version",
+        )
+
+
+class OrderDecoder(RecordDecoder):
+    """``decode_orders`` for one reader schema and set of writer versions, applicable to any number of frames."""
+
+    def __init__(self, reader_schema: str, versions: Mapping[int, WriterVersion]):
+        super().__init__(reader_schema, versions, "order", REQUIRED_FIELDS)
+        # Parsed once, into a column of its own that the reason reads: inlined in both, each parsed it.
+        self.price = F.expr(f"try_cast(order.price AS {PRICE_TYPE})")
+        price = F.col("price")
+        reason = self.reason.when(
+            price.isNull(), F.concat(F.lit("price '"), F.col("order.price"), F.lit(f"' is not a {PRICE_TYPE}"))
+        )
+        self.columns = (
+            *self.framing_columns(),
             F.col("order.order_id").alias("order_id"),
             F.col("order.bid_time").alias("bid_time"),
             F.col("order.price").alias("price_text"),
@@ -144,12 +172,26 @@ class OrderDecoder:
         )
 
     def __call__(self, raw: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
-        return (
-            raw.select("*", lineage.derived_as(self.writer_id, "schema_id", "schema_id_in_frame(value)"))
-            .select("*", *self.registered)
-            .withColumn("price", self.price)
-            .select(*self.columns, *keep)
+        return self.registered_columns(raw).withColumn("price", self.price).select(*self.columns, *keep)
+
+
+SUPPLIER_FIELDS = ("supplier", "region", "tier", "updated_at")
+
+
+class SupplierDecoder(RecordDecoder):
+    """The supplier dimension's values: the Kafka and frame columns, the supplier fields and
+    ``dead_letter_reason`` (null when valid: every field has a value)."""
+
+    def __init__(self, reader_schema: str, versions: Mapping[int, WriterVersion]):
+        super().__init__(reader_schema, versions, "dimension", SUPPLIER_FIELDS)
+        self.columns = (
+            *self.framing_columns(),
+            *(F.col(f"dimension.{name}").alias(name) for name in SUPPLIER_FIELDS),
+            lineage.named_step(self.reason, "dead_letter_reason"),
         )
+
+    def __call__(self, raw: DataFrame) -> DataFrame:
+        return self.registered_columns(raw).select(*self.columns)
 
 
 def has_header(headers: str, key: str) -> Column:
@@ -158,7 +200,7 @@ def has_header(headers: str, key: str) -> Column:
     return F.coalesce(F.array_contains(F.col(headers).getField("key"), key), F.lit(False))
 
 
-def valid_orders(decoded: DataFrame) -> DataFrame:
+def valid_records(decoded: DataFrame) -> DataFrame:
     return decoded.where(F.col("dead_letter_reason").isNull())
 
 
@@ -274,4 +316,40 @@ def hourly_supplier_stats(orders: DataFrame) -> DataFrame:
             F.col("total_price").cast(PRICE_TYPE).alias("total_price"),
             F.col("total_count").cast("long").alias("total_count"),
         )
+    )
+
+
+def current_suppliers(valid: DataFrame) -> DataFrame:
+    """Each supplier's latest state among ``valid`` decoded records (the latest ``updated_at``, of two
+    at once the later record): the rows a merge into the ``suppliers`` table is given."""
+    latest = Window.partitionBy("supplier").orderBy(F.col("updated_at").desc(), F.col("offset").desc())
+    return (
+        valid.withColumn("change", F.row_number().over(latest))
+        .where(F.col("change") == 1)
+        .select("supplier", "region", "tier", F.col("updated_at").cast("timestamp_ntz").alias("updated_at"))
+    )
+
+
+REVENUE_TYPE = "DECIMAL(12,2)"
+
+
+def supplier_revenue(stats: DataFrame, suppliers: DataFrame, day: dt.date) -> DataFrame:
+    """Per supplier of ``day`` in ``stats`` (the ``supplier_stats`` table): its revenue and orders, its
+    region and tier in ``suppliers`` (null for a supplier the dimension lacks), and its rank by revenue
+    within its region (the ``supplier_revenue`` table)."""
+    daily = (
+        stats.where(F.col("bid_date") == F.lit(day))
+        .groupBy("bid_date", "supplier")
+        .agg(F.sum("total_price").alias("revenue"), F.sum("total_count").alias("orders"))
+    )
+    joined = daily.join(suppliers.select("supplier", "region", "tier"), on="supplier", how="left")
+    by_revenue = Window.partitionBy("region").orderBy(F.col("revenue").desc(), F.col("supplier"))
+    return joined.select(
+        "bid_date",
+        "supplier",
+        "region",
+        "tier",
+        F.col("revenue").cast(REVENUE_TYPE).alias("revenue"),
+        F.col("orders").cast("long").alias("orders"),
+        F.rank().over(by_revenue).alias("region_rank"),
     )

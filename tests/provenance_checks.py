@@ -56,7 +56,7 @@ def recomputed_day(spark, settings: Settings, ranges: list[dict], day: str) -> l
         raw = part if raw is None else raw.unionByName(part)
     reader = orders_reader_schema_json()
     versions = registered_versions(registry_client_conf(settings), value_subject(topic), reader)
-    valid = transforms.valid_orders(transforms.decode_orders(raw, reader, versions))
+    valid = transforms.valid_records(transforms.decode_orders(raw, reader, versions))
     stats = transforms.hourly_supplier_stats(
         transforms.orders_of_day(transforms.iceberg_orders(valid), dt.date.fromisoformat(day))
     )

@@ -3,6 +3,7 @@ the one shape of a streaming job's asset."""
 
 import dataclasses
 import functools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -10,7 +11,8 @@ from typing import Generic, TypeVar
 import dagster as dg
 
 from lineage_assets.datasets import DATASETS, LINEAGE_CHECK, OWNERS, Check, Dataset
-from lineage_assets.job_specs import JobSpec, Report, StreamReport, SupplierStatsReport
+from lineage_assets.generator import ProduceReport
+from lineage_assets.job_specs import JobSpec, R, Report, StreamReport, SupplierStatsReport, TableJobReport
 from lineage_assets.lineage.observed import (
     ColumnLineage,
     Observation,
@@ -20,7 +22,16 @@ from lineage_assets.lineage.observed import (
     observe_run,
 )
 from lineage_assets.lineage.queries import declared_graph, declared_impact
-from lineage_assets.lineage.run_facts import Assertion, RunFacts, SourceRead, orders_read
+from lineage_assets.lineage.run_facts import (
+    Assertion,
+    DatasetVersion,
+    OffsetRange,
+    OutputStatistics,
+    RunFacts,
+    SourceRead,
+    orders_read,
+    topic_read,
+)
 from lineage_assets.lineage.spark_agent import AgentEvidence
 from lineage_assets.preflight import require_services
 from lineage_assets.resources.kafka import KafkaResource
@@ -176,7 +187,7 @@ def lineage_check_evaluation(dataset: Dataset, observation: Observation) -> dg.A
     )
 
 
-def run_metadata(report: StreamReport | SupplierStatsReport, facts: RunFacts) -> dict:
+def run_metadata(report: StreamReport | SupplierStatsReport | TableJobReport, facts: RunFacts) -> dict:
     """What every Spark-backed materialization records in Dagster: rows read and written, the job's
     duration, the column lineage it observed (the same facts its lineage run reports)."""
     metadata: dict[str, object] = {
@@ -207,6 +218,81 @@ def read_metadata(facts: RunFacts) -> dict:
 def orders_read_by(settings: Settings, report: StreamReport, assertions: tuple[Assertion, ...] = ()) -> SourceRead:
     """What a streaming job's catch-up run read of the orders topic, by its report."""
     return orders_read(settings, report.schema_versions, assertions, report.start_offsets, report.end_offsets)
+
+
+def generator_run(
+    context: dg.AssetExecutionContext,
+    dataset: Dataset,
+    topic: str,
+    value_schema: str,
+    kafka: KafkaResource,
+    lineage: LineageResource,
+    ensure_topics: Callable[[], list[str]],
+    produce: Callable[[], ProduceReport],
+) -> dg.MaterializeResult:
+    """One materialization of a generator's topic, in its lineage run: its topics ensured, its value
+    schema registered, its records produced; what it wrote (the records, the schema version they were
+    written with, their offsets) and what Dagster records of it."""
+    started = time.monotonic()
+    require_services(kafka.environment.settings)
+    with lineage.asset_run(context, dataset) as run:
+        created = ensure_topics()
+        schema = kafka.register_value_schema(topic, value_schema)
+        report = produce()
+        run.complete(
+            RunFacts(
+                OutputStatistics(rows=report.produced),
+                "CREATE" if topic in created else None,
+                version=DatasetVersion(f"{schema.subject}:{schema.version}"),
+                offsets=tuple(OffsetRange(p, first, after) for p, (first, after) in report.offsets.items()),
+            )
+        )
+    context.log.info(f"produced {report.produced} records to {topic}: {report.by_kind}")
+    return dg.MaterializeResult(
+        metadata={
+            "rows_out": report.produced,
+            "records_by_kind": dg.MetadataValue.json(report.by_kind),
+            "schema_id": schema.schema_id,
+            "schema_version": schema.version,
+            "topics_created": dg.MetadataValue.json(created),
+            "kafka/end_offsets": dg.MetadataValue.json({topic: kafka.end_offsets(topic)}),
+            "first_sent_at": report.first_sent_at or "",
+            "last_sent_at": report.last_sent_at or "",
+            "duration_seconds": round(time.monotonic() - started, 3),
+        }
+    )
+
+
+def topic_read_by(dataset: Dataset, topic: str, report: StreamReport) -> SourceRead:
+    """What a streaming job's catch-up run read of ``dataset``, the ``topic`` it is, by its report."""
+    return topic_read(dataset, topic, report.schema_versions, (), report.start_offsets, report.end_offsets)
+
+
+def run_table_job(
+    context: dg.AssetExecutionContext,
+    dataset: Dataset,
+    job: JobSpec[R],
+    spark_jobs: SparkJobsResource,
+    lineage: LineageResource,
+    facts: Callable[[R], RunFacts],
+) -> tuple[R, RunFacts, Observation]:
+    """One run of the batch ``job`` that writes ``dataset``'s table, in its lineage run (which
+    openlineage-spark's events of the job join, a failed job's too): its report, the ``facts`` of
+    it with what its plan was observed to compute, and that observation."""
+    settings = spark_jobs.environment.settings
+    require_services(settings)
+    with lineage.asset_run(context, dataset, lifecycle="OVERWRITE") as run:
+        application = run.spark_application()
+        try:
+            report = spark_jobs.run(job, log=context.log, extra_conf=application.conf())
+        except BaseException as error:
+            run.forward_spark_events(application, ended_by=error)  # Spark's own events, even from a failed job
+            raise
+        agent = run.forward_spark_events(application)
+        observation = observed_lineage(dataset, report, settings, context.log, agent)
+        made = dataclasses.replace(facts(report), observation=observation)
+        run.complete(made)
+    return report, made, observation
 
 
 @dataclass(frozen=True)

@@ -17,16 +17,15 @@ from lineage_assets.assets.common import (
     check_arguments,
     lineage_check_result,
     lineage_check_spec,
-    observed_lineage,
     orders_read_by,
     run_metadata,
+    run_table_job,
     streaming_asset,
 )
 from lineage_assets.datasets import CHECKS, LAKEHOUSE_ORDERS, SUPPLIER_STATS, iceberg_table_name
 from lineage_assets.dead_letters import TEACH_THEN_REPLAY
-from lineage_assets.job_specs import IngestionReport, ingestion_job, supplier_stats_job
+from lineage_assets.job_specs import IngestionReport, SupplierStatsReport, ingestion_job, supplier_stats_job
 from lineage_assets.lineage.run_facts import Assertion, OutputStatistics, RunFacts, snapshot_written, table_read
-from lineage_assets.preflight import require_services
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.lineage import LineageResource
 from lineage_assets.resources.settings import SettingsResource
@@ -277,37 +276,23 @@ def supplier_stats(
     lineage: LineageResource,
 ) -> dg.MaterializeResult:
     """Recompute one day of hourly supplier totals; overwrites exactly that day."""
-    require_services(environment.settings)
-    with lineage.asset_run(context, SUPPLIER_STATS, lifecycle="OVERWRITE") as run:
-        application = run.spark_application()
-        try:
-            report = spark_jobs.run(
-                supplier_stats_job(environment.settings, context.partition_key),
-                log=context.log,
-                extra_conf=application.conf(),
-            )
-        except BaseException as error:
-            run.forward_spark_events(application, ended_by=error)  # Spark's own events, even from a failed job
-            raise
-        agent = run.forward_spark_events(application)
-        observation = observed_lineage(SUPPLIER_STATS, report, environment.settings, context.log, agent)
-        facts = RunFacts(
+
+    def facts_of(report: SupplierStatsReport) -> RunFacts:
+        return RunFacts(
             OutputStatistics(rows=report.rows_written, bytes=report.bytes_written, files=report.files_written),
             "CREATE" if report.table_created else "OVERWRITE",
             version=snapshot_written(report.snapshot_id, report.schema_id, report.parent_snapshot_id),
             quality=report.quality,
             reads=(
                 table_read(
-                    LAKEHOUSE_ORDERS,
-                    report.source_snapshot_id,
-                    report.source_schema_id,
-                    report.source_data_snapshot_id,
+                    LAKEHOUSE_ORDERS, report.source_snapshot_id, report.source_schema_id, report.source_data_snapshot_id
                 ),
             ),
             partitions=(report.day,) if report.day else (),
-            observation=observation,
         )
-        run.complete(facts)
+
+    job = supplier_stats_job(environment.settings, context.partition_key)
+    report, facts, observation = run_table_job(context, SUPPLIER_STATS, job, spark_jobs, lineage, facts_of)
     return dg.MaterializeResult(
         metadata={
             **run_metadata(report, facts),
@@ -325,7 +310,10 @@ def supplier_stats(
     )
 
 
-rebuild_supplier_stats = dg.define_asset_job("supplier_stats_job", selection=[asset_key(SUPPLIER_STATS)])
+# A day's totals, and every daily table computed from them: the sensor's rebuild of a day is the whole day.
+rebuild_supplier_stats = dg.define_asset_job(
+    "supplier_stats_job", selection=dg.AssetSelection.assets(asset_key(SUPPLIER_STATS)).downstream()
+)
 
 
 @dg.asset_sensor(

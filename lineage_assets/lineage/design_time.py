@@ -28,17 +28,27 @@ from lineage_assets.datasets import (
     CHECKS,
     DATASETS,
     LAKEHOUSE_ORDERS,
+    LAKEHOUSE_SUPPLIERS,
     LINEAGE_CHECK,
     ORDERS_READER_SCHEMA,
     SUPPLIER_STATS,
     SUPPLIER_STATS_LIVE,
-    orders_reader_schema_json,
+    SUPPLIERS_AVRO_SCHEMA,
+    Dataset,
 )
 from lineage_assets.lineage.observed import ObservationError, derivation_gaps, derivations_of
 from lineage_assets.lineage.queries import declared_graph, impact, resolve
 from lineage_assets.settings import PROJECT_ROOT, Settings
 from lineage_assets.source_schemas import WriterVersion, judge, value_subject
-from spark import archive_orders, ingest_orders, live_supplier_stats, supplier_stats, transforms
+from spark import (
+    archive_orders,
+    ingest_orders,
+    ingest_suppliers,
+    live_supplier_stats,
+    supplier_stats,
+    table_job,
+    transforms,
+)
 from spark.support import kafka_source
 
 # A micro-batch of the orders topic as `foreachBatch` hands it over (the source's columns, headers included).
@@ -53,16 +63,16 @@ def _arguments(parser: argparse.ArgumentParser, spec: job_specs.JobSpec[Any]) ->
     return parser.parse_args([*spec.arguments, "--report", "design-time"])
 
 
-def _registered(settings: Settings) -> dict[int, WriterVersion]:
-    """The registry as designed: the reader schema, its one writer version."""
-    problems = judge(ORDERS_READER_SCHEMA, ORDERS_READER_SCHEMA)
-    subject = value_subject(settings.orders_topic)
-    return {1: WriterVersion(subject, 1, 1, orders_reader_schema_json(), problems)}
+def _registered(topic: str, reader_schema: dict[str, Any]) -> dict[int, WriterVersion]:
+    """The registry as designed: the topic's reader schema, its one writer version."""
+    problems = judge(reader_schema, reader_schema)
+    return {1: WriterVersion(value_subject(topic), 1, 1, json.dumps(reader_schema), problems)}
 
 
 def _decoded(spark: SparkSession, args: argparse.Namespace, settings: Settings) -> DataFrame:
     """The job's source topic (a streaming relation, planned, never started), decoded as it decodes it."""
-    return transforms.decode_orders(kafka_source.kafka_source(spark, args), args.value_schema, _registered(settings))
+    registered = _registered(settings.orders_topic, ORDERS_READER_SCHEMA)
+    return transforms.decode_orders(kafka_source.kafka_source(spark, args), args.value_schema, registered)
 
 
 def _archive(spark: SparkSession, settings: Settings) -> dict[str, Any]:
@@ -78,15 +88,45 @@ def _live_stats(spark: SparkSession, settings: Settings) -> dict[str, Any]:
 def _ingestion(spark: SparkSession, settings: Settings) -> dict[str, Any]:
     args = _arguments(ingest_orders.parser(), job_specs.ingestion_job(settings))
     batch = spark.createDataFrame([], KAFKA_BATCH)
-    plan = ingest_orders.BatchPlan(args.value_schema, _registered(settings), {})
+    plan = ingest_orders.BatchPlan(args.value_schema, _registered(settings.orders_topic, ORDERS_READER_SCHEMA), {})
     return ingest_orders.column_lineage(plan.rows(batch, Observation("design-time")), batch, args)
 
 
 def _supplier_stats(spark: SparkSession, settings: Settings) -> dict[str, Any]:
     args = _arguments(supplier_stats.parser(), job_specs.supplier_stats_job(settings, DESIGN_DAY))
     source = spark.createDataFrame([], job_specs.table_columns(LAKEHOUSE_ORDERS))
-    table = f"table:{settings.catalog_name}.{settings.iceberg_namespace}.orders"  # as Spark names the table read
-    return supplier_stats.column_lineage(supplier_stats.written(source, args.day), args.day, {table: source})
+    return supplier_stats.column_lineage(
+        supplier_stats.written(source, args.day), args.day, {_table(settings, "orders"): source}
+    )
+
+
+def _table(settings: Settings, name: str) -> str:
+    """A table of the project's catalog as a Spark plan names the table it reads."""
+    return f"table:{settings.catalog_name}.{settings.iceberg_namespace}.{name}"
+
+
+def _suppliers_ingestion(spark: SparkSession, settings: Settings) -> dict[str, Any]:
+    args = _arguments(ingest_suppliers.parser(), job_specs.suppliers_ingestion_job(settings))
+    batch = spark.createDataFrame([], KAFKA_BATCH)
+    decoder = transforms.SupplierDecoder(
+        args.value_schema, _registered(settings.suppliers_topic, SUPPLIERS_AVRO_SCHEMA)
+    )
+    return ingest_suppliers.column_lineage(ingest_suppliers.written(decoder(batch)), batch, args)
+
+
+def _daily_table(dataset: Dataset) -> Callable[[SparkSession, Settings], dict[str, Any]]:
+    """The design of a ``DailyTable``: its transform over empty inputs of their declared columns."""
+
+    def design(spark: SparkSession, settings: Settings) -> dict[str, Any]:
+        args = _arguments(table_job.parser(), job_specs.table_job(settings, dataset, DESIGN_DAY))
+        inputs = {
+            _table(settings, DATASETS[key].table): spark.createDataFrame([], job_specs.table_columns(DATASETS[key]))
+            for key in dataset.inputs
+        }
+        rows = table_job.written(table_job.transform_of(args.transform), list(inputs.values()), args.day)
+        return table_job.column_lineage(rows, args.day, inputs)
+
+    return design
 
 
 DESIGNS: dict[str, Callable[[SparkSession, Settings], dict[str, Any]]] = {
@@ -94,6 +134,8 @@ DESIGNS: dict[str, Callable[[SparkSession, Settings], dict[str, Any]]] = {
     SUPPLIER_STATS_LIVE.key: _live_stats,
     LAKEHOUSE_ORDERS.key: _ingestion,
     SUPPLIER_STATS.key: _supplier_stats,
+    LAKEHOUSE_SUPPLIERS.key: _suppliers_ingestion,
+    **{d.key: _daily_table(d) for d in DATASETS.values() if d.computed_by is not None},
 }
 
 

@@ -143,7 +143,7 @@ def provenance(
 
 def _step(runs: list[RunRecord], run: RunRecord, wrote: DatasetAccess, partition: str | None) -> Step:
     step = Step(run=run, wrote=wrote)
-    for read in run.reads:
+    for read in sorted(run.reads, key=lambda read: read.node):  # in one order, whichever the source lists
         step.read.append((read, _writers(runs, run, read, partition)))
         if read.offsets:
             step.archived = [
@@ -197,8 +197,8 @@ def _made_any(wrote: DatasetAccess, held: set[str]) -> bool:
 
 def _writers(runs: list[RunRecord], reader: RunRecord, read: DatasetAccess, partition: str | None) -> list[Step]:
     """The runs that made what ``reader`` read: of a topic, those that wrote records in the ranges it
-    read; of a table, the writers of the snapshot it read and of its ancestors (those that wrote rows
-    of ``partition``, when one is asked for)."""
+    read; of a table, the writers of the snapshot it read and of its ancestors (when ``partition`` is
+    asked for, those that wrote rows of it; of a table not partitioned by day, a dimension, all)."""
     # Not by the order of their last events: a deployment's run may have made what was read long
     # before its last event. The offsets read, or the versions held, say who made it.
     writers = [(run, wrote) for run in runs if run is not reader and (wrote := run.wrote(read.node)) is not None]
@@ -207,10 +207,11 @@ def _writers(runs: list[RunRecord], reader: RunRecord, read: DatasetAccess, part
     if read.version is None:
         return []
     held = _ancestry(runs, read.node, read.version.rows_of)
+    by_day = any(wrote.partitions for _, wrote in writers)  # a table some run wrote days of
     return [
         _step(runs, run, wrote, partition)
         for run, wrote in writers
-        if _made_any(wrote, held) and (partition is None or partition in wrote.partitions)
+        if _made_any(wrote, held) and (partition is None or not by_day or partition in wrote.partitions)
     ]
 
 

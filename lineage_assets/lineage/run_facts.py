@@ -193,6 +193,26 @@ class RunFacts:
 NO_FACTS = RunFacts()  # a run's START, before it has read or written anything
 
 
+def topic_read(
+    dataset: Dataset,
+    topic: str,
+    versions: Iterable[dict[str, Any]] | None,
+    assertions: tuple[Assertion, ...] = (),
+    start_offsets: OffsetMap | None = None,
+    end_offsets: OffsetMap | None = None,
+) -> SourceRead:
+    """What a run read of ``dataset``, the ``topic`` it is: the records between the offsets its first
+    batch started at and its last batch ended at (Spark's offset maps), the writer versions of a Spark
+    job's report or a deployment's progress (``schema_versions`` entries), and its tests of them."""
+    return SourceRead(
+        dataset=dataset.key,
+        subject=value_subject(topic),
+        versions=tuple(versions or ()),
+        assertions=assertions,
+        offsets=None if end_offsets is None else offset_ranges(topic, start_offsets, end_offsets),
+    )
+
+
 def orders_read(
     settings: Settings,
     versions: Iterable[dict[str, Any]] | None,
@@ -200,17 +220,8 @@ def orders_read(
     start_offsets: OffsetMap | None = None,
     end_offsets: OffsetMap | None = None,
 ) -> SourceRead:
-    """What a run read of the orders topic: the records between the offsets its first batch started
-    at and its last batch ended at (Spark's offset maps), the writer versions of a Spark job's report
-    or a deployment's progress (``schema_versions`` entries), and its tests of them."""
-    topic = settings.orders_topic
-    return SourceRead(
-        dataset=ORDERS.key,
-        subject=value_subject(topic),
-        versions=tuple(versions or ()),
-        assertions=assertions,
-        offsets=None if end_offsets is None else offset_ranges(topic, start_offsets, end_offsets),
-    )
+    """What a run read of the orders topic (``topic_read``)."""
+    return topic_read(ORDERS, settings.orders_topic, versions, assertions, start_offsets, end_offsets)
 
 
 def table_read(

@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from lineage_assets import topics
 from lineage_assets.connections import kafka_conf, registry_client_conf
 from lineage_assets.resources.settings import SettingsResource
-from lineage_assets.source_schemas import value_subject
+from lineage_assets.source_schemas import dead_letter_topic_of, value_subject
 
 if TYPE_CHECKING:
     from confluent_kafka.schema_registry import RegisteredSchema, SchemaRegistryClient
@@ -25,7 +25,8 @@ class KafkaResource(dg.ConfigurableResource):
 
     def ensure_topics(self, *topics: str) -> list[str]:
         """Create the topics that do not exist yet (the orders topic with ``orders_partitions``, the
-        others with one; all with ``topic_replication``); returns the ones created."""
+        others with one; all with ``topic_replication``; the suppliers topic compacted, keeping each
+        supplier's latest record only); returns the ones created."""
         if not topics:
             return []
         settings = self.environment.settings
@@ -39,6 +40,7 @@ class KafkaResource(dg.ConfigurableResource):
                         topic,
                         num_partitions=settings.orders_partitions if topic == settings.orders_topic else 1,
                         replication_factor=settings.topic_replication,
+                        config={"cleanup.policy": "compact"} if topic == settings.suppliers_topic else {},
                     )
                     for topic in missing
                 ]
@@ -51,6 +53,11 @@ class KafkaResource(dg.ConfigurableResource):
         """The orders topic and the two the pipeline writes beside it, live statistics and dead letters."""
         settings = self.environment.settings
         return self.ensure_topics(settings.orders_topic, settings.supplier_stats_topic, settings.dead_letter_topic)
+
+    def ensure_suppliers_topics(self) -> list[str]:
+        """The supplier dimension's compacted topic and its dead letters' topic."""
+        topic = self.environment.settings.suppliers_topic
+        return self.ensure_topics(topic, dead_letter_topic_of(topic))
 
     def end_offsets(self, topic: str) -> dict[int, int]:
         """Partition -> next offset to be written (``topics.end_offsets``)."""

@@ -35,6 +35,37 @@ def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
     return main[0].snapshot_id if main else None
 
 
+def main_head(spark: SparkSession, table: str):
+    """The head of the table's main branch as the session's catalog holds it: after the session's own
+    commit, that commit's snapshot without a refresh (its id, parent id and summary)."""
+    return spark.sql(
+        f"SELECT s.snapshot_id, s.parent_id, s.summary FROM {table}.refs r "
+        f"JOIN {table}.snapshots s ON s.snapshot_id = r.snapshot_id WHERE r.name = 'main'"
+    ).collect()[0]
+
+
+def committed(spark: SparkSession, table: str) -> dict:
+    """What the session's one commit to ``table`` made, as a batch job's report gives it: the snapshot
+    and its parent, the schema, the files and bytes added, and the whole table's ``quality``."""
+    snapshot = main_head(spark, table)
+    return {
+        "snapshot_id": snapshot.snapshot_id,
+        "parent_snapshot_id": snapshot.parent_id,
+        "schema_id": table_schema_id(spark, table),
+        "files_written": int(snapshot.summary.get("added-data-files", 0)),
+        "bytes_written": int(snapshot.summary.get("added-files-size", 0)),
+        "quality": table_quality(spark, table, snapshot.snapshot_id),  # from its manifests
+    }
+
+
+def snapshot_records(spark: SparkSession, table: str, snapshot_id: int | None) -> int | None:
+    """The records of the table at ``snapshot_id``, from its summary (None: no snapshot)."""
+    if snapshot_id is None:
+        return None
+    rows = spark.sql(f"SELECT summary FROM {table}.snapshots WHERE snapshot_id = {snapshot_id}").collect()
+    return int(rows[0].summary.get("total-records", 0)) if rows else None
+
+
 def _jvm(spark: SparkSession) -> Any:
     """The py4j view of the driver's JVM, through which the Java APIs below are called."""
     jvm = spark.sparkContext._jvm
@@ -101,7 +132,11 @@ def table_totals(spark: SparkSession, table: str, snapshot_id: int | None) -> tu
 
 
 def create_table(
-    spark: SparkSession, table: str, columns: str, partitioned_by: str, properties: dict[str, str] | None = None
+    spark: SparkSession,
+    table: str,
+    columns: str,
+    partitioned_by: str | None = None,
+    properties: dict[str, str] | None = None,
 ) -> bool:
     """Create the Iceberg table (format v2, parquet, snappy, ``METADATA_PROPERTIES`` and ``properties``)
     and its namespace if missing; True when this call created it. ``columns``: the catalog's, as
@@ -123,7 +158,7 @@ def create_table(
     }
     spark.sql(f"""
         CREATE TABLE IF NOT EXISTS {table} ({columns})
-        USING iceberg PARTITIONED BY ({partitioned_by})
+        USING iceberg {f"PARTITIONED BY ({partitioned_by})" if partitioned_by else ""}
         TBLPROPERTIES ({", ".join(f"'{key}'='{value}'" for key, value in chosen.items())})""")
     return True
 

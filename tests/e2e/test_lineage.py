@@ -15,6 +15,7 @@ from lineage_assets.datasets import (
     LINEAGE_CHECK,
     ORCHESTRATOR_JOB,
     ORDERS,
+    SUPPLIER_REVENUE,
     SUPPLIER_STATS,
 )
 from lineage_assets.definitions import build_definitions
@@ -71,7 +72,8 @@ def test_asset_runs_nest_under_their_dagster_run(events):
 
 
 def test_spark_agent_lineage_is_one_application_run_nested_under_the_asset_run(events):
-    asset_runs = runs_of(events, SUPPLIER_STATS.job.lineage_name)
+    batch = (SUPPLIER_STATS, SUPPLIER_REVENUE)  # the batch jobs, which openlineage-spark follows
+    asset_runs = {run: dataset for dataset in batch for run in runs_of(events, dataset.job.lineage_name)}
     agent = [e for e in events if e.get("producer", "").startswith("https://github.com/OpenLineage/OpenLineage")]
     assert agent, "the openlineage-spark agent sent nothing"
     by_run = {}
@@ -82,9 +84,10 @@ def test_spark_agent_lineage_is_one_application_run_nested_under_the_asset_run(e
     for run_events in by_run.values():
         assert [e["eventType"] for e in run_events] == ["START", "COMPLETE"]
         parent = run_events[0]["run"]["facets"]["parent"]
-        assert parent["run"]["runId"] in asset_runs and parent["job"]["name"] == SUPPLIER_STATS.job.lineage_name
+        dataset = asset_runs[parent["run"]["runId"]]
+        assert parent["job"]["name"] == dataset.job.lineage_name
         assert parent["root"]["job"]["name"] == ORCHESTRATOR_JOB
-        assert {e["job"]["name"] for e in run_events} == {SUPPLIER_STATS.job.spark_application}
+        assert {e["job"]["name"] for e in run_events} == {dataset.job.spark_application}
         # The agent's actions are no jobs of their own: the asset's run carries the datasets.
         assert not [d for e in run_events for d in (*e.get("inputs", []), *e.get("outputs", []))]
 
@@ -228,5 +231,7 @@ def test_every_asset_check_result_is_a_quality_assertion_on_the_dataset_it_check
         (schema,) = orders["inputFacets"]["dataQualityAssertions"]["assertions"]
         assert (schema["name"], schema["success"]) == ("orders_schema_readable", outcomes["orders_schema_readable"])
     lineage_checks = {f"{LINEAGE_CHECK} of {dataset.key}" for dataset in DATASETS.values() if dataset.upstream}
-    assert {name for outcomes in evaluated for name in outcomes} == {*CHECKS, "orders_schema_readable", *lineage_checks}
+    declared = {name for d in DATASETS.values() if d.computed_by for name in d.computed_by.check_names}
+    in_run = {"orders_schema_readable", *declared}  # evaluated by the asset's run
+    assert {name for outcomes in evaluated for name in outcomes} == {*CHECKS, *in_run, *lineage_checks}
     assert all(outcomes.get(name, True) for outcomes in evaluated for name in lineage_checks)  # as designed

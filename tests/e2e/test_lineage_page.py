@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lineage_assets.cli import main
-from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS
+from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_REVENUE, SUPPLIER_STATS
 from lineage_assets.settings_environment import as_environment
 from tests.suite import SHARED_PIPELINE
 
@@ -71,7 +71,7 @@ def test_column_edges_appear_on_demand_and_a_click_follows_a_column_to_its_sourc
         return page.locator(f'g.column[data-key="dataset:{identity.namespace}:{identity.name}|{column}"]')
 
     # Following supplier_stats.total_price highlights exactly its declared upstream columns (price
-    # through the cast, bid_time through the grouping), back to the topic.
+    # through the cast, bid_time through the grouping), back to the topic, and its downstream ones.
     declared_edges = set()
     frontier = [(SUPPLIER_STATS.key, "total_price")]
     while frontier:
@@ -79,8 +79,19 @@ def test_column_edges_appear_on_demand_and_a_click_follows_a_column_to_its_sourc
         for source in DATASETS[key].expected_lineage.get(column, ()):
             declared_edges.add(((source.dataset, source.column), (key, column)))
             frontier.append((source.dataset, source.column))
+    # And what is computed from it, forward: supplier_revenue's revenue and rank.
+    frontier = [(SUPPLIER_STATS.key, "total_price")]
+    while frontier:
+        source = frontier.pop()
+        for dataset in DATASETS.values():
+            for column, sources in dataset.expected_lineage.items():
+                edge = (source, (dataset.key, column))
+                if edge not in declared_edges and any((s.dataset, s.column) == source for s in sources):
+                    declared_edges.add(edge)
+                    frontier.append((dataset.key, column))
     columns = {end for edge in declared_edges for end in edge}
     assert (ORDERS.key, "price") in columns and (LAKEHOUSE_ORDERS.key, "price") in columns
+    assert (SUPPLIER_REVENUE.key, "revenue") in columns
 
     row(SUPPLIER_STATS, "total_price").click()
     highlighted = {element.get_attribute("data-key") for element in page.locator("g.column.highlight").all()}

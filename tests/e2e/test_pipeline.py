@@ -168,6 +168,11 @@ def test_asset_checks_pass(runs):
         "lineage_matches_catalog of supplier_stats_live": True,
         "lineage_matches_catalog of lakehouse/orders": True,
         "lineage_matches_catalog of lakehouse/supplier_stats": True,
+        "lineage_matches_catalog of lakehouse/suppliers": True,
+        "lineage_matches_catalog of lakehouse/supplier_revenue": True,
+        # supplier_revenue's declared checks: its revenue adds up, every supplier is in the dimension.
+        "revenue_reconciles_with_supplier_stats": True,
+        "region_and_tier_present": True,
     }
     assert all(second.checks.values())
 

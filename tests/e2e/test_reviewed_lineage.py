@@ -79,7 +79,8 @@ def test_a_literal_a_flag_a_predicate_and_an_undeclared_input_are_gaps_everywher
     script.write_text(REVIEWED_BADLY.format(discounts=discounts))
 
     changed = materialize(settings, instance, SUPPLIER_STATS, str(script))
-    assert changed.success  # not blocking: nothing is computed from supplier_stats
+    # Blocking: supplier_revenue is computed from supplier_stats, and must not build on what nobody reviewed.
+    assert not changed.success
     evaluation = lineage_check_of(changed)
     assert not evaluation.passed
     said = gaps_of(evaluation)

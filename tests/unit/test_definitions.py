@@ -29,6 +29,9 @@ def test_definitions_load_with_every_asset_check_sensor_and_job():
         "supplier_stats_live": ["orders"],
         "lakehouse/orders": ["orders"],
         "lakehouse/supplier_stats": ["lakehouse/orders"],
+        "suppliers": [],
+        "lakehouse/suppliers": ["suppliers"],
+        "lakehouse/supplier_revenue": ["lakehouse/supplier_stats", "lakehouse/suppliers"],
     }
     assert defs.resolve_sensor_def("supplier_stats_on_new_orders")
     assert defs.resolve_job_def("supplier_stats_job")
@@ -38,6 +41,8 @@ def test_definitions_load_with_every_asset_check_sensor_and_job():
         "orders_values_in_range",
         "orders_schema_readable",
         "lineage_matches_catalog",
+        "revenue_reconciles_with_supplier_stats",
+        "region_and_tier_present",
     }
     schema_check = next(key for key in graph.asset_check_keys if key.name == "orders_schema_readable")
     assert graph.get_check_spec(schema_check).blocking  # a drifted source stops supplier_stats in the same run
@@ -51,7 +56,9 @@ def test_definitions_load_with_every_asset_check_sensor_and_job():
         "orders_archive": False,
         "supplier_stats_live": False,
         "lakehouse/orders": True,
-        "lakehouse/supplier_stats": False,
+        "lakehouse/supplier_stats": True,
+        "lakehouse/suppliers": True,
+        "lakehouse/supplier_revenue": False,
     }
 
 
@@ -96,11 +103,13 @@ def test_an_asset_page_says_what_depends_on_each_of_its_columns():
     assert "latest run" not in orders  # declared lineage, not a run's
     assert "asset checks: orders_values_in_range" in price  # it tests lakehouse/orders.price
     assert orders.rstrip("`\n").endswith(
-        "Dagster assets downstream: lakehouse/orders, lakehouse/supplier_stats, orders_archive, supplier_stats_live\n"
+        "Dagster assets downstream: lakehouse/orders, lakehouse/supplier_revenue, lakehouse/supplier_stats, "
+        "orders_archive, supplier_stats_live\n"
         "Asset checks of it and downstream: archive_reconciles_with_topic, "
         "orders_reconcile_with_topic, orders_values_in_range"
     )
-    assert impact_text("lakehouse", "supplier_stats") is None  # nothing depends on it
+    assert "lakehouse/supplier_revenue.revenue" in impact_text("lakehouse", "supplier_stats")
+    assert impact_text("lakehouse", "supplier_revenue") is None  # nothing depends on it
 
 
 def test_dagster_validates_the_workspace():
@@ -163,6 +172,8 @@ def test_the_definitions_and_every_resource_follow_one_environment():
         *CHECKS,
         "orders_schema_readable",
         "lineage_matches_catalog",
+        "revenue_reconciles_with_supplier_stats",
+        "region_and_tier_present",
     }
     assert {job.name for job in definitions.jobs} == {
         "supplier_stats_job",

@@ -73,8 +73,13 @@ def test_diff_names_each_change_with_both_derivations_and_what_it_reaches(spark,
     assert price.kind == "changed"
     assert price.before[0] == "try_cast(orders.price as decimal(10,2))"
     assert price.after[0] == "try_cast(orders.price as decimal(8,0))"
-    assert price.reaches == ["lakehouse/supplier_stats.total_price"]
-    assert price.assets == ["lakehouse/orders", "lakehouse/supplier_stats"]
+    # Through supplier_stats' total to the revenue and the rank computed from it.
+    assert price.reaches == [
+        "lakehouse/supplier_revenue.region_rank",
+        "lakehouse/supplier_revenue.revenue",
+        "lakehouse/supplier_stats.total_price",
+    ]
+    assert price.assets == ["lakehouse/orders", "lakehouse/supplier_revenue", "lakehouse/supplier_stats"]
     assert "orders_values_in_range" in price.checks  # it tests lakehouse/orders.price
     total = by_column[("lakehouse/supplier_stats", "total_price")]
     assert (total.before[0], total.after[0]) == (DESIGNED_TOTAL, "cast(sum(lakehouse/orders.price) as decimal(8,0))")

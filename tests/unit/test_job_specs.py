@@ -122,7 +122,8 @@ def test_the_upkeep_compacts_orders_closed_days_expires_both_tables_and_deletes_
     assert compacted == ["lake.`sales`.orders"]  # supplier_stats rewrites a day whole: no small files
     assert option(arguments, "--closed-before") == "2026-11-27"  # the UTC day still written to is left
     tables = [arguments[i + 1] for i, name in enumerate(arguments) if name == "--table"]
-    assert tables == ["lake.`sales`.orders", "lake.`sales`.supplier_stats"]
+    # Not the supplier dimension: its snapshots are what supplier_revenue reads as of a day.
+    assert tables == ["lake.`sales`.orders", "lake.`sales`.supplier_stats", "lake.`sales`.supplier_revenue"]
     assert option(arguments, "--older-than") == "2026-11-27T17:30:00"  # UTC, as the job reads it
     assert option(arguments, "--retain-last") == "20"
     assert option(arguments, "--orphans-older-than") == "2026-11-25T23:30:00"

@@ -9,7 +9,17 @@ import uuid
 import pytest
 from openlineage.client.event_v2 import RunState
 
-from lineage_assets.datasets import CHECKS, DATASETS, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS, SUPPLIER_STATS_LIVE
+from lineage_assets.datasets import (
+    CHECKS,
+    DATASETS,
+    LAKEHOUSE_ORDERS,
+    LAKEHOUSE_SUPPLIERS,
+    ORDERS,
+    SUPPLIER_REVENUE,
+    SUPPLIER_STATS,
+    SUPPLIER_STATS_LIVE,
+    SUPPLIERS,
+)
 from lineage_assets.lineage import events
 from lineage_assets.lineage.graph import LineageGraph
 from lineage_assets.lineage.observed import as_designed
@@ -90,12 +100,21 @@ def test_impact_of_the_topic_price_reaches_every_column_computed_from_it(graph):
     assert kinds[("orders.price", "supplier_stats_live.total_price")] == "DIRECT/AGGREGATION, INDIRECT/FILTER"
     assert kinds[("orders.price", "lakehouse/orders.price")] == "DIRECT/TRANSFORMATION, INDIRECT/FILTER"
     assert kinds[("lakehouse/orders.price", "lakehouse/supplier_stats.total_price")] == "DIRECT/AGGREGATION"
+    assert kinds[("lakehouse/supplier_stats.total_price", "lakehouse/supplier_revenue.revenue")] == "DIRECT/AGGREGATION"
     # And what it only decides: which records are valid (the live count), which decoder reads a field.
     assert kinds[("orders.price", "supplier_stats_live.count")] == "INDIRECT/FILTER"
     assert kinds[("orders.price", "lakehouse/orders.supplier")] == "INDIRECT/CONDITIONAL, INDIRECT/FILTER"
     assert ("orders.price", "orders_archive.offset") not in kinds  # the record's metadata
-    assert answer.assets == ("lakehouse/orders", "lakehouse/supplier_stats", "orders_archive", "supplier_stats_live")
-    assert set(answer.jobs) == {f"{NS}/{d.job.lineage_name}" for d in DATASETS.values() if d is not ORDERS}
+    assert answer.assets == (
+        "lakehouse/orders",
+        "lakehouse/supplier_revenue",
+        "lakehouse/supplier_stats",
+        "orders_archive",
+        "supplier_stats_live",
+    )
+    # Every job but the ones of the supplier dimension, which no order reaches.
+    dimension = (ORDERS, SUPPLIERS, LAKEHOUSE_SUPPLIERS)
+    assert set(answer.jobs) == {f"{NS}/{d.job.lineage_name}" for d in DATASETS.values() if d not in dimension}
     cast = next(hop for hop in answer.hops if hop.downstream == "lakehouse/orders.price")
     assert cast.job == f"{NS}/dagster.iceberg-ingestion"
     assert cast.description == "try_cast(orders.price as decimal(10,2)); rows where isnull(dead_letter_reason)"
@@ -145,24 +164,26 @@ def test_the_impact_tree_leads_with_the_columns_a_value_flows_into_and_counts_th
 
 
 def test_impact_of_a_column_nothing_reads_is_empty(graph):
-    answer = impact(graph, resolve("lakehouse/supplier_stats.total_price", SETTINGS), SETTINGS)
+    answer = impact(graph, resolve("lakehouse/supplier_revenue.revenue", SETTINGS), SETTINGS)
     assert (answer.hops, answer.datasets, answer.jobs) == ((), (), ())
-    assert answer.tree().splitlines()[0] == "impact of lakehouse/supplier_stats.total_price: no column lineage"
+    assert answer.tree().splitlines()[0] == "impact of lakehouse/supplier_revenue.revenue: no column lineage"
 
 
 def test_impact_of_a_dataset_also_names_readers_that_report_no_column_lineage(graph):
     report = {"namespace": "s3://reports", "name": "daily"}
-    stats = SUPPLIER_STATS.identity(SETTINGS)
+    revenue = SUPPLIER_REVENUE.identity(SETTINGS)
     reader = {
         "eventType": "COMPLETE",
         "eventTime": at(200).isoformat(),
         "run": {"runId": run_id("report")},
         "job": {"namespace": NS, "name": "report"},
-        "inputs": [{"namespace": stats.namespace, "name": stats.name}],
+        "inputs": [{"namespace": revenue.namespace, "name": revenue.name}],
         "outputs": [report],
     }
     answer = impact(
-        LineageGraph.from_events([*pipeline_events(), reader]), resolve("lakehouse/supplier_stats", SETTINGS), SETTINGS
+        LineageGraph.from_events([*pipeline_events(), reader]),
+        resolve("lakehouse/supplier_revenue", SETTINGS),
+        SETTINGS,
     )
     assert answer.jobs == (f"{NS}/report",)
     assert [(d.asset_key, d.label) for d in answer.datasets] == [(None, "s3://reports:daily")]

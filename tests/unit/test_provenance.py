@@ -10,7 +10,15 @@ import json
 import pytest
 from openlineage.client.event_v2 import RunState
 
-from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS, ORDERS, SUPPLIER_STATS
+from lineage_assets.datasets import (
+    ARCHIVE,
+    LAKEHOUSE_ORDERS,
+    LAKEHOUSE_SUPPLIERS,
+    ORDERS,
+    SUPPLIER_REVENUE,
+    SUPPLIER_STATS,
+    SUPPLIERS,
+)
 from lineage_assets.lineage import events, run_facts
 from lineage_assets.lineage.provenance import ProvenanceError, provenance, reached
 from lineage_assets.lineage.run_facts import (
@@ -129,6 +137,45 @@ def test_a_day_two_ingestion_runs_wrote_has_both_and_a_version_or_a_time_picks_t
         == "200"
     )
     assert chain(provenance(runs_of(LOG), SUPPLIER_STATS, SETTINGS))[0][1] == "201"  # the latest
+
+
+def test_a_days_figure_joined_with_a_dimension_is_traced_to_both_topics_and_reads_are_listed_in_one_order():
+    """A dimension's table is written by no day: all of its writers up to the snapshot read made the
+    day's figure, whichever day is asked for."""
+    suppliers_topic = {SETTINGS.suppliers_topic: {"0": 0}}, {SETTINGS.suppliers_topic: {"0": 8}}
+    dimension = [
+        *run(8, SUPPLIERS, RunFacts(offsets=(OffsetRange(0, 0, 8),))),
+        *run(
+            9,
+            LAKEHOUSE_SUPPLIERS,
+            RunFacts(
+                reads=(run_facts.topic_read(SUPPLIERS, SETTINGS.suppliers_topic, (), (), *suppliers_topic),),
+                version=DatasetVersion("300"),
+            ),
+        ),
+    ]
+    reads = (table_read(SUPPLIER_STATS, 200), table_read(LAKEHOUSE_SUPPLIERS, 300))
+    revenue = [
+        *run(10, SUPPLIER_REVENUE, RunFacts(reads=reads, version=DatasetVersion("400"), partitions=("2026-11-20",)))
+    ]
+    backwards = [
+        *run(
+            10, SUPPLIER_REVENUE, RunFacts(reads=reads[::-1], version=DatasetVersion("400"), partitions=("2026-11-20",))
+        )
+    ]
+    answer = provenance(runs_of([*LOG, *dimension, *revenue]), SUPPLIER_REVENUE, SETTINGS, partition="2026-11-20")
+    assert chain(answer) == [
+        (SUPPLIER_REVENUE.job.lineage_name, "400"),
+        (SUPPLIER_STATS.job.lineage_name, "200"),
+        (LAKEHOUSE_ORDERS.job.lineage_name, "100"),
+        (ORDERS.job.lineage_name, "[{'partition': 0, 'start': 0, 'end': 10}]"),
+        (LAKEHOUSE_SUPPLIERS.job.lineage_name, "300"),
+        (SUPPLIERS.job.lineage_name, "[{'partition': 0, 'start': 0, 'end': 8}]"),
+    ]
+    other_order = provenance(
+        runs_of([*LOG, *dimension, *backwards]), SUPPLIER_REVENUE, SETTINGS, partition="2026-11-20"
+    )
+    assert other_order.as_dict() == answer.as_dict()  # as the log and Marquez, which list inputs otherwise
 
 
 def test_a_version_no_run_wrote_names_those_there_are():

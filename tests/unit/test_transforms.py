@@ -159,7 +159,7 @@ def test_bad_records_are_routed_to_dead_letters_with_a_reason(spark):
     assert reasons[4] == "missing field: supplier"
     assert reasons[5] == "price '123456789.00' is not a DECIMAL(10,2)"
     assert reasons[6] == "price 'twelve' is not a DECIMAL(10,2)"
-    assert transforms.valid_orders(decoded).count() == 1
+    assert transforms.valid_records(decoded).count() == 1
     assert transforms.dead_letters(decoded).count() == 6
 
     record = (
@@ -242,7 +242,7 @@ def test_empty_input_gives_empty_outputs(spark):
     assert transforms.hourly_supplier_stats(empty).count() == 0
     assert transforms.orders_of_day(empty, dt.date(2026, 11, 21)).count() == 0
     decoded = decode(spark, [])
-    assert transforms.valid_orders(decoded).count() == 0 and transforms.dead_letters(decoded).count() == 0
+    assert transforms.valid_records(decoded).count() == 0 and transforms.dead_letters(decoded).count() == 0
 
 
 def test_windows_count_records_within_lateness_and_drop_later_ones(spark, tmp_path):
