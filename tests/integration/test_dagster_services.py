@@ -24,7 +24,7 @@ from lineage_assets.assets.in_progress import UNDER_WAY
 from lineage_assets.code_reload import reload_code
 from lineage_assets.datasets import ARCHIVE, LAKEHOUSE_ORDERS, SUPPLIER_STATS
 from lineage_assets.datasets import ORDERS as ORDERS_TOPIC
-from lineage_assets.demo import run_pipeline
+from lineage_assets.demo import DAILY, run_pipeline
 from lineage_assets.demo_runs import InProcess, ThroughServices
 from lineage_assets.generator import GeneratorConfig, generate_orders, produce_orders
 from lineage_assets.instance import dagster_home, open_instance
@@ -117,7 +117,7 @@ def test_the_demos_pass_through_the_services_is_queued_and_a_run_writes_and_repo
 
     # The day's run again, in this process: the same rows, the same lineage.
     launched_day = launched.built_by[DAY]
-    here = InProcess(SettingsResource.of(own), instance).run([asset_key(SUPPLIER_STATS)], partition_key=DAY)
+    here = InProcess(SettingsResource.of(own), instance).run([asset_key(d) for d in DAILY], partition_key=DAY)
     here.raise_failures()
     assert here.metadata(SUPPLIER_STATS)["totals"] == services.ended(launched_day).metadata(SUPPLIER_STATS)["totals"]
 

@@ -34,6 +34,7 @@ def designed(stack, settings, tmp_path_factory):
         lineage_namespace="design_probe",
         orders_topic="design-orders",
         supplier_stats_topic="design-supplier-stats",
+        suppliers_topic="design-suppliers",  # a dataset of its own: no edge into the shared pipeline's graph
         archive_prefix="design-orders",
         iceberg_namespace="design_probe",
     )
