@@ -18,7 +18,6 @@ import time
 from collections import Counter
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from lineage_assets.job_specs import SuppliersIngestionReport
 from spark import lineage, transforms
@@ -78,9 +77,16 @@ def main() -> None:
             rows = written(decoded)
             if "lineage" not in observed:  # a micro-batch's rows are the source's records: the plan does not name them
                 observed["lineage"] = reports.observed_lineage(args, column_lineage(rows, batch, args))
-            counts = decoded.groupBy(F.col("dead_letter_reason")).count().collect()
-            batch_reasons = Counter({r.dead_letter_reason: r["count"] for r in counts if r.dead_letter_reason})
-            records_read[batch_id] = sum(r["count"] for r in counts)
+            # One pass over the batch for its outcomes and the writer versions it holds.
+            batch_reasons: Counter[str] = Counter()
+            by_version: Counter[int] = Counter()
+            records_read[batch_id] = 0
+            for row in decoded.groupBy("dead_letter_reason", "schema_id").count().collect():
+                records_read[batch_id] += row["count"]
+                if row.dead_letter_reason:
+                    batch_reasons[row.dead_letter_reason] += row["count"]
+                if row.schema_id:
+                    by_version[row.schema_id] += row["count"]
             changes = rows.count()
             if changes:
                 merge(rows, args.table)
@@ -92,8 +98,7 @@ def main() -> None:
                     .option("topic", args.dead_letter_topic)
                     .save()
                 )
-            by_version = decoded.groupBy("schema_id").count().collect()
-            versions.batches[batch_id] = Counter({r.schema_id: r["count"] for r in by_version if r.schema_id})
+            versions.batches[batch_id] = by_version
         finally:
             decoded.unpersist()
         totals["rows_written"] += changes
