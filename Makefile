@@ -6,9 +6,14 @@ BIN := $(VENV)/bin
 CACHE := .cache
 MVN := mvn -q -B -f infra/pom.xml -Dmaven.repo.local=$(CURDIR)/$(CACHE)/m2
 
-.PHONY: setup system-packages jars servers venv engine demo docs lint test test-all suite test-unit test-fast dev stack-up stack-down stack-status flink-peer bench bench-quick clean
+.PHONY: setup installed system-packages jars servers marquez-api marquez-web venv engine demo docs lint test test-all suite test-unit test-fast dev stack-up stack-down stack-status flink-peer bench bench-quick clean
 
-setup: system-packages $(BIN)/lineage-assets jars servers
+# Two steps at a time where neither needs the other: Marquez's web UI (npm and webpack, the longest
+# step) builds while Maven fetches the jars and builds Marquez's API, and `make test` lints meanwhile.
+PREPARE := $(MAKE) --no-print-directory -j2 --output-sync=target
+setup:
+	@$(PREPARE) installed
+installed: system-packages $(BIN)/lineage-assets jars servers
 
 # PostgreSQL, Chromium (lineage pictures, browser tests) and nginx (the tls profile's proxy) come from
 # Debian; the rest from PyPI, Maven Central and npm.
@@ -45,8 +50,12 @@ $(CACHE)/jars/.resolved: infra/pom.xml
 
 # Servers built from source (Marquez's API with Maven, its web UI with npm) into $(CACHE); each
 # service checks its own stamp, so this is quick and offline once built.
-servers: $(BIN)/lineage-assets jars
+servers: marquez-web marquez-api
 	$(BIN)/lineage-assets stack build
+marquez-web: $(BIN)/lineage-assets
+	$(BIN)/lineage-assets stack build marquez-web
+marquez-api: $(BIN)/lineage-assets jars
+	$(BIN)/lineage-assets stack build marquez
 
 # A Docker engine for the docker deployment backend, the container profile and the stack as
 # containers: the machine's own when `docker info` answers; otherwise Debian's docker.io, which the
@@ -96,7 +105,8 @@ lint: $(BIN)/lineage-assets
 COVERAGE := COVERAGE_FILE=$(CURDIR)/.coverage $(BIN)/coverage
 PARALLEL := -n 2 --dist loadgroup --no-loadscope-reorder
 PROFILES := docker or cluster
-test: setup lint
+test:
+	@$(PREPARE) installed lint
 	@$(MAKE) --no-print-directory suite TIERS="not ($(PROFILES))"
 test-all: setup lint engine
 	@$(MAKE) --no-print-directory suite TIERS=""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import shutil
 import subprocess
@@ -104,6 +105,15 @@ def _marquez_archive(settings: Settings, progress: Progress) -> Path:
 
 def _marquez_sources(settings: Settings, progress: Progress) -> tuple[Path, str]:
     """The extracted source tree and the sha256 of the archive it came from."""
+    # `make setup` builds the API and the web UI at once: one process fetches and extracts, the other waits.
+    lock = _marquez_dir(settings) / "src.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        return _extracted_sources(settings, progress)
+
+
+def _extracted_sources(settings: Settings, progress: Progress) -> tuple[Path, str]:
     archive = _marquez_archive(settings, progress)
     fingerprint = f"{MARQUEZ_RELEASE_SHA256}\n"
     target = _marquez_dir(settings) / "src"
