@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 CACHE := .cache
 MVN := mvn -q -B -f infra/pom.xml -Dmaven.repo.local=$(CURDIR)/$(CACHE)/m2
 
-.PHONY: setup installed system-packages jars servers marquez-api marquez-web venv engine demo docs lint test test-all suite test-unit test-fast dev stack-up stack-down stack-status flink-peer bench bench-quick clean
+.PHONY: setup installed system-packages jars servers marquez-api marquez-web venv engine demo docs lint test test-all suite test-unit test-fast dev stack-up stack-down stack-status flink-peer connect-peer bench bench-quick clean
 
 # Two steps at a time where neither needs the other: Marquez's web UI (npm and webpack, the longest
 # step) builds while Maven fetches the jars and builds Marquez's API, and `make test` lints meanwhile.
@@ -150,12 +150,23 @@ $(CACHE)/jars/.flink-peer-resolved: infra/pom.xml
 	$(MVN) package -P flink-peer -Djars.dir=$(CURDIR)/$(CACHE)/jars
 	@touch $@
 
+# The benchmarks' Kafka Connect peers (bench/connect_peer.py): Kafka's Connect runtime and one plugin
+# folder per connector (Connect's plugin.path), from infra/pom.xml's kafka-connect profiles.
+CONNECT_PROFILES := kafka-connect kafka-connect-iceberg
+connect-peer: $(CACHE)/jars/.connect-peer-resolved
+$(CACHE)/jars/.connect-peer-resolved: infra/pom.xml
+	@for profile in $(CONNECT_PROFILES); do \
+	  echo "resolving jars: $$profile"; \
+	  $(MVN) package -P $$profile -Djars.dir=$(CURDIR)/$(CACHE)/jars || exit 1; \
+	done
+	@touch $@
+
 # Benchmarks (their own stack on ports shifted by 10600); results in bench/results/latest.{json,md,png}.
-bench: setup flink-peer
+bench: setup flink-peer connect-peer
 	$(BIN)/pip install -q -e '.[test,bench]'
 	$(BIN)/python -m bench.run
 
-bench-quick: setup flink-peer
+bench-quick: setup flink-peer connect-peer
 	$(BIN)/pip install -q -e '.[test,bench]'
 	$(BIN)/python -m bench.run --quick
 

@@ -12,6 +12,7 @@ matplotlib.use("Agg")  # no display: files only
 import matplotlib.pyplot as plt  # noqa: E402 (after choosing the backend)
 
 from bench import cold_start  # noqa: E402
+from bench import memory as memory_bench  # noqa: E402
 
 
 def _bars(ax, labels: list[str], values: list[float], target: float | None, title: str, unit: str) -> None:
@@ -38,7 +39,18 @@ def emission(ax, result: dict) -> None:
 
 
 def lineage_overhead(ax, result: dict) -> None:
-    _bars(ax, ["lineage on / off"], [result["ratio"]], 1.03, "batch lineage overhead (ratio), lower is better", "")
+    """The paired ratio, its 95 % interval as an error bar when the rounds give one."""
+    paired = result["paired"]
+    _bars(ax, ["lineage on / off"], [paired["ratio"]], 1.03, "batch lineage overhead (ratio), lower is better", "")
+    if paired["low"] is not None:
+        ax.errorbar(
+            [0],
+            [paired["ratio"]],
+            yerr=[[paired["ratio"] - paired["low"]], [paired["high"] - paired["ratio"]]],
+            fmt="none",
+            ecolor="black",
+            capsize=6,
+        )
 
 
 def throughput(ax, result: dict) -> None:
@@ -123,6 +135,18 @@ def cold(ax, result: dict) -> None:
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3)
 
 
+def memory(ax, result: dict) -> None:
+    """What made up the demo's peak (every process's RSS summed), against the target."""
+    parts = result["peak_composition_mib"]
+    ax.barh(list(parts), [mib / 1024 for mib in parts.values()], color="tab:blue")
+    ax.invert_yaxis()
+    ax.tick_params(axis="y", labelsize=7)
+    ax.set_xlabel(
+        f"GiB at the peak; the peak {result['peak_total_gib']} GiB, target {memory_bench.TARGET_GIB:g}", fontsize=8
+    )
+    ax.set_title("memory: the stack and the demo's processes at their summed peak", fontsize=10)
+
+
 PANELS = {
     "emission_latency": emission,
     "lineage_overhead_batch": lineage_overhead,
@@ -130,6 +154,7 @@ PANELS = {
     "freshness": freshness,
     "batch_scaling": scaling,
     "cold_start": cold,
+    "memory": memory,
 }
 
 

@@ -152,21 +152,23 @@ class IngestionPeer(PeerRounds):
         }
 
     def check(self, round_number: int, output: dict[str, str]) -> None:
-        if (written := iceberg_tables.row_count(self.settings, TABLE)) != self.count:
-            raise RuntimeError(f"the Flink peer wrote {written} rows, expected {self.count}")
-        if (
-            round_number == 0
-            and (
-                differing := iceberg_tables.first_difference(
-                    self.settings, TABLE, self.reference_table, COMPARED_COLUMNS
-                )
-            )
-            is not None
-        ):
-            raise RuntimeError(
-                f"the Flink peer's rows differ from {self.reference_table}'s; first difference, "
-                f"peer then project: {differing}"
-            )
+        check_table(self.settings, TABLE, self.count, self.reference_table if round_number == 0 else None)
+
+
+def check_table(settings: Settings, table: str, count: int, reference_table: str | None) -> None:
+    """A peer's ``table`` holds ``count`` rows and, given a ``reference_table`` (the project's), the same
+    rows of the compared columns."""
+    if (written := iceberg_tables.row_count(settings, table)) != count:
+        raise RuntimeError(f"the peer wrote {written} rows into {table}, expected {count}")
+    if (
+        reference_table
+        and (differing := iceberg_tables.first_difference(settings, table, reference_table, COMPARED_COLUMNS))
+        is not None
+    ):
+        raise RuntimeError(
+            f"the peer's rows in {table} differ from {reference_table}'s; first difference, "
+            f"peer then project: {differing}"
+        )
 
 
 class ContinuousIngestionPeer(IngestionPeer):

@@ -1,4 +1,5 @@
-"""What every benchmark measures with: alternated rounds, percentiles, medians, growth exponents."""
+"""What every benchmark measures with: alternated rounds, paired ratios and their intervals,
+percentiles, medians, growth exponents."""
 
 from __future__ import annotations
 
@@ -29,6 +30,38 @@ def wall_seconds(action: Callable[[int], object]) -> Callable[[int], float]:
         return time.monotonic() - started
 
     return measure
+
+
+def paired_ratio(ours: Sequence[float | None], theirs: Sequence[float | None], confidence: float = 0.95) -> dict:
+    """The ratio ours/theirs over rounds measured in pairs: the geometric mean of each round's ratio,
+    with Student's t interval of the log ratios (a ratio's spread is symmetric in log space, and
+    pairing cancels the drift both sides of a round share). A round either side measured nothing
+    (None) is left out."""
+    from scipy import stats  # a benchmark's dependency only (the `bench` extra)
+
+    logs = [math.log(a / b) for a, b in zip(ours, theirs) if a is not None and b is not None]
+    if not logs:
+        return {"ratio": None, "low": None, "high": None, "rounds": 0, "confidence": confidence}
+    center = statistics.fmean(logs)
+    if len(logs) < 2:
+        return {"ratio": round(math.exp(center), 4), "low": None, "high": None, "rounds": 1, "confidence": confidence}
+    half = stats.t.ppf((1 + confidence) / 2, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return {
+        "ratio": round(math.exp(center), 4),
+        "low": round(math.exp(center - half), 4),
+        "high": round(math.exp(center + half), 4),
+        "rounds": len(logs),
+        "confidence": confidence,
+    }
+
+
+def interval_text(paired: dict) -> str:
+    """A paired ratio as the summaries print it: ``1.02 (95 % CI 0.99-1.05, 8 rounds)``."""
+    if paired["low"] is None:
+        return f"{paired['ratio']} ({paired['rounds']} round)"
+    return (
+        f"{paired['ratio']} ({paired['confidence']:.0%} CI {paired['low']}-{paired['high']}, {paired['rounds']} rounds)"
+    )
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -29,6 +29,7 @@ from bench import (
     lineage_history,
     lineage_overhead,
     marquez_load,
+    memory,
     scaling,
     table_upkeep,
     throughput,
@@ -64,6 +65,7 @@ BENCHMARKS = {
     "batch_scaling": Benchmark(scaling, lambda args: {"sizes": args.scaling_sizes}),
     "cold_start": Benchmark(cold_start, lambda args: {"orders": args.cold_start_orders}),
     "table_upkeep": Benchmark(table_upkeep),
+    "memory": Benchmark(memory),
 }
 
 

@@ -2,7 +2,8 @@
 JSON) and the live windows job (Kafka -> Kafka) process, against the raw read rate of Kafka's own
 consumer on the same topic (the ceiling), of a plain Python consumer (a second baseline), and
 against Flink peers of the ingestion and the windows (the seed lab's jobs in PyFlink,
-``bench/flink_peer.py``), alternately.
+``bench/flink_peer.py``) and Kafka Connect peers of the ingestion (Apache Iceberg's sink connector,
+``bench/connect_peer.py``), alternately.
 
 "Sustained" is measured as the catch-up run (Trigger.AvailableNow) of a job over a topic pre-filled
 with N orders, each round from a fresh checkpoint. A job's rate is rows / query time: from the
@@ -37,8 +38,9 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from bench import iceberg_tables
+from bench.connect_peer import CATCH_UP_COMMIT_MS, IcebergSinkRounds
 from bench.flink_peer import WINDOWS_TOPIC_PREFIX, ContinuousIngestionPeer, IngestionPeer, PeerRounds, WindowsPeer
-from bench.measure import alternate, median, rounded
+from bench.measure import alternate, interval_text, median, paired_ratio, rounded
 from bench.spark_profile import Instrumented
 from lineage_assets.datasets import (
     ARCHIVE,
@@ -66,7 +68,8 @@ ARCHIVE_PREFIX = "bench-throughput"
 WINDOWS_TOPIC_PREFIX_PROJECT = "bench-"  # + the round's name: the live windows job's output topic of each round
 TARGET_TO_CEILING = {"ingestion": 0.5}  # to Kafka's own consumer
 FETCH_MAX_BYTES = 52_428_800  # both baseline consumers
-TARGET_TO_PEER = 1.0  # the ingestion against its Flink peer
+TARGET_TO_PEER = 1.0  # each of these against its Flink peer
+PEER_TARGETS = ("ingestion", "live_windows", "ingestion_continuous_deployed")
 
 
 def with_option(arguments: list[str], option: str, value: str) -> list[str]:
@@ -378,12 +381,24 @@ def run(environment: SettingsResource, quick: bool, count: int | None = None) ->
             checkpoint_ms=scaled_ms(int(TRIGGER_SECONDS[LAKEHOUSE_ORDERS.key] * 1000)),
         ),
     }
+    # The Iceberg sink commits every second in catch-up, and at the peer checkpoints' cadence in continuous.
+    connect_peers = {
+        "ingestion": IcebergSinkRounds(settings, count, TABLE, CATCH_UP_COMMIT_MS, continuous=False),
+        "ingestion_continuous_deployed": IcebergSinkRounds(
+            deployed_settings,
+            deployed_count,
+            DEPLOYED_TABLE,
+            scaled_ms(int(TRIGGER_SECONDS[LAKEHOUSE_ORDERS.key] * 1000)),
+            continuous=True,
+        ),
+    }
     subjects: dict[str, Callable[[int], float | None]] = {
         "ceiling": lambda _: ceiling(settings, count),
         "python_consumer": lambda _: python_consumer(settings, count),
         **jobs,
         **continuous,
         **{f"flink_{name}": peer for name, peer in peers.items()},
+        **{f"connect_{name}": peer for name, peer in connect_peers.items()},
     }
     rates = alternate(rounds, subjects)
     delete_window_topics(settings)
@@ -392,25 +407,25 @@ def run(environment: SettingsResource, quick: bool, count: int | None = None) ->
         name: median(measured, 1) if (measured := [v for v in values if v is not None]) else None
         for name, values in rates.items()
     }
+    # Apart from the subjects the chart draws beside their Flink peers.
+    connect_medians = {name: medians.pop(f"connect_{name}") for name in connect_peers}
     ratios = {
         name: ratio
-        for name in subjects
+        for name in medians
         if name != "ceiling" and (ratio := _ratio(medians[name], medians["ceiling"])) is not None
     }
     to_python_consumer = {
         name: ratio for name in jobs if (ratio := _ratio(medians[name], medians["python_consumer"])) is not None
     }
     to_peer = {name: ratio for name in peers if (ratio := _ratio(medians[name], medians[f"flink_{name}"])) is not None}
-    # The verdict's clock (query time against Flink's net runtime) read two other ways, from the same rounds.
+    to_connect_peer = {
+        name: ratio for name in connect_peers if (ratio := _ratio(medians[name], connect_medians[name])) is not None
+    }
+    # Each peer ratio from its rounds in pairs too: with the interval that says whether a ratio's side of 1.0 holds.
+    paired_to_peer = {name: paired_ratio(rates[name], rates[f"flink_{name}"]) for name in to_peer}
+    paired_to_connect_peer = {name: paired_ratio(rates[name], rates[f"connect_{name}"]) for name in to_connect_peer}
+    # The verdict's clock (query time against Flink's net runtime) read another way, from the same rounds.
     catch_up_by = {
-        "paired_rounds": median(
-            [
-                ours / theirs
-                for ours, theirs in zip(rates["ingestion"], rates["flink_ingestion"])
-                if ours is not None and theirs is not None
-            ],
-            4,
-        ),
         "launch_to_exit": round(
             median([run["process_s"] for run in peers["ingestion"].profiles])
             / median([run["spark_submit_s"] for run in jobs["ingestion"].profiles]),
@@ -419,9 +434,9 @@ def run(environment: SettingsResource, quick: bool, count: int | None = None) ->
     }
     return {
         "name": "streaming_throughput",
-        "target": f"ingestion >= {TARGET_TO_PEER}x its Flink peer; to the ceiling: "
-        + ", ".join(f"{name} >= {ratio}" for name, ratio in TARGET_TO_CEILING.items()),
-        "met": to_peer["ingestion"] >= TARGET_TO_PEER
+        "target": f"{', '.join(name.replace('_', ' ') for name in PEER_TARGETS)} >= {TARGET_TO_PEER}x their Flink "
+        "peers; to the ceiling: " + ", ".join(f"{name} >= {ratio}" for name, ratio in TARGET_TO_CEILING.items()),
+        "met": all(to_peer[name] >= TARGET_TO_PEER for name in PEER_TARGETS)
         and all(ratios[name] >= ratio for name, ratio in TARGET_TO_CEILING.items()),
         "orders": count,
         "partitions": partitions,
@@ -431,12 +446,17 @@ def run(environment: SettingsResource, quick: bool, count: int | None = None) ->
         "ratios": ratios,
         "to_python_consumer": to_python_consumer,
         "to_flink_peer": to_peer,
+        "to_flink_peer_paired": paired_to_peer,
+        "connect_peer_rows_per_s": connect_medians,
+        "to_connect_peer": to_connect_peer,
+        "to_connect_peer_paired": paired_to_connect_peer,
         "ingestion_to_flink_peer_by": catch_up_by,
         "rates_rows_per_s": rounded(rates, 1),
         "runs": {
             **{name: job.profiles for name, job in jobs.items()},
             **{name: job.profiles for name, job in continuous.items()},
             **{f"flink_{name}": peer.profiles for name, peer in peers.items()},
+            **{f"connect_{name}": peer.profiles for name, peer in connect_peers.items()},
         },
     }
 
@@ -446,12 +466,22 @@ def peer_summary(result: dict) -> str:
     by = ", ".join(
         f"{way.replace('_', ' ')} {ratio}" for way, ratio in result.get("ingestion_to_flink_peer_by", {}).items()
     )
-    return "; ".join(
-        f"{name.replace('_', ' ')} {rates[f'flink_{name}']:,}/s (project / peer {ratio}"
+    paired, connect_paired = result.get("to_flink_peer_paired", {}), result.get("to_connect_peer_paired", {})
+    flink = "; ".join(
+        f"{name.replace('_', ' ')} {rates[f'flink_{name}']:,}/s (project / peer {ratio} of the medians"
+        + (f", paired rounds {interval_text(paired[name])}" if name in paired else "")
         + (f"; {by}" if name == "ingestion" and by else "")
         + ")"
         for name, ratio in to_peer.items()
     )
+    connect_rates = result.get("connect_peer_rows_per_s", {})
+    connect = "; ".join(
+        f"{name.replace('_', ' ')} {connect_rates[name]:,}/s (project / peer {ratio} of the medians"
+        + (f", paired rounds {interval_text(connect_paired[name])}" if name in connect_paired else "")
+        + ")"
+        for name, ratio in result.get("to_connect_peer", {}).items()
+    )
+    return flink + (f". Kafka Connect peers (Iceberg's sink): {connect}" if connect else "")
 
 
 def summary(result: dict) -> str:
