@@ -48,6 +48,9 @@ def main() -> None:
     args = parser().parse_args()
     started = time.monotonic()
     spark = SparkSession.builder.getOrCreate()
+    # One window state store per core the job has: every store is a task, a state file and a load in
+    # each micro-batch, the one that only closes windows too. A checkpoint keeps the number it began with.
+    spark.conf.set("spark.sql.shuffle.partitions", str(spark.sparkContext.defaultParallelism))
 
     versions = kafka_source.SourceVersions(args)
     source = kafka_source.kafka_source(spark, args)
