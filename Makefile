@@ -10,9 +10,9 @@ MVN := mvn -q -B -f infra/pom.xml -Dmaven.repo.local=$(CURDIR)/$(CACHE)/m2
 
 # Two steps at a time where neither needs the other: Marquez's web UI (npm and webpack, the longest
 # step) builds while Maven fetches the jars and builds Marquez's API, and `make test` lints meanwhile.
-PREPARE := $(MAKE) --no-print-directory -j2 --output-sync=target
+TWO_AT_A_TIME := --no-print-directory -j2 --output-sync=target
 setup:
-	@$(PREPARE) installed
+	@$(MAKE) $(TWO_AT_A_TIME) installed
 installed: system-packages $(BIN)/lineage-assets jars servers
 
 # PostgreSQL, Chromium (lineage pictures, browser tests) and nginx (the tls profile's proxy) come from
@@ -106,7 +106,7 @@ COVERAGE := COVERAGE_FILE=$(CURDIR)/.coverage $(BIN)/coverage
 PARALLEL := -n 2 --dist loadgroup --no-loadscope-reorder
 PROFILES := docker or cluster
 test:
-	@$(PREPARE) installed lint
+	@$(MAKE) $(TWO_AT_A_TIME) installed lint
 	@$(MAKE) --no-print-directory suite TIERS="not ($(PROFILES))"
 test-all: setup lint engine
 	@$(MAKE) --no-print-directory suite TIERS=""
