@@ -1,9 +1,9 @@
-"""How the suite is divided and run: its tiers, and the groups two workers run side by side.
+"""How the suite is divided and run: its tiers, and the groups the workers run side by side.
 
 Tiers are markers applied from the fixtures a test uses, directly or through other fixtures; a test
 with none of them is pure (no JVM, no server). Each tier's count and time are printed at the end.
 
-Under pytest-xdist (`make test` runs two workers, ``--dist loadgroup``) a group runs whole on one
+Under pytest-xdist (`make test` runs three workers, ``--dist loadgroup``) a group runs whole on one
 worker, in collection order: the modules on the test stack's own pipeline (its topics, tables, state
 and lineage folder) form one group, marked ``xdist_group(SHARED_PIPELINE)``; the tests of the cluster
 profile and of Docker share a group each (their fixtures live as long as their folder); any other
