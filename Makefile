@@ -106,7 +106,7 @@ lint: $(BIN)/lineage-assets
 COVERAGE := COVERAGE_FILE=$(CURDIR)/.coverage $(BIN)/coverage
 WORKERS ?= 3
 PARALLEL := -n $(WORKERS) --dist loadgroup --no-loadscope-reorder
-PROFILES := docker or cluster
+PROFILES := secured or docker or cluster
 test:
 	@$(MAKE) $(TWO_AT_A_TIME) installed lint
 	@$(MAKE) --no-print-directory suite TIERS="not ($(PROFILES))"

@@ -95,27 +95,46 @@ def build_asset_context(asset: dg.AssetsDefinition, settings: Settings, **argume
 
 
 @pytest.fixture(scope="session")
-def settings() -> Settings:
+def stack_settings() -> Settings:
     """The settings of the tests' stack, beside the development stack (ports shifted by 10000)."""
     return isolated_settings(TEST_STACK)
 
 
 @pytest.fixture(scope="session")
-def stack(settings: Settings) -> Iterator[Supervisor]:
+def settings(stack_settings: Settings) -> Settings:
+    """The settings the tests' assets run with: the tests' stack and its own pipeline, unless a module
+    gives its tests a pipeline of their own (``module_pipeline``)."""
+    return stack_settings
+
+
+def module_pipeline(name: str):
+    """A ``settings`` fixture for one test module, ``settings = module_pipeline(name)`` in it: its tests
+    run on ``pipeline_of_its_own(stack_settings, name)``, so they may run beside the stack's own pipeline
+    (under pytest-xdist, on another worker)."""
+
+    @pytest.fixture(scope="module", name="settings")
+    def pipeline_settings(stack_settings: Settings) -> Settings:
+        return pipeline_of_its_own(stack_settings, name)
+
+    return pipeline_settings
+
+
+@pytest.fixture(scope="session")
+def stack(stack_settings: Settings) -> Iterator[Supervisor]:
     """The tests' stack, started afresh by the first process of a run that needs it and stopped at
     the session's end; the workers of a pytest-xdist run share it as it is, and leave it running for
     their controller to stop (the project's own: ``tests/suite.py``)."""
-    supervisor = Supervisor(settings, progress=print)
-    with file_lock(settings.state_dir.with_name(f"{settings.state_dir.name}.lock")):
-        if not started_for_this_run(settings):
+    supervisor = Supervisor(stack_settings, progress=print)
+    with file_lock(stack_settings.state_dir.with_name(f"{stack_settings.state_dir.name}.lock")):
+        if not started_for_this_run(stack_settings):
             supervisor.down()  # whatever an interrupted earlier session left behind
             # An earlier session's lineage senders too: still lingering, each would deliver this session's
             # new log again (it holds the lock of the log folder deleted here, not of the new one).
-            terminate(pids_naming(settings.lineage_dir), timeout=10)
-            shutil.rmtree(settings.state_dir, ignore_errors=True)
+            terminate(pids_naming(stack_settings.lineage_dir), timeout=10)
+            shutil.rmtree(stack_settings.state_dir, ignore_errors=True)
             supervisor.up()
             if _RUN:
-                (settings.state_dir / STARTED_FOR).write_text(_RUN)
+                (stack_settings.state_dir / STARTED_FOR).write_text(_RUN)
         else:
             supervisor.up()  # already running: each service is found healthy
     yield supervisor

@@ -89,7 +89,7 @@ def spark_jobs(settings: Settings):
 
 
 @pytest.fixture(scope="session")
-def spark(settings: Settings):
+def spark(stack_settings: Settings):
     """One Spark session for the whole test session, with the project's configuration.
 
     Catalogs connect lazily, so unit tests use it without servers; the asset checks'
@@ -97,7 +97,7 @@ def spark(settings: Settings):
     """
     from lineage_assets.spark_conf import in_process_session
 
-    session = in_process_session(settings, {"spark.app.name": "lineage-assets-tests"})
+    session = in_process_session(stack_settings, {"spark.app.name": "lineage-assets-tests"})
     yield session
     session.stop()
 

@@ -22,6 +22,7 @@ from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings_environment import as_environment
 from lineage_assets.streaming.deployments import LocalDeployments
+from lineage_assets.testing import module_pipeline
 from tests.conftest import wait_for
 from tests.integration.test_deployments import (  # noqa: F401  (module fixtures: the stack's topics, no deployment left)
     NAME,
@@ -33,7 +34,6 @@ from tests.integration.test_deployments import (  # noqa: F401  (module fixtures
     rows_with_ids,
     run_events,
 )
-from tests.suite import SHARED_PIPELINE
 
 TERMINAL = ("FAIL", "ABORT", "COMPLETE")
 
@@ -67,10 +67,8 @@ def seconds_to(fail: dict, killed_at: float) -> float:
     return round(dt.datetime.fromisoformat(fail["eventTime"]).timestamp() - killed_at, 1)
 
 
-pytestmark = [
-    pytest.mark.usefixtures("environment"),  # the stack's topics and schema
-    pytest.mark.xdist_group(SHARED_PIPELINE),  # the test stack's own topics, tables and lineage
-]
+pytestmark = pytest.mark.usefixtures("environment")  # the pipeline's topics and schema
+settings = module_pipeline("deployment-faults")  # its deployments beside the shared pipeline's, on another worker
 
 
 class Scenario:

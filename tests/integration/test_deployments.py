@@ -34,12 +34,11 @@ from lineage_assets.settings_environment import as_environment
 from lineage_assets.spark_conf import committed_table
 from lineage_assets.streaming.deployments import LocalDeployments
 from lineage_assets.streaming.folder import read_json
-from lineage_assets.testing import pipeline_of_its_own
+from lineage_assets.testing import module_pipeline, pipeline_of_its_own
 from tests.conftest import wait_for
 from tests.openlineage_schemas import validate_event
-from tests.suite import SHARED_PIPELINE
 
-pytestmark = pytest.mark.xdist_group(SHARED_PIPELINE)  # the test stack's own topics, tables and lineage
+settings = module_pipeline("deployments")  # its deployments beside the shared pipeline's, on another worker
 
 NAME = LAKEHOUSE_ORDERS.key
 

@@ -20,13 +20,12 @@ from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.settings_environment import as_environment
 from lineage_assets.streaming.deployments import DeploymentError, LocalDeployments
 from lineage_assets.streaming.exclusive import exclusive_run, running
-from lineage_assets.testing import pipeline_of_its_own
+from lineage_assets.testing import module_pipeline, pipeline_of_its_own
 from tests.conftest import wait_for
 from tests.integration.test_dead_letters import high_watermark
 from tests.integration.test_deployments import orders_topic_ready
-from tests.suite import SHARED_PIPELINE
 
-pytestmark = pytest.mark.xdist_group(SHARED_PIPELINE)  # the test stack's own topics, tables and lineage
+settings = module_pipeline("one-run-at-a-time")  # its runs beside the shared pipeline's, on another worker
 
 
 def catch_up(environment) -> dg.ExecuteInJobResult:
