@@ -24,7 +24,7 @@ from lineage_assets.settings_environment import as_environment
 from lineage_assets.streaming.deployments import LocalDeployments
 from lineage_assets.testing import module_pipeline
 from tests.conftest import wait_for
-from tests.integration.test_deployments import (  # noqa: F401  (module fixtures: the stack's topics, no deployment left)
+from tests.integration.test_deployments import (  # noqa: F401  (module fixtures: the pipeline's topics, no deployment left)
     NAME,
     environment,
     evaluate_supervisor,
