@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import dagster as dg
-import pytest
 
 from lineage_assets.assets.orders import OrdersConfig, orders
 from lineage_assets.datasets import ORDERS
 from lineage_assets.lineage.emitter import emitter_for
-from lineage_assets.testing import build_asset_context, resources_for
-from tests.suite import SHARED_PIPELINE
+from lineage_assets.testing import build_asset_context, module_pipeline, resources_for
 
-pytestmark = pytest.mark.xdist_group(SHARED_PIPELINE)  # the test stack's own topics, tables and lineage
+settings = module_pipeline("asset-unit")  # its orders beside the shared pipeline's, on another worker
 
 
 def test_orders_asset_produces_the_configured_orders_and_reports_them(stack, settings):

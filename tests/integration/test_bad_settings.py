@@ -17,10 +17,10 @@ from lineage_assets.lineage.emitter import LineageEmitter
 from lineage_assets.resources.kafka import KafkaResource
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings_environment import as_environment
+from lineage_assets.testing import module_pipeline
 from tests.integration.test_deployments import orders_topic_ready
-from tests.suite import SHARED_PIPELINE
 
-pytestmark = pytest.mark.xdist_group(SHARED_PIPELINE)  # the test stack's own topics, tables and lineage
+settings = module_pipeline("bad-settings")  # its topics beside the shared pipeline's, on another worker
 
 BAD = {  # variable: (value, the start of the one line that says so)
     "LINEAGE_ASSETS_SPARK_MASTER": ("garbage", "LINEAGE_ASSETS_SPARK_MASTER='garbage': a Spark master URL"),

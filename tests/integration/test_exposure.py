@@ -13,12 +13,12 @@ import pytest
 from lineage_assets.processes import descendants, listeners
 from lineage_assets.stack.services.engine import CONTAINER_SECRETS
 from lineage_assets.streaming.deployments import LocalDeployments
+from lineage_assets.testing import module_pipeline
 from tests.conftest import wait_for
 from tests.integration.test_deployments import orders_topic_ready, processes_of
 from tests.process_arguments import ArgumentSampler
-from tests.suite import SHARED_PIPELINE
 
-pytestmark = pytest.mark.xdist_group(SHARED_PIPELINE)  # the test stack's own topics, tables and lineage
+settings = module_pipeline("exposure")  # its deployment beside the shared pipeline's, on another worker
 
 NAME = "orders_archive"
 
@@ -60,26 +60,27 @@ def test_no_listener_of_the_stack_or_a_running_job_is_beyond_the_settings_host(s
 
 
 def test_a_secret_is_in_no_argument_of_a_deploy_and_stop_and_only_in_files_a_server_must_read_owner_only(
-    stack, settings, deployed
+    stack, stack_settings, settings, deployed
 ):
     secret = settings.s3_secret_key.encode()
     assert secret.startswith(b"test-secret-")  # the session's own value, found nowhere by chance
     holding = {}
-    for path in settings.state_dir.rglob("*"):
+    state = stack_settings.state_dir  # the whole stack's, this module's pipeline's folder within it
+    for path in state.rglob("*"):
         try:
             if path.is_file() and not path.is_symlink() and secret in path.read_bytes():
-                holding[path.relative_to(settings.state_dir).as_posix()] = stat.S_IMODE(path.stat().st_mode)
+                holding[path.relative_to(state).as_posix()] = stat.S_IMODE(path.stat().st_mode)
         except OSError:
             continue  # a file that went away while the folder was read
     job_secrets = deployed.folder / "spark-secrets.properties"
-    assert holding.get(job_secrets.relative_to(settings.state_dir).as_posix()) == 0o600
+    assert holding.get(job_secrets.relative_to(state).as_posix()) == 0o600
     # Besides s3proxy's, only files of the project's own that hold secrets for a process: the one its
     # containers read theirs from and each deployment's job secrets, this one's and those of the
     # pipelines of their own that other tests ran on this stack (each under its own folder here).
     own = {path for path in holding if Path(path).name in (CONTAINER_SECRETS, job_secrets.name)}
     assert {path: holding[path] for path in holding if path not in own} == {"s3/s3proxy.properties": 0o600}
     assert {holding[path] for path in own} == {0o600}
-    assert stat.S_IMODE(settings.state_dir.stat().st_mode) & 0o066 == 0  # no one else lists or reads it
+    assert stat.S_IMODE(state.stat().st_mode) & 0o066 == 0  # no one else lists or reads it
 
     # Every process on the machine, from before the deploy until its stop is done: the stack's
     # servers, the runner, the job's spark-submit and driver, the stop's own.

@@ -26,12 +26,12 @@ from lineage_assets.lineage.emitter import emitter_for
 from lineage_assets.lineage.marquez import MarquezApi
 from lineage_assets.lineage.spark_agent import SparkApplication
 from lineage_assets.processes import command_line, descendants
+from lineage_assets.testing import module_pipeline
 from tests.conftest import wait_for
-from tests.suite import SHARED_PIPELINE
 from tests.ui.dagster_dev import RUN_TIMEOUT_S
 from tests.ui.dagster_dev import dagster_dev as running_dagster_dev
 
-pytestmark = pytest.mark.xdist_group(SHARED_PIPELINE)  # the test stack's own topics, tables and lineage
+settings = module_pipeline("dagster-ui")  # its runs beside the shared pipeline's, on another worker
 
 
 def spark_job_of(events_file: Path) -> set[int]:
@@ -155,8 +155,7 @@ def test_materialize_all_from_the_asset_graph(page, dagster_dev, settings, scree
     ]:
         assert time.monotonic() < deadline, f"no COMPLETE lineage event for Dagster runs {unfinished}"
         time.sleep(5)
-    # Nothing these runs started (asset runs, Spark's runs) is left RUNNING either. Other tests share
-    # the test stack's event log, so only these runs' family is checked.
+    # Nothing these runs started (asset runs, Spark's runs) is left RUNNING either.
     ours = {r.lineage_run_id for r in dagster_runs}
     family = [e for e in emitter.events() if ours & _run_and_ancestors(e)]
     assert len(family) > 2 * len(DATASETS)
