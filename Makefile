@@ -154,7 +154,7 @@ $(CACHE)/jars/.flink-peer-resolved: infra/pom.xml
 
 # The benchmarks' Kafka Connect peers (bench/connect_peer.py): Kafka's Connect runtime and one plugin
 # folder per connector (Connect's plugin.path), from infra/pom.xml's kafka-connect profiles.
-CONNECT_PROFILES := kafka-connect kafka-connect-iceberg
+CONNECT_PROFILES := kafka-connect kafka-connect-iceberg kafka-connect-camel-s3
 connect-peer: $(CACHE)/jars/.connect-peer-resolved
 $(CACHE)/jars/.connect-peer-resolved: infra/pom.xml
 	@for profile in $(CONNECT_PROFILES); do \

@@ -54,18 +54,23 @@ def lineage_overhead(ax, result: dict) -> None:
 
 
 def throughput(ax, result: dict) -> None:
-    """Each job's rate beside its Flink peer's, in thousands of orders/s; the two raw consumers dashed."""
-    rates = result["median_rows_per_s"]
+    """Each job's rate beside its Flink and Kafka Connect peers', in thousands of orders/s; the two raw
+    consumers dashed."""
+    connect = result.get("connect_peer_rows_per_s", {})
+    rates = {**result["median_rows_per_s"], **{f"connect_{name}": rate for name, rate in connect.items() if rate}}
     baselines = {
         "ceiling": ("Kafka's consumer (ceiling)", "tab:red"),
         "python_consumer": ("Python consumer", "tab:gray"),
     }
-    jobs = [name for name in rates if name not in baselines and not name.startswith("flink_")]
-    width = 0.4
-    for offset, (label, names) in enumerate(
-        (("project (PySpark)", jobs), ("Flink peer", [f"flink_{n}" for n in jobs]))
-    ):
-        xs = [x + (offset - 0.5) * width for x in range(len(jobs))]
+    jobs = [name for name in rates if name not in baselines and not name.startswith(("flink_", "connect_"))]
+    sides = (
+        ("project (PySpark)", jobs),
+        ("Flink peer", [f"flink_{n}" for n in jobs]),
+        ("Kafka Connect peer", [f"connect_{n}" for n in jobs]),
+    )
+    width = 0.28
+    for offset, (label, names) in enumerate(sides):
+        xs = [x + (offset - 1) * width for x in range(len(jobs))]
         values = [rates[name] / 1000 if name in rates else 0 for name in names]
         ax.bar(xs, values, width, label=label)
         for x, value, name in zip(xs, values, names):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import shutil
 import subprocess
 import tempfile
@@ -38,7 +39,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from bench import iceberg_tables
-from bench.connect_peer import CATCH_UP_COMMIT_MS, IcebergSinkRounds
+from bench.connect_peer import CATCH_UP_COMMIT_MS, IcebergSinkRounds, S3SinkRounds
 from bench.flink_peer import WINDOWS_TOPIC_PREFIX, ContinuousIngestionPeer, IngestionPeer, PeerRounds, WindowsPeer
 from bench.measure import alternate, interval_text, median, paired_ratio, rounded
 from bench.spark_profile import Instrumented
@@ -65,6 +66,7 @@ CONTINUOUS_TABLE = "bench_throughput_continuous_orders"
 DEPLOYED_TABLE = "bench_throughput_deployed_orders"
 DEPLOYED_TOPIC_FACTOR = 4
 ARCHIVE_PREFIX = "bench-throughput"
+ORDER_INTERVAL_S = 0.01  # of bid time between one order of the topic and the next
 WINDOWS_TOPIC_PREFIX_PROJECT = "bench-"  # + the round's name: the live windows job's output topic of each round
 TARGET_TO_CEILING = {"ingestion": 0.5}  # to Kafka's own consumer
 FETCH_MAX_BYTES = 52_428_800  # both baseline consumers
@@ -88,7 +90,8 @@ def fill_topic(kafka: KafkaResource, count: int) -> int:
     kafka.register_value_schema(topic, orders_avro_schema_json())
     present = sum(kafka.end_offsets(topic).values())
     start = dt.datetime(2026, 2, 1, tzinfo=dt.UTC)
-    orders = list(generate_orders(GeneratorConfig(count=count, seed=11, start=start, interval_seconds=0.01)))[present:]
+    config = GeneratorConfig(count=count, seed=11, start=start, interval_seconds=ORDER_INTERVAL_S)
+    orders = list(generate_orders(config))[present:]
     if orders:
         produce_orders(orders, settings, topic)
     return len(orders)
@@ -382,7 +385,7 @@ def run(environment: SettingsResource, quick: bool, count: int | None = None) ->
         ),
     }
     # The Iceberg sink commits every second in catch-up, and at the peer checkpoints' cadence in continuous.
-    connect_peers = {
+    iceberg_peers = {
         "ingestion": IcebergSinkRounds(settings, count, TABLE, CATCH_UP_COMMIT_MS, continuous=False),
         "ingestion_continuous_deployed": IcebergSinkRounds(
             deployed_settings,
@@ -391,6 +394,12 @@ def run(environment: SettingsResource, quick: bool, count: int | None = None) ->
             scaled_ms(int(TRIGGER_SECONDS[LAKEHOUSE_ORDERS.key] * 1000)),
             continuous=True,
         ),
+    }
+    # The S3 sink writes as many objects as the archive job writes files: one per partition and hour of bid time.
+    archive_files = partitions * math.ceil(count * ORDER_INTERVAL_S / 3600)
+    connect_peers: dict[str, IcebergSinkRounds | S3SinkRounds] = {
+        **iceberg_peers,
+        "archive": S3SinkRounds(settings, count, archive_files),
     }
     subjects: dict[str, Callable[[int], float | None]] = {
         "ceiling": lambda _: ceiling(settings, count),
@@ -448,6 +457,7 @@ def run(environment: SettingsResource, quick: bool, count: int | None = None) ->
         "to_flink_peer": to_peer,
         "to_flink_peer_paired": paired_to_peer,
         "connect_peer_rows_per_s": connect_medians,
+        "connect_peer_sinks": {name: peer.sink for name, peer in connect_peers.items()},
         "to_connect_peer": to_connect_peer,
         "to_connect_peer_paired": paired_to_connect_peer,
         "ingestion_to_flink_peer_by": catch_up_by,
@@ -475,13 +485,15 @@ def peer_summary(result: dict) -> str:
         for name, ratio in to_peer.items()
     )
     connect_rates = result.get("connect_peer_rows_per_s", {})
+    sinks = result.get("connect_peer_sinks", {})
     connect = "; ".join(
-        f"{name.replace('_', ' ')} {connect_rates[name]:,}/s (project / peer {ratio} of the medians"
+        f"{name.replace('_', ' ')} ({sinks.get(name, IcebergSinkRounds.sink)}) {connect_rates[name]:,}/s "
+        f"(project / peer {ratio} of the medians"
         + (f", paired rounds {interval_text(connect_paired[name])}" if name in connect_paired else "")
         + ")"
         for name, ratio in result.get("to_connect_peer", {}).items()
     )
-    return flink + (f". Kafka Connect peers (Iceberg's sink): {connect}" if connect else "")
+    return flink + (f". Kafka Connect peers: {connect}" if connect else "")
 
 
 def summary(result: dict) -> str:

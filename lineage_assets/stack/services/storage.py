@@ -170,6 +170,23 @@ POSTGRES = Service(
 # --- S3 (s3proxy, filesystem backend) ----------------------------------------------------------
 
 
+def s3proxy_properties(settings: Settings, target: Path, endpoint: str) -> Path:
+    """s3proxy's configuration at ``target``: the stack's keys and blob folder, served at ``endpoint``
+    (its properties' endpoint lines)."""
+    return render(
+        "s3proxy.properties",
+        target,
+        endpoint=endpoint,
+        s3_access_key=settings.s3_access_key,
+        s3_secret_key=settings.s3_secret_key,
+        data_dir=S3.data_dir(settings) / "blobs",
+    )
+
+
+def s3proxy_command(settings: Settings, properties: Path) -> list[str]:
+    return [java(), "-Xmx512m", "-jar", S3.single_jar(settings), "--properties", str(properties)]
+
+
 def _prepare_s3(settings: Settings) -> None:
     data = S3.data_dir(settings)
     (data / "blobs").mkdir(parents=True, exist_ok=True)
@@ -182,14 +199,7 @@ def _prepare_s3(settings: Settings) -> None:
         )
     else:
         endpoint = f"s3proxy.endpoint={settings.s3_url}"
-    render(
-        "s3proxy.properties",
-        data / "s3proxy.properties",
-        endpoint=endpoint,
-        s3_access_key=settings.s3_access_key,
-        s3_secret_key=settings.s3_secret_key,
-        data_dir=data / "blobs",
-    )
+    s3proxy_properties(settings, data / "s3proxy.properties", endpoint)
 
 
 def _s3_healthy(settings: Settings) -> bool:
@@ -217,14 +227,7 @@ S3: Service = Service(
     jars="s3proxy",
     replaced_by=("s3_endpoint",),
     ports=lambda s: [s.s3_port],
-    command=lambda s: [
-        java(),
-        "-Xmx512m",
-        "-jar",
-        S3.single_jar(s),
-        "--properties",
-        str(s.state_dir / "s3" / "s3proxy.properties"),
-    ],
+    command=lambda s: s3proxy_command(s, s.state_dir / "s3" / "s3proxy.properties"),
     healthy=_s3_healthy,
     address=lambda s: s.s3_url,
     prepare=_prepare_s3,
