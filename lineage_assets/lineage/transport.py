@@ -56,7 +56,7 @@ def plain(value: object) -> object:
     """An openlineage-python event as JSON-ready data, exactly as its ``Serde.to_dict`` gives it (None
     left out, enums as values, no empty objects in lists) in one pass: Serde's ``attr.asdict`` and
     then a second walk cost the job's thread about twice as much, on every event."""
-    kind = value.__class__
+    kind: type = value.__class__
     if kind in (str, int, float, bool):
         return value
     if (names := _field_names(kind)) is not None:
