@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import fastavro
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions
+from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
@@ -380,7 +380,7 @@ def s3_sink(settings: Settings, endpoint: str, prefix: str, records_per_object: 
         # Its timer completes the open object from a thread of its own, unsynchronised with the task's
         # (at Camel 3.14 a race that fails the next completion): it must not fire within a round.
         "streamingUploadTimeout": STREAMING_TIMER_OFF_MS,
-        "namingStrategy": "random",  # a UUID per object: the tasks share the key's prefix
+        "namingStrategy": "random",  # a UUID in each object's name (the first one's aside)
         "keyName": f"{prefix}/orders.bin",
         "overrideEndpoint": "true",
         "uriEndpointOverride": endpoint,
@@ -430,20 +430,17 @@ def value_digest(values: Iterable[bytes]) -> tuple[int, int, int]:
 
 
 def topic_values(settings: Settings, count: int) -> Iterator[bytes]:
-    """The values of the settings' orders topic, its first ``count`` records, read once from the start."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": settings.kafka_servers,
-            "group.id": f"{CONNECT_TOPIC_PREFIX}digest-{time.time_ns()}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": "false",
-        }
-    )
-    consumer.subscribe([settings.orders_topic])
+    """The values of the settings' orders topic, its first ``count`` records, read from the start of
+    each partition (assigned, no group); fails when the topic holds fewer."""
+    consumer = Consumer({"bootstrap.servers": settings.kafka_servers, "group.id": f"{CONNECT_TOPIC_PREFIX}digest"})
+    topic = settings.orders_topic
+    consumer.assign([TopicPartition(topic, number, OFFSET_BEGINNING) for number in range(settings.orders_partitions)])
     read = 0
     try:
         while read < count:
-            for message in consumer.consume(10_000, timeout=5):
+            if not (messages := consumer.consume(10_000, timeout=5)):
+                raise RuntimeError(f"{topic} ended after {read} of {count} records")
+            for message in messages:
                 if message.error() is None:
                     read += 1
                     yield message.value() or b""
@@ -473,7 +470,7 @@ class S3SinkRounds:
     sink = "Camel's S3 sink"
 
     def __init__(self, settings: Settings, count: int, objects: int):
-        self.settings, self.count, self.objects_written = settings, count, objects
+        self.settings, self.count, self.target_objects = settings, count, objects
         self.folder = settings.state_dir / "bench-throughput" / "connect-peer-s3"
         self.profiles: list[dict] = []
         self.expected: tuple[int, int, int] | None = None
@@ -491,7 +488,7 @@ class S3SinkRounds:
         if self.expected is None:
             self.expected = value_digest(topic_values(settings, self.count))
         prefix = f"{S3_PREFIX}/{time.time_ns()}"
-        per_object = min(-(-self.count // self.objects_written), MAX_RECORDS_PER_OBJECT)
+        per_object = min(-(-self.count // self.target_objects), MAX_RECORDS_PER_OBJECT)
         name = f"bench-s3-sink-{time.time_ns()}"
         log = self.folder / f"round-{round_number}.log"
         hosts = (S3_VIRTUAL_HOST, f"{settings.archive_bucket}.{S3_VIRTUAL_HOST}")
