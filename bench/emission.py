@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 import http.server
 import multiprocessing
-import signal
 import socket
 import statistics
 import tempfile
@@ -46,10 +45,6 @@ class _Receiver(http.server.BaseHTTPRequestHandler):
 
 
 def _serve(delay: float, port) -> None:
-    # A child inherits an ignored SIGTERM, and Dagster's in-process runs give SIGTERM the SIGINT
-    # handler, which a shell ignores in a job it starts in the background: terminate() must stop it.
-    if signal.getsignal(signal.SIGTERM) == signal.SIG_IGN:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), type("Receiver", (_Receiver,), {"delay": delay}))
     port.send(server.server_address[1])
     server.serve_forever()
@@ -111,8 +106,11 @@ def run(quick: bool) -> dict:
         results["slow (2 s per request)"] = measure(slow_url, count)
         results["down"] = measure(f"http://127.0.0.1:{_closed_port()}", count)
     finally:
+        # SIGKILL: a receiver may ignore SIGTERM, inherited from a process whose Dagster in-process
+        # runs gave SIGTERM the SIGINT handler, which a shell ignores in a job it starts in the
+        # background (and coverage's SIGTERM handler, in the suite, restores that ignored one).
         for receiver in (up, slow):
-            receiver.terminate()
+            receiver.kill()
             receiver.join()
     worst = max(r["p99_ms"] for r in results.values())
     return {
