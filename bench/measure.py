@@ -4,6 +4,7 @@ percentiles, medians, growth exponents."""
 from __future__ import annotations
 
 import math
+import resource
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -12,11 +13,13 @@ from typing import TypeVar
 M = TypeVar("M")  # what one round of a subject measures: seconds, a rate, or None when it measured nothing
 
 
-def alternate(rounds: int, subjects: Mapping[str, Callable[[int], M]]) -> dict[str, list[M]]:
-    """Each subject measured once per round, in turn (baseline first), so drift hits all alike."""
+def alternate(rounds: int, subjects: Mapping[str, Callable[[int], M]], balanced: bool = False) -> dict[str, list[M]]:
+    """Each subject measured once per round, in turn (baseline first), so drift hits all alike;
+    ``balanced`` reverses the turn every other round (ABBA), so a steady drift favours no side."""
     values: dict[str, list[M]] = {name: [] for name in subjects}
     for round_number in range(rounds):
-        for name, measure in subjects.items():
+        turn = list(subjects.items())
+        for name, measure in reversed(turn) if balanced and round_number % 2 else turn:
             values[name].append(measure(round_number))
     return values
 
@@ -30,6 +33,12 @@ def wall_seconds(action: Callable[[int], object]) -> Callable[[int], float]:
         return time.monotonic() - started
 
     return measure
+
+
+def cpu_seconds() -> float:
+    """The CPU time this process and its ended children (and theirs) have used so far."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
 
 
 def paired_ratio(ours: Sequence[float | None], theirs: Sequence[float | None], confidence: float = 0.95) -> dict:
