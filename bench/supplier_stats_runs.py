@@ -9,6 +9,7 @@ from lineage_assets.assets.common import asset_key
 from lineage_assets.datasets import SUPPLIER_STATS
 from lineage_assets.definitions import build_definitions, materializable
 from lineage_assets.job_specs import SupplierStatsReport, supplier_stats_job
+from lineage_assets.processes import sigterm_kept
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.resources.spark_jobs import SparkJobsResource
 
@@ -22,13 +23,14 @@ def bare_submit(
 def materialize(environment: SettingsResource, day: str) -> dg.ExecuteInJobResult:
     """The asset, in process, as `make demo` runs it (lineage on), on a throw-away instance."""
     definitions = build_definitions(environment)
-    result = dg.materialize(
-        materializable(definitions.assets),
-        selection=[asset_key(SUPPLIER_STATS)],
-        partition_key=day,
-        resources=definitions.resources,
-        instance=dg.DagsterInstance.ephemeral(),
-    )
+    with sigterm_kept():
+        result = dg.materialize(
+            materializable(definitions.assets),
+            selection=[asset_key(SUPPLIER_STATS)],
+            partition_key=day,
+            resources=definitions.resources,
+            instance=dg.DagsterInstance.ephemeral(),
+        )
     if not result.success:
         raise RuntimeError(f"supplier_stats for {day} failed")
     return result

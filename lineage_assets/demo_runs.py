@@ -17,6 +17,7 @@ from lineage_assets.assets.common import asset_key
 from lineage_assets.datasets import DATASETS
 from lineage_assets.definitions import build_definitions, materializable
 from lineage_assets.instance import open_instance, prepare_dagster_home
+from lineage_assets.processes import sigterm_kept
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings
 from lineage_assets.streaming.exclusive import AlreadyRunning, demo_holder, exclusive_runs
@@ -128,15 +129,16 @@ def run_in_process(
     run_config: dict | None = None,
 ) -> RunEvents:
     """A run of ``selection`` executed in this process (``dg.materialize``), Dagster's console quiet."""
-    result = dg.materialize(
-        assets,
-        instance=instance,
-        selection=selection,
-        resources=resources,
-        partition_key=partition_key,
-        run_config={**QUIET_CONSOLE, **(run_config or {})},
-        raise_on_error=False,
-    )
+    with sigterm_kept():
+        result = dg.materialize(
+            assets,
+            instance=instance,
+            selection=selection,
+            resources=resources,
+            partition_key=partition_key,
+            run_config={**QUIET_CONSOLE, **(run_config or {})},
+            raise_on_error=False,
+        )
     return RunEvents(result.run_id, list(result.all_events))
 
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -84,6 +86,23 @@ def terminate(pids: Iterable[int], timeout: float, first_signal: int | Mapping[i
                 pass
     while any(alive(pid) for pid in pids):  # a killed process is gone within moments
         time.sleep(0.05)
+
+
+@contextmanager
+def sigterm_kept() -> Iterator[None]:
+    """SIGTERM's disposition as it was before the block, again after it: around a Dagster run in this
+    process (``dg.materialize``), which leaves SIGTERM with SIGINT's handler. A shell ignores SIGINT in
+    what it starts in the background, so such a process would ignore SIGTERM from then on, and so would
+    every process it starts (a JVM then never stops on SIGTERM)."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread sets handlers
+        yield
+        return
+    kept = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        if kept is not None:  # None: a handler set outside Python, which Python cannot set back
+            signal.signal(signal.SIGTERM, kept)
 
 
 def descendants(roots: Iterable[int]) -> set[int]:

@@ -20,7 +20,7 @@ import dagster as dg
 import pytest
 
 from lineage_assets.lineage.event_log import file_lock
-from lineage_assets.processes import pids_naming, terminate
+from lineage_assets.processes import pids_naming, sigterm_kept, terminate
 from lineage_assets.resources.binding import build_resources
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings
@@ -81,7 +81,8 @@ def materialize(
 ) -> dg.ExecuteInProcessResult:
     """``dg.materialize`` of ``assets`` (and checks) with every resource reading ``settings``;
     ``arguments`` are ``dg.materialize``'s own (``run_config``, ``partition_key``, ``instance``, ...)."""
-    return dg.materialize(assets, resources=resources_for(settings), **arguments)
+    with sigterm_kept():
+        return dg.materialize(assets, resources=resources_for(settings), **arguments)
 
 
 def build_asset_context(asset: dg.AssetsDefinition, settings: Settings, **arguments) -> dg.AssetExecutionContext:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from lineage_assets.processes import command_line, pids_naming, terminate
+from lineage_assets.processes import command_line, pids_naming, sigterm_kept, terminate
 from lineage_assets.settings import Settings
 from lineage_assets.stack.supervisor import Supervisor
 
@@ -64,6 +64,14 @@ def no_sender_outlives_the_session(tmp_path_factory):
     terminate(
         [pid for pid in pids_naming(base) if "lineage_assets.lineage.sender" in (command_line(pid) or ())], timeout=10
     )
+
+
+@pytest.fixture(autouse=True)
+def sigterm_as_it_was():
+    """A test's own Dagster run in this worker leaves SIGTERM as the project's runs do not
+    (``sigterm_kept``): the processes the next tests start must stop on SIGTERM."""
+    with sigterm_kept():
+        yield
 
 
 @pytest.fixture

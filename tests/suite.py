@@ -31,9 +31,6 @@ SHARED_PIPELINE = "test-stack-pipeline"
 FOLDER_GROUPS = ("cluster", "docker", "secured")  # tiers whose fixtures are package-scoped
 # The order groups are handed out in: the shared pipeline first, then by tier, heaviest first.
 ORDER = [SHARED_PIPELINE, "cluster", "docker", "secured", "browser", "stack", "spark", PURE]
-# The shared pipeline's first test also runs the pipeline twice (its session fixture), which took over
-# the suite's 900 s on 2 busy cores: that group's tests get twice as long before they count as hung.
-SHARED_PIPELINE_TIMEOUT_S = 1800
 
 
 def tier_of(keywords) -> str:
@@ -50,8 +47,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if item.get_closest_marker("xdist_group") is None:
             tier = tier_of(item.keywords)
             item.add_marker(pytest.mark.xdist_group(tier if tier in FOLDER_GROUPS else item.nodeid.split("::")[0]))
-        if _rank(item) == SHARED_PIPELINE and item.get_closest_marker("timeout") is None:
-            item.add_marker(pytest.mark.timeout(SHARED_PIPELINE_TIMEOUT_S))
     items.sort(key=lambda item: ORDER.index(_rank(item)))
 
 

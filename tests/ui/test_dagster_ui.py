@@ -64,15 +64,15 @@ def dagster_dev(stack, settings, tmp_path_factory):
 
 @pytest.fixture
 def page(browser_page, dagster_dev):
+    # The first-visit "join the community" dialog opens a second after the page settles, over whatever
+    # the test was about to click: Playwright skips it whenever it is in the way, as a person would.
+    browser_page.add_locator_handler(browser_page.get_by_role("button", name="Skip"), lambda skip: skip.click())
     return browser_page
 
 
 def open_ui(page, url: str) -> None:
     page.goto(url)
     page.wait_for_load_state("networkidle")
-    skip = page.get_by_role("button", name="Skip")  # the first-visit "join the community" dialog
-    if skip.is_visible():
-        skip.click()
 
 
 def test_catalog_lists_every_asset_and_shows_the_lakehouse_columns_owners_and_kinds(page, dagster_dev, screenshots):

@@ -129,8 +129,6 @@ def day_of(settings, day: str) -> dict:
     return provenance(runs_of(emitter_for(settings).events()), SUPPLIER_STATS, settings, partition=day).as_dict()
 
 
-# Two passes, the table rebuilt and a backfill through `dagster dev`: about 6 minutes on two busy cores.
-@pytest.mark.timeout(1800)
 def test_a_wrong_ingestion_reaches_exactly_its_days_and_only_those_are_rebuilt_after_the_fix(
     stack, settings, spark, tmp_path
 ):

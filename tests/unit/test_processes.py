@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -23,3 +24,45 @@ def test_a_command_with_an_empty_argument_is_known_by_its_whole_command_line():
         finally:
             process.communicate(b"")
     assert command_line(process.pid) is None
+
+
+SIGTERM_AFTER_A_RUN = """
+import signal, subprocess, sys
+import dagster as dg
+from lineage_assets.demo_runs import run_in_process
+
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a shell leaves it in what it starts in the background
+
+
+@dg.asset
+def one() -> int:
+    return 1
+
+
+def a_child_ignores_sigterm() -> bool:
+    with subprocess.Popen(["sleep", "60"]) as child:  # Popen returns once the child has exec'd
+        status = open(f"/proc/{child.pid}/status").read()
+        child.kill()
+    ignored = int(next(line for line in status.splitlines() if line.startswith("SigIgn:")).split()[1], 16)
+    return bool(ignored & 1 << (signal.SIGTERM - 1))
+
+
+run_in_process([one], dg.DagsterInstance.ephemeral(), [one.key])
+print("project's run:", a_child_ignores_sigterm())
+dg.materialize([one])
+print("bare dg.materialize:", a_child_ignores_sigterm())
+"""
+
+
+def test_a_process_started_after_a_dagster_run_in_a_background_job_stops_on_sigterm(tmp_path):
+    # A JVM that starts with SIGTERM ignored never stops on it: the stack's services, a Spark driver.
+    # The bare run shows why the project's runs keep SIGTERM: Dagster gives it SIGINT's ignored handler.
+    result = subprocess.run(
+        [sys.executable, "-c", SIGTERM_AFTER_A_RUN],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "DAGSTER_HOME": str(tmp_path)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["project's run: False", "bare dg.materialize: True"]
