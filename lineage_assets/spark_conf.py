@@ -210,6 +210,9 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         # the archive's value_base64 decode with any base64 decoder.
         "spark.sql.chunkBase64String.enabled": "false",
         "spark.ui.enabled": "false",
+        # Spark logs a listener's slow event whole, with the job's properties unredacted (the S3 secret
+        # among them): on a loaded machine that put the secret into the job's log.
+        "spark.scheduler.listenerbus.logSlowEvent": "false",
         # What Spark hides in its logs and event logs: its own default's keys and the catalog's credential.
         "spark.redaction.regex": SECRET_KEY.pattern,
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",

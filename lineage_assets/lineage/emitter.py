@@ -19,6 +19,7 @@ from lineage_assets.lineage.delivery import Backend, configured_backend
 from lineage_assets.lineage.event_log import SEGMENT_BYTES, is_run_event
 from lineage_assets.lineage.transport import DurableConfig, DurableTransport, Emittable
 from lineage_assets.settings import Settings
+from lineage_assets.settings_environment import secrets_in_effect
 
 log = logging.getLogger(__name__)
 
@@ -30,10 +31,11 @@ class LineageEmitter:
         backend: Backend | None = None,
         segment_bytes: int = SEGMENT_BYTES,
         retention_days: float | None = None,
+        secrets: tuple[str, ...] = (),
     ):
         self.folder = folder
         self.backend = backend  # None: the log only records
-        self.transport = DurableTransport(DurableConfig(str(folder), backend, segment_bytes, retention_days))
+        self.transport = DurableTransport(DurableConfig(str(folder), backend, segment_bytes, retention_days, secrets))
         self.log = self.transport.log
         self.delivery = self.transport.delivery
         self.emit_failures = 0  # events that could not be recorded, since this emitter was made
@@ -103,5 +105,7 @@ def emitter_for(settings: Settings) -> LineageEmitter:
             configured_backend(settings),
             settings.lineage_segment_mb * 2**20,
             settings.lineage_retention_days or None,
+            # A failed job's error facet quotes its log, which may hold what the job was configured with.
+            secrets_in_effect(settings),
         )
     return _EMITTERS[key]

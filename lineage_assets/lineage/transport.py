@@ -70,13 +70,20 @@ def plain(value: object) -> object:
     return value
 
 
-def event_line(event: Emittable) -> str:
-    """One line of the event log: a serialized event as it is, anything else serialized."""
+REDACTED = "*********(redacted)"  # as Spark writes a value its spark.redaction.regex hides
+
+
+def event_line(event: Emittable, secrets: tuple[str, ...] = ()) -> str:
+    """One line of the event log: a serialized event as it is, anything else serialized; each of
+    ``secrets`` (as JSON writes it) replaced wherever it occurs, a job's log quoted in an error facet
+    included."""
     text = (
         event
         if isinstance(event, str)
         else json.dumps(plain(event), sort_keys=True, default=lambda o: f"<<non-serializable: {type(o).__qualname__}>>")
     )  # as Serde
+    for secret in secrets:
+        text = text.replace(json.dumps(secret)[1:-1], REDACTED)
     return text.replace("\n", " ") + "\n"
 
 
@@ -86,6 +93,7 @@ class DurableConfig(Config):
     backend: Backend | None = None  # where the sender delivers; None: the log only records
     segment_bytes: int = SEGMENT_BYTES  # the log starts a new segment file at this size
     retention_days: float | None = None  # a delivered segment is removed after this; None: kept
+    secrets: tuple[str, ...] = ()  # values never recorded nor delivered: each is redacted in every event
 
     @classmethod
     def from_dict(cls, params: dict[str, Any]) -> DurableConfig:
@@ -118,7 +126,7 @@ class DurableTransport(Transport):
         self._spawned_at = 0.0
 
     def emit(self, event: Emittable) -> None:
-        self.log.append(event_line(event))
+        self.log.append(event_line(event, self.config.secrets))
         if self.config.backend is not None:
             if not self._named:
                 self._name_backend()

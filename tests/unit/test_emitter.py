@@ -14,20 +14,25 @@ import logging
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 
 import dagster as dg
 import pytest
 from dagster._core.errors import DagsterExecutionInterruptedError
+from openlineage.client.event_v2 import RunState
 
 from lineage_assets.datasets import DATASETS, SUPPLIER_STATS
 from lineage_assets.lineage import sender
 from lineage_assets.lineage.check import check
 from lineage_assets.lineage.delivery import Backend, Delivery
 from lineage_assets.lineage.emitter import LineageEmitter
+from lineage_assets.lineage.events import asset_event
+from lineage_assets.lineage.transport import REDACTED
 from lineage_assets.resources.lineage import LineageResource, emitter_for
 from lineage_assets.resources.settings import SettingsResource
 from lineage_assets.settings import Settings
+from lineage_assets.streaming.runner import job_error
 
 
 def event(n: int) -> dict:
@@ -503,3 +508,27 @@ def test_a_run_that_ends_with_its_lineage_waiting_for_the_backend_says_so_in_its
             f"lineage: 5 events wait for the backend in {emitter.log.segments_dir} (`lineage-assets lineage status` "
             "says why; `lineage-assets lineage flush` delivers them once it answers)"
         ]
+
+
+def test_a_secret_a_failed_jobs_log_quotes_is_redacted_before_the_event_is_recorded(tmp_path):
+    # Spark logs a slow listener event with the job's properties; the runner quotes the log's non-INFO
+    # lines, that event's continuation lines among them, as the FAIL event's stack trace.
+    secret, token = "s3-secret-of-this-test", 'token"with\\quotes'
+    settings = Settings(state_dir=tmp_path, s3_secret_key=secret, catalog_token=token)
+    log_text = (
+        "26/12/01 06:45:06 INFO AsyncEventQueue: Process of event SparkListenerJobStart(3, {spark.rdd.compress=True,\n"
+        f"batch = 1, spark.hadoop.fs.s3a.secret.key={secret}, spark.sql.catalog.lakehouse.token={token}, x=y}})\n"
+        "pyspark.errors.exceptions.captured.StreamingQueryException: [STREAM_FAILED] Query terminated\n"
+    )
+    error = job_error(log_text, 1)
+    assert secret in error.stack_trace  # what the log says reaches the event
+    emitter = emitter_for(settings)
+    emitter.emit(asset_event(RunState.FAIL, SUPPLIER_STATS, None, settings, run_id=str(uuid.uuid4()), error=error))
+
+    (line,) = (emitter.folder / "segments").glob("*.jsonl")
+    text = line.read_text()
+    assert secret not in text and json.dumps(token)[1:-1] not in text
+    (recorded,) = emitter.events()
+    trace = recorded["run"]["facets"]["errorMessage"]["stackTrace"]
+    assert f"secret.key={REDACTED}, spark.sql.catalog.lakehouse.token={REDACTED}, x=y" in trace
+    assert "[STREAM_FAILED] Query terminated" in trace
