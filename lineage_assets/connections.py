@@ -15,6 +15,7 @@ own (``jvm_truststore``); requests (OpenLineage's HTTP transport) a bundle of ce
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
@@ -32,6 +33,7 @@ from lineage_assets.kafka_properties import (
     LIBRDKAFKA_KEYS,
     MECHANISMS,
     PROPERTIES_SETTING,
+    SECRET_KEYS,
     SHARED_KEYS,
     KafkaPropertiesError,
     read_kafka_properties,
@@ -48,6 +50,27 @@ def kafka_properties(settings: Settings) -> dict[str, str]:
     """The client properties file in effect (``Settings.kafka_properties_path``), checked; {} for none."""
     path = settings.kafka_properties_path
     return {} if path is None else read_kafka_properties(path)
+
+
+# A secret value shorter than this is not looked for in text: it would match ordinary words.
+SHORTEST_REDACTED = 6
+
+
+def secrets_in_effect(settings: Settings) -> tuple[str, ...]:
+    """Every secret value the project's clients are given, longest first: the secret settings in effect
+    (the tls profile's generated ones included) and the Kafka client properties' passwords, for text
+    that leaves a process to be searched for them (``lineage.transport`` redacts them)."""
+    values = {secret_in_effect(settings, f.name) for f in dataclasses.fields(settings) if f.metadata["secret"]}
+    try:
+        properties = kafka_properties(settings)
+    except KafkaPropertiesError:  # a file no client can use: none of them quotes it either
+        properties = {}
+    values |= {value for key, value in properties.items() if key in SECRET_KEYS}
+    if credentials := _credentials(properties):
+        values.add(credentials[1])
+    if user_info := properties.get("basic.auth.user.info"):
+        values.add(user_info.partition(":")[2])
+    return tuple(sorted((value for value in values if len(value) >= SHORTEST_REDACTED), key=len, reverse=True))
 
 
 def _jaas_options(jaas: str) -> dict[str, str]:

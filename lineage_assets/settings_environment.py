@@ -33,17 +33,6 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
     return Settings(**values)
 
 
-# A secret value shorter than this is not looked for in text: it would match ordinary words.
-SHORTEST_REDACTED = 6
-
-
-def secrets_in_effect(settings: Settings) -> tuple[str, ...]:
-    """The values of the secret settings in effect (the tls profile's generated ones included), each
-    long enough to be looked for in text that leaves the process (``lineage.transport`` redacts them)."""
-    values = (secret_in_effect(settings, f.name) for f in dataclasses.fields(settings) if f.metadata["secret"])
-    return tuple(sorted({value for value in values if len(value) >= SHORTEST_REDACTED}, key=len, reverse=True))
-
-
 def as_environment(settings: Settings, secrets: bool = True) -> dict[str, str]:
     """``settings`` as ``LINEAGE_ASSETS_*`` variables (``settings_from_env`` of them gives them back);
     without ``secrets``, what may be written to a file or shown: neither the secrets nor where a

@@ -15,11 +15,11 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from lineage_assets.connections import secrets_in_effect
 from lineage_assets.lineage.delivery import Backend, configured_backend
 from lineage_assets.lineage.event_log import SEGMENT_BYTES, is_run_event
 from lineage_assets.lineage.transport import DurableConfig, DurableTransport, Emittable
 from lineage_assets.settings import Settings
-from lineage_assets.settings_environment import secrets_in_effect
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ def emitter_for(settings: Settings) -> LineageEmitter:
             configured_backend(settings),
             settings.lineage_segment_mb * 2**20,
             settings.lineage_retention_days or None,
-            # A failed job's error facet quotes its log, which may hold what the job was configured with.
+            # A failed job's error facet quotes its log, which may show what the job was configured with.
             secrets_in_effect(settings),
         )
     return _EMITTERS[key]

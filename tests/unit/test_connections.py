@@ -11,6 +11,7 @@ from lineage_assets.connections import (
     kafka_conf,
     librdkafka_conf,
     registry_client_conf,
+    secrets_in_effect,
     spark_kafka_options,
 )
 from lineage_assets.kafka_properties import KafkaPropertiesError, parse_properties, read_kafka_properties
@@ -179,3 +180,22 @@ def test_the_tls_profile_s_generated_secrets_are_read_only_when_the_settings_nam
     )
     assert secret_in_effect(Settings(state_dir=tmp_path), "marquez_api_key") == ""
     assert Backend.marquez("https://m").transport().kind == "http"
+
+
+def test_the_secrets_looked_for_are_the_settings_the_profile_s_and_the_client_file_s_and_none_too_short(tmp_path):
+    settings = Settings(
+        state_dir=tmp_path,
+        s3_secret_key="s3-secret-value",
+        catalog_token="short",  # too short to tell from ordinary text
+        kafka_client_properties=str(private_file(tmp_path, SCRAM_JAVA)),
+    )
+    properties = read_kafka_properties(Path(settings.kafka_client_properties))
+    found = secrets_in_effect(settings)
+    assert {"s3-secret-value", "p@ss w0rd", "registry-secret", properties["sasl.jaas.config"]} <= set(found)
+    assert "short" not in found and "orders-app" not in found and "registry-key" not in found
+    assert [len(value) for value in found] == sorted((len(value) for value in found), reverse=True)
+
+    profile = Settings(state_dir=tmp_path / "tls", security="tls")
+    profile.security_dir.mkdir(parents=True)
+    private_file(profile.security_dir, "LINEAGE_ASSETS_MARQUEZ_API_KEY=generated-key\n", PROFILE_SECRETS)
+    assert "generated-key" in secrets_in_effect(profile)
