@@ -73,17 +73,17 @@ def plain(value: object) -> object:
 REDACTED = "*********(redacted)"  # as Spark writes a value its spark.redaction.regex hides
 
 
-def event_line(event: Emittable, secrets: tuple[str, ...] = ()) -> str:
+def event_line(event: Emittable, redacted: tuple[str, ...] = ()) -> str:
     """One line of the event log: a serialized event as it is, anything else serialized; each of
-    ``secrets`` (as JSON writes it) replaced wherever it occurs, a job's log quoted in an error facet
-    included."""
+    ``redacted`` (secrets as JSON writes them) replaced wherever it occurs, a job's log quoted in an
+    error facet included."""
     text = (
         event
         if isinstance(event, str)
         else json.dumps(plain(event), sort_keys=True, default=lambda o: f"<<non-serializable: {type(o).__qualname__}>>")
     )  # as Serde
-    for secret in secrets:
-        text = text.replace(json.dumps(secret)[1:-1], REDACTED)
+    for secret in redacted:
+        text = text.replace(secret, REDACTED)
     return text.replace("\n", " ") + "\n"
 
 
@@ -93,7 +93,8 @@ class DurableConfig(Config):
     backend: Backend | None = None  # where the sender delivers; None: the log only records
     segment_bytes: int = SEGMENT_BYTES  # the log starts a new segment file at this size
     retention_days: float | None = None  # a delivered segment is removed after this; None: kept
-    secrets: tuple[str, ...] = ()  # values never recorded nor delivered: each is redacted in every event
+    # Values never recorded nor delivered: each is redacted in every event (and left out of the repr).
+    secrets: tuple[str, ...] = attr.field(default=(), repr=False)
 
     @classmethod
     def from_dict(cls, params: dict[str, Any]) -> DurableConfig:
@@ -121,12 +122,13 @@ class DurableTransport(Transport):
         self.config = config
         self.log = EventLog(Path(config.folder), config.segment_bytes, config.retention_days)
         self.delivery = Delivery(Path(config.folder))
+        self._redacted = tuple(json.dumps(secret)[1:-1] for secret in config.secrets)  # as events hold them
         self._named = False
         self._spawned: subprocess.Popen[bytes] | None = None
         self._spawned_at = 0.0
 
     def emit(self, event: Emittable) -> None:
-        self.log.append(event_line(event, self.config.secrets))
+        self.log.append(event_line(event, self._redacted))
         if self.config.backend is not None:
             if not self._named:
                 self._name_backend()
