@@ -1,10 +1,12 @@
 """Lineage overhead, batch: the `supplier_stats` Spark job on the same data with lineage fully on
 (the project's events, with the column lineage openlineage-spark observed, plus the agent's own
-events nested under them) and fully off, run in the same stack, in pairs whose order alternates
-(ABBA), after a pair that is not counted (the stack's servers warm up). The cost of lineage is the
-ratio on/off of each pair's wall times, met when its whole 95 % interval is within the target; the
-ratio of their CPU times (the bench process and the job's) is reported beside it. The day's orders
-are written straight into the Iceberg table (bench/synthetic_orders.py), as for the scaling benchmark."""
+events nested under them) and fully off, run in the same stack, in rounds whose order alternates
+(ABBA), after a round that is not counted (the stack's servers warm up). The cost of lineage is the
+ratio on/off of each round's wall times, met when its whole 95 % interval is within the target; the
+ratio of their CPU times (the bench process and the job's) is reported beside it. A third subject,
+the agent loaded and the project's events off, splits that cost between openlineage-spark in the
+driver and the project's own emission. The day's orders are written straight into the Iceberg table
+(bench/synthetic_orders.py), as for the scaling benchmark."""
 
 from __future__ import annotations
 
@@ -62,7 +64,15 @@ def run(environment: SettingsResource, quick: bool) -> dict:
         )
         run.emit(RunState.COMPLETE)
 
-    cpu: dict[str, list[float]] = {"off": [], "on": []}
+    def agent_only(round_number: int) -> None:
+        dagster_run = DagsterRun(
+            run_id=f"bench-agent-{round_number}", job_name="bench", started_at=dt.datetime.now(dt.UTC)
+        )
+        application = AssetRunLineage(emitter, SUPPLIER_STATS, dagster_run, settings).spark_application()
+        bare_submit(spark_jobs, day, extra_conf=application.conf())
+        application.events_file.unlink(missing_ok=True)  # read by no one: the project emits nothing
+
+    cpu: dict[str, list[float]] = {"off": [], "agent": [], "on": []}
 
     def measured(side: str, action: Callable[[int], object]) -> Callable[[int], float]:
         def measure(round_number: int) -> float:
@@ -76,8 +86,12 @@ def run(environment: SettingsResource, quick: bool) -> dict:
 
         return measure
 
-    subjects = {"off": measured("off", lambda _: bare_submit(spark_jobs, day)), "on": measured("on", with_lineage)}
-    if not quick:  # a pair that is not counted, as the stack's servers warm up
+    subjects = {
+        "off": measured("off", lambda _: bare_submit(spark_jobs, day)),
+        "agent": measured("agent", agent_only),
+        "on": measured("on", with_lineage),
+    }
+    if not quick:  # a round that is not counted, as the stack's servers warm up
         for measure in subjects.values():
             measure(-1)
         for series in (*cpu.values(), observing):
@@ -97,6 +111,11 @@ def run(environment: SettingsResource, quick: bool) -> dict:
         "ratio": round(on / off, 4),
         "timings_s": rounded(timings),
         "cpu_paired": paired_ratio(cpu["on"], cpu["off"]),
+        # The split: openlineage-spark in the driver, then the project's emission on top of it.
+        "agent_paired": paired_ratio(timings["agent"], timings["off"]),
+        "emission_paired": paired_ratio(timings["on"], timings["agent"]),
+        "agent_cpu_paired": paired_ratio(cpu["agent"], cpu["off"]),
+        "emission_cpu_paired": paired_ratio(cpu["on"], cpu["agent"]),
         "cpu_s": rounded(cpu),
         "plan_observation_median_s": median(observing),
     }
@@ -105,6 +124,9 @@ def run(environment: SettingsResource, quick: bool) -> dict:
 def summary(result: dict) -> str:
     return (
         f"on/off ratio {interval_text(result['paired'])}, medians {result['median_on_s']} s vs "
-        f"{result['median_off_s']} s; CPU on/off {interval_text(result['cpu_paired'])}; "
-        f"reading its own plan {result.get('plan_observation_median_s')} s of each run"
+        f"{result['median_off_s']} s; CPU on/off {interval_text(result['cpu_paired'])}; split: the agent alone "
+        f"{interval_text(result['agent_paired'])} of off (CPU {interval_text(result['agent_cpu_paired'])}), "
+        f"the project's emission {interval_text(result['emission_paired'])} of the agent alone "
+        f"(CPU {interval_text(result['emission_cpu_paired'])}); reading its own plan "
+        f"{result.get('plan_observation_median_s')} s of each run"
     )
