@@ -45,9 +45,12 @@ def run(environment: SettingsResource, quick: bool) -> dict:
     emitter = emitter_for(settings)
     observing: list[float] = []  # what reading its own plan cost the job, inside both sides' runs
 
+    def asset_run(run_id: str) -> AssetRunLineage:
+        dagster_run = DagsterRun(run_id=run_id, job_name="bench", started_at=dt.datetime.now(dt.UTC))
+        return AssetRunLineage(emitter, SUPPLIER_STATS, dagster_run, settings)
+
     def with_lineage(round_number: int) -> None:
-        dagster_run = DagsterRun(run_id=f"bench-{round_number}", job_name="bench", started_at=dt.datetime.now(dt.UTC))
-        run = AssetRunLineage(emitter, SUPPLIER_STATS, dagster_run, settings)
+        run = asset_run(f"bench-{round_number}")
         run.emit(RunState.START)
         application = run.spark_application()
         report = bare_submit(spark_jobs, day, extra_conf=application.conf())
@@ -65,10 +68,7 @@ def run(environment: SettingsResource, quick: bool) -> dict:
         run.emit(RunState.COMPLETE)
 
     def agent_only(round_number: int) -> None:
-        dagster_run = DagsterRun(
-            run_id=f"bench-agent-{round_number}", job_name="bench", started_at=dt.datetime.now(dt.UTC)
-        )
-        application = AssetRunLineage(emitter, SUPPLIER_STATS, dagster_run, settings).spark_application()
+        application = asset_run(f"bench-agent-{round_number}").spark_application()
         bare_submit(spark_jobs, day, extra_conf=application.conf())
         application.events_file.unlink(missing_ok=True)  # read by no one: the project emits nothing
 
