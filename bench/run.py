@@ -60,7 +60,9 @@ BENCHMARKS = {
     "lineage_history": Benchmark(lineage_history, needs_stack=False),
     "marquez_load": Benchmark(marquez_load),
     "lineage_overhead_batch": Benchmark(lineage_overhead),
-    "streaming_throughput": Benchmark(throughput, lambda args: {"count": args.throughput_orders}),
+    "streaming_throughput": Benchmark(
+        throughput, lambda args: {"count": args.throughput_orders, "rounds": args.throughput_rounds}
+    ),
     "freshness": Benchmark(freshness, lambda args: {"seconds": args.freshness_seconds}),
     "batch_scaling": Benchmark(scaling, lambda args: {"sizes": args.scaling_sizes}),
     "cold_start": Benchmark(cold_start, lambda args: {"orders": args.cold_start_orders}),
@@ -165,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         help=f"orders in the throughput topic (quick {throughput.QUICK_ORDERS:,}; full {throughput.FULL_ORDERS:,})",
     )
+    parser.add_argument("--throughput-rounds", type=int, help="rounds of each throughput subject (quick 1; full 3)")
     parser.add_argument("--freshness-seconds", type=int, help="seconds of measured orders (quick 10; full 120)")
     parser.add_argument(
         "--scaling-sizes",
