@@ -28,6 +28,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import urllib.parse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -71,8 +72,11 @@ def jar_conf(settings: Settings) -> dict[str, str]:
 DRIVER_JAVA_OPTIONS = "spark.driver.defaultJavaOptions"
 EXECUTOR_JAVA_OPTIONS = "spark.executor.defaultJavaOptions"
 # The throughput collector: a job's JVM wants rows per second, not short pauses, and G1's concurrent
-# threads take cores from the tasks.
-JVM_OPTIONS = "-XX:+UseParallelGC"
+# threads take cores from the tasks. Metaspace's first collection threshold (21 MB by default) is
+# crossed while a job's first query generates its classes, and crossing it costs a full collection
+# in the middle of that query; 128 MB leaves room for what a job loads besides the shared archive
+# (a few tens of MB).
+JVM_OPTIONS = "-XX:+UseParallelGC -XX:MetaspaceSize=128m"
 
 
 def spark_home() -> Path:
@@ -189,6 +193,20 @@ def catalog_auth_conf(settings: Settings, catalog: str) -> dict[str, str]:
     return {key: value for key, value in conf.items() if value}
 
 
+# Spark's own choice for a local checkpoint, Hadoop's FileContext, runs `readlink` in a new process for
+# each file it renames into the checkpoint, several per micro-batch; the FileSystem API's rename is a
+# rename(2). What the FileContext adds, a rename that fails when its target exists, guards against a
+# second writer of the checkpoint, which ``streaming.exclusive`` already keeps out.
+LOCAL_CHECKPOINT_MANAGER = "org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager"
+
+
+def checkpoint_conf(settings: Settings) -> dict[str, str]:
+    """The streaming jobs' checkpoint manager: Spark's default for a checkpoint in a bucket."""
+    scheme = urllib.parse.urlparse(settings.checkpoint_location).scheme
+    local = scheme in ("", "file")
+    return {"spark.sql.streaming.checkpointFileManagerClass": LOCAL_CHECKPOINT_MANAGER} if local else {}
+
+
 def spark_conf(settings: Settings) -> dict[str, str]:
     catalog = f"spark.sql.catalog.{settings.catalog_name}"
     s3a = "spark.hadoop.fs.s3a"
@@ -206,6 +224,7 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         **jar_conf(settings),
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": "4",
+        **checkpoint_conf(settings),
         # base64() in one line (RFC 4648), not Spark 4's 76-character MIME lines: the dead letters' and
         # the archive's value_base64 decode with any base64 decoder.
         "spark.sql.chunkBase64String.enabled": "false",

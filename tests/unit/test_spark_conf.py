@@ -34,6 +34,22 @@ def test_the_catalog_and_s3_come_from_the_settings(settings):
     assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "true"
 
 
+@pytest.mark.parametrize(
+    ("location", "manager"),
+    [
+        ("", spark_conf.LOCAL_CHECKPOINT_MANAGER),
+        ("/srv/checkpoints", spark_conf.LOCAL_CHECKPOINT_MANAGER),
+        ("file:///srv/checkpoints", spark_conf.LOCAL_CHECKPOINT_MANAGER),
+        ("s3://shared/checkpoints", None),
+    ],
+)
+def test_a_local_checkpoint_is_renamed_through_the_file_system_api_and_a_bucket_keeps_sparks_default(
+    settings, location, manager
+):
+    conf = spark_conf.spark_conf(dataclasses.replace(settings, checkpoint_location=location))
+    assert conf.get("spark.sql.streaming.checkpointFileManagerClass") == manager
+
+
 def test_a_local_master_and_the_stacks_cluster_take_the_jars_on_their_class_path_and_others_as_spark_jars(settings):
     local = spark_conf.spark_conf(settings)
     assert local["spark.driver.extraClassPath"].endswith("iceberg.jar") and "spark.jars" not in local
