@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         help=f"orders in the throughput topic (quick {throughput.QUICK_ORDERS:,}; full {throughput.FULL_ORDERS:,})",
     )
-    parser.add_argument("--throughput-rounds", type=int, help="rounds of each throughput subject (quick 1; full 3)")
+    parser.add_argument("--throughput-rounds", type=int, help="rounds of each throughput subject (quick 1; full 8)")
     parser.add_argument("--freshness-seconds", type=int, help="seconds of measured orders (quick 10; full 120)")
     parser.add_argument(
         "--scaling-sizes",

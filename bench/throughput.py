@@ -319,9 +319,10 @@ def _ratio(ours: float | None, theirs: float | None) -> float | None:
 
 def run(environment: SettingsResource, quick: bool, count: int | None = None, rounds: int | None = None) -> dict:
     count = count or (QUICK_ORDERS if quick else FULL_ORDERS)
-    # Three rounds by default: rounds of one subject spread by about ±5% on a 2-core machine, and a median
-    # of two is their mean; the paired intervals against the peers narrow only with more.
-    rounds = rounds or (1 if quick else 3)
+    # Eight rounds by default: rounds of one subject spread by about ±5% on a 2-core machine, and the
+    # live windows and the deployed ingestion are within 10% of their peers, so the paired intervals
+    # need eight rounds to say on which side of 1.0 a ratio lies.
+    rounds = rounds or (1 if quick else 8)
     # Partitioned as the orders topic of a deployment that scales is: one partition for each core a
     # job has, so that both engines can read with all of them.
     partitions = environment.settings.spark_cores_per_job
